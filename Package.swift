@@ -1,0 +1,45 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Upcoming features on every target, as swift-configuration does: explicit
+/// existentials, imports that must be visible where they are used, and imports
+/// that are internal unless a public signature needs them.
+let upcoming: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "swift-web-image",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "WebImage", targets: ["WebImage"]),
+        .library(name: "WebImageTesting", targets: ["WebImageTesting"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+    ],
+    targets: [
+        // Core: contracts, registries, the manager, memory cache, file store, file loader.
+        // No C dependency: a user who wants only these links `WebImage` alone.
+        .target(
+            name: "WebImage",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: upcoming
+        ),
+        // Conformance suites for plugin authors; framework-agnostic (they throw).
+        .target(name: "WebImageTesting", dependencies: ["WebImage"], swiftSettings: upcoming),
+
+        .testTarget(
+            name: "WebImageTests",
+            dependencies: ["WebImage", "WebImageTesting"],
+            swiftSettings: upcoming
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,68 @@
+public import Foundation
+
+/// The disk tier: bytes in, bytes out, with metadata per entry.
+///
+/// The manager stores original bytes under a URL's plain key, and encoded
+/// transformed results under derived keys (see ``CacheKey``).
+///
+/// ## Implementation requirements
+/// - Any `String` is a valid key: long, empty-looking, `../../etc/passwd`, with NUL
+///   bytes or lone surrogates. A store never lets a key name a place outside itself
+///   and never confuses two keys (hash collisions are detected).
+/// - ``setData(_:forKey:metadata:)`` is atomic: a reader sees the old entry, the new
+///   one, or none, never part of one, even if the process dies mid-write.
+/// - The store fills ``CacheMetadata/storedAt``, ``CacheMetadata/accessedAt`` and
+///   ``CacheMetadata/size`` itself; the caller's values for those are ignored.
+///   Reading an entry updates its access date (it may do so lazily, in batches).
+/// - ``removeExpired()`` removes entries not accessed within the maximum age and, if
+///   the store is over its size limit, removes least-recently-accessed entries until
+///   it is at half the limit. A store also does this by itself: on a timer and when
+///   a write takes it over the limit.
+/// - Errors are ``WebImageError`` with code ``WebImageError/Code/storeFailed`` and
+///   the underlying system or library message. A missing key is `nil`, not an error.
+/// - Blocking I/O runs on threads of the store's own, never on the cooperative pool.
+///
+/// `WebImageTesting.CacheStoreConformance` checks these.
+public protocol CacheStore: Sendable {
+    /// The entry for a key, or nil.
+    func entry(forKey key: String) async throws -> CacheEntry?
+    /// The metadata for a key without its bytes, or nil.
+    func metadata(forKey key: String) async throws -> CacheMetadata?
+    /// Stores bytes and metadata under a key, replacing any entry there.
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws
+    /// Replaces an entry's metadata (after a 304 revalidation) without rewriting its bytes.
+    /// Does nothing if there is no entry.
+    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws
+    /// Removes one entry; removing a missing key is not an error.
+    func removeData(forKey key: String) async throws
+    /// Removes every entry.
+    func removeAll() async throws
+    /// Removes expired entries and trims to half the size limit when over it.
+    func removeExpired() async throws
+    /// The bytes of every entry's data.
+    var totalSize: Int { get async throws }
+    /// The number of entries.
+    var count: Int { get async throws }
+}
+
+extension CacheStore {
+    /// The bytes stored under a key, or nil.
+    public func data(forKey key: String) async throws -> Data? {
+        try await entry(forKey: key)?.data
+    }
+
+    /// Stores bytes with empty metadata.
+    public func setData(_ data: Data, forKey key: String) async throws {
+        try await setData(data, forKey: key, metadata: CacheMetadata())
+    }
+}
+
+/// Bytes and their metadata, as a store returns them.
+public struct CacheEntry: Sendable {
+    public var data: Data
+    public var metadata: CacheMetadata
+    public init(data: Data, metadata: CacheMetadata) {
+        self.data = data
+        self.metadata = metadata
+    }
+}

@@ -1,0 +1,68 @@
+public import Foundation
+
+/// Factories for cache stores, by name, so that configuration can choose a
+/// backend (`store.kind = lmdb`) without code changes.
+///
+/// Built in: `memory` (``MemoryCacheStore``) and `filesystem` (``FileCacheStore``).
+/// Plugins add theirs (`lmdb`); a third-party store registers its own name.
+public final class CacheStoreRegistry: Sendable {
+    /// Makes a store from settings. Throws ``WebImageError`` with code
+    /// ``WebImageError/Code/invalidArgument`` for settings it cannot use.
+    public typealias Factory = @Sendable (CacheStoreSettings) throws -> any CacheStore
+
+    private let registry = Registry<Factory>()
+
+    public init() {}
+
+    /// A registry with the built-in `memory` and `filesystem` stores.
+    public static var standard: CacheStoreRegistry {
+        let registry = CacheStoreRegistry()
+        registry.register(name: "memory") { settings in
+            MemoryCacheStore(limits: settings.limits)
+        }
+        registry.register(name: "filesystem") { settings in
+            try FileCacheStore(directory: settings.requireDirectory(), limits: settings.limits)
+        }
+        return registry
+    }
+
+    @discardableResult
+    public func register(name: String, factory: @escaping Factory) -> RegistrationToken {
+        registry.register(factory, names: [name])
+    }
+
+    @discardableResult
+    public func unregister(_ token: RegistrationToken) -> Bool { registry.unregister(token) }
+
+    /// Makes a store with the factory registered under `name`.
+    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the unknown store and the known ones.
+    public func makeStore(named name: String, settings: CacheStoreSettings) throws -> any CacheStore {
+        guard let factory = registry.value(named: name) else {
+            throw WebImageError(.invalidArgument, "unknown store '\(name)'; registered: \(names.joined(separator: ", "))")
+        }
+        return try factory(settings)
+    }
+
+    /// Registered names, newest first.
+    public var names: [String] { registry.names }
+}
+
+/// What a store factory is given: where to keep data, the limits, and any
+/// store-specific settings as strings (for example `lmdb.mapSize`).
+public struct CacheStoreSettings: Sendable {
+    public var directory: URL?
+    public var limits: CacheLimits
+    public var extra: [String: String]
+
+    public init(directory: URL? = nil, limits: CacheLimits = CacheLimits(), extra: [String: String] = [:]) {
+        self.directory = directory
+        self.limits = limits
+        self.extra = extra
+    }
+
+    /// The directory, or an error saying the store needs one.
+    public func requireDirectory() throws -> URL {
+        guard let directory else { throw WebImageError(.invalidArgument, "store.path: this store needs a directory") }
+        return directory
+    }
+}

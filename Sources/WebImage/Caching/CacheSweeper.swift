@@ -1,0 +1,22 @@
+/// Runs a store's sweep on a timer, for as long as the sweeper lives.
+///
+/// Servers have no app lifecycle to hang expiry on (the top complaint against
+/// every peer library), so stores sweep on a timer of their own as well as under
+/// write pressure. The timer holds its store weakly: dropping the store stops it.
+public final class CacheSweeper: Sendable {
+    private let task: Task<Void, Never>
+
+    /// Calls `sweep` every `interval` until the sweeper is deinitialised.
+    /// `sweep` returns false to stop the timer (its store is gone).
+    public init(interval: Duration, sweep: @escaping @Sendable () async -> Bool) {
+        task = Task.detached(priority: .background) {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                if Task.isCancelled { return }
+                if await !sweep() { return }
+            }
+        }
+    }
+
+    deinit { task.cancel() }
+}

@@ -1,0 +1,42 @@
+/// What a coder is asked to do while decoding.
+public struct DecodeOptions: Hashable, Sendable {
+    /// Decode straight to a size that fits in this box (shrink on load), never
+    /// decoding the full image first. `nil` decodes at full size.
+    public var thumbnailPixelSize: PixelSize?
+    /// Keep the aspect ratio when making a thumbnail (fit inside the box); when
+    /// false the thumbnail fills the box exactly.
+    public var preserveAspectRatio: Bool = true
+    /// The scale to record on the image (from the key or the context).
+    public var scale: Double = 1
+    /// Decode only the first frame of an animated image.
+    public var firstFrameOnly: Bool = false
+    /// The largest number of pixels (width x height x frames) a decoded image may
+    /// have. Checked from the header before decoding. Default 100 megapixels.
+    public var pixelLimit: Int = 100_000_000
+    /// Instead of failing over ``pixelLimit``, decode scaled down to fit it.
+    public var scaleDownLargeImages: Bool = false
+    /// Keep the pixels as stored instead of turning them upright.
+    public var keepOrientation: Bool = false
+    /// Accept truncated or slightly corrupt data instead of failing.
+    public var allowTruncated: Bool = false
+
+    public init(
+        thumbnailPixelSize: PixelSize? = nil,
+        preserveAspectRatio: Bool = true,
+        scale: Double = 1,
+        firstFrameOnly: Bool = false,
+        pixelLimit: Int = 100_000_000,
+        scaleDownLargeImages: Bool = false,
+        keepOrientation: Bool = false,
+        allowTruncated: Bool = false
+    ) {
+        self.thumbnailPixelSize = thumbnailPixelSize
+        self.preserveAspectRatio = preserveAspectRatio
+        self.scale = scale
+        self.firstFrameOnly = firstFrameOnly
+        self.pixelLimit = pixelLimit
+        self.scaleDownLargeImages = scaleDownLargeImages
+        self.keepOrientation = keepOrientation
+        self.allowTruncated = allowTruncated
+    }
+}

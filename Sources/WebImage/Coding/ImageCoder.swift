@@ -1,0 +1,36 @@
+public import Foundation
+
+/// Decodes and encodes images: the plugin point for formats.
+///
+/// The manager asks coders newest-registered first (see ``CoderRegistry``), so a
+/// coder you register overrides the built-in one for the formats it accepts.
+///
+/// ## Implementation requirements
+/// - ``canDecode(_:)`` must be cheap and decide from the bytes alone (sniff magic
+///   numbers; see ``ImageFormat/sniff(_:)``), never from a URL or a file name.
+/// - ``decode(_:options:)`` and ``encode(_:as:options:)`` are called on threads of
+///   the manager's blocking pool, never on Swift's cooperative pool, so they may
+///   block. They must be safe to call from many threads at once.
+/// - Bad input throws ``WebImageError`` (``WebImageError/Code/decodeFailed``,
+///   ``WebImageError/Code/unsupportedFormat``, ``WebImageError/Code/pixelLimitExceeded``)
+///   with a message that says what was wrong. It never crashes or hangs.
+/// - Decoding honours ``DecodeOptions``: the pixel limit (checked from the header,
+///   before pixels are decoded), thumbnail size, first frame only, scale, orientation.
+///   A coder that cannot honour an option documents it.
+/// - A decoded image is upright unless ``DecodeOptions/keepOrientation`` is set,
+///   and records the file's orientation in ``Image/storedOrientation``.
+/// - Images the coder makes keep their pixels in an ``ImageStorage`` of the coder's
+///   own; ``encode(_:as:options:)`` must also accept ``PixelBuffer`` storage, so
+///   that images from other coders can be re-encoded.
+///
+/// `WebImageTesting.ImageCoderConformance` checks these.
+public protocol ImageCoder: Sendable {
+    /// Whether these bytes look like a format this coder decodes.
+    func canDecode(_ data: Data) -> Bool
+    /// Decodes the bytes into an image.
+    func decode(_ data: Data, options: DecodeOptions) throws -> Image
+    /// Whether this coder can write the format.
+    func canEncode(_ format: ImageFormat) -> Bool
+    /// Encodes an image in the given format.
+    func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data
+}

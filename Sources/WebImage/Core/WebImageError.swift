@@ -1,0 +1,90 @@
+import Foundation
+
+/// The error every part of the pipeline throws: a code to match on, a message
+/// that says what was wrong, and whether trying again later may succeed.
+///
+/// Codes are open-ended (a struct of static members, as Hummingbird's errors are),
+/// so plugins and later versions can add codes without breaking `switch`es:
+///
+/// ```swift
+/// do { _ = try await manager.loadImage(with: url) }
+/// catch let error as WebImageError where error.code == .notFound { ... }
+/// ```
+public struct WebImageError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// The URL or path cannot be loaded by any registered loader, or is malformed.
+        public static let invalidURL = Code("invalidURL")
+        /// The URL failed permanently before and is on the failed-URL blocklist.
+        public static let blockedURL = Code("blockedURL")
+        /// `.fromCacheOnly` was asked for and no cache tier has the image.
+        public static let notCached = Code("notCached")
+        /// The resource does not exist (HTTP 404/410, or no such file).
+        public static let notFound = Code("notFound")
+        /// The server answered with a status outside the acceptable range.
+        public static let badStatus = Code("badStatus")
+        /// The response or file is larger than the configured limit.
+        public static let tooLarge = Code("tooLarge")
+        /// The load did not finish in time.
+        public static let timedOut = Code("timedOut")
+        /// A network or I/O failure: connection refused or reset, DNS, a truncated body.
+        public static let loadFailed = Code("loadFailed")
+        /// Access was refused: a file not readable, an address the SSRF policy forbids.
+        public static let forbidden = Code("forbidden")
+        /// No registered coder recognises the bytes.
+        public static let unsupportedFormat = Code("unsupportedFormat")
+        /// A coder recognised the bytes but could not decode them (corrupt, truncated).
+        public static let decodeFailed = Code("decodeFailed")
+        /// The image is larger than the decoded pixel limit.
+        public static let pixelLimitExceeded = Code("pixelLimitExceeded")
+        /// Encoding to the requested format failed or is not supported.
+        public static let encodeFailed = Code("encodeFailed")
+        /// A transformer failed.
+        public static let transformFailed = Code("transformFailed")
+        /// A cache store failed to read or write.
+        public static let storeFailed = Code("storeFailed")
+        /// Invalid configuration or argument.
+        public static let invalidArgument = Code("invalidArgument")
+        /// The task was cancelled.
+        public static let cancelled = Code("cancelled")
+    }
+
+    public var code: Code
+    /// What went wrong, in words, including any message from the C library below.
+    public var message: String
+    /// Whether the failure may go away by itself (timeouts, 5xx, connection errors).
+    /// Transient failures never put a URL on the blocklist.
+    public var isTransient: Bool
+    /// The HTTP status, where there was one.
+    public var statusCode: Int?
+    /// The error that caused this one, if any.
+    public var underlying: (any Error)?
+
+    public init(_ code: Code, _ message: String, isTransient: Bool? = nil, statusCode: Int? = nil, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.isTransient = isTransient ?? Self.defaultTransience(code)
+        self.statusCode = statusCode
+        self.underlying = underlying
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    private static func defaultTransience(_ code: Code) -> Bool {
+        switch code {
+        case .timedOut, .loadFailed, .cancelled, .storeFailed: true
+        default: false
+        }
+    }
+
+    /// Wraps any error as a `WebImageError`, keeping one that already is.
+    public static func wrap(_ error: any Error, as code: Code, _ context: @autoclosure () -> String) -> WebImageError {
+        if let error = error as? WebImageError { return error }
+        if error is CancellationError { return WebImageError(.cancelled, "cancelled", underlying: error) }
+        return WebImageError(code, "\(context()): \(error)", underlying: error)
+    }
+}

@@ -1,0 +1,123 @@
+import Synchronization
+
+/// Runs one job per key however many callers ask for it at once.
+///
+/// Each caller waits on a continuation of its own, so a caller that is cancelled
+/// returns at once (throwing `CancellationError`) while the others keep waiting.
+/// The job itself is cancelled only when its last caller has gone. Progress the
+/// job reports reaches every caller still waiting. When the job ends, every caller
+/// gets its result and the key is free for a new job.
+///
+/// Continuations are resumed, and progress handlers called, outside the lock.
+final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    typealias Progress = @Sendable (LoadProgress) -> Void
+
+    private struct Waiter {
+        let continuation: CheckedContinuation<Value, any Error>
+        let progress: Progress?
+    }
+
+    private struct Job {
+        let id: UInt64
+        var waiters: [UInt64: Waiter] = [:]
+        var task: Task<Void, Never>?
+    }
+
+    private struct State {
+        var jobs: [Key: Job] = [:]
+        var nextID: UInt64 = 1
+    }
+
+    private let state = Mutex(State())
+
+    /// The number of jobs running; for tests and metrics.
+    var jobCount: Int { state.withLock { $0.jobs.count } }
+
+    /// Joins the job for `key`, starting it with `operation` if there is none.
+    func value(
+        for key: Key,
+        priority: TaskPriority? = nil,
+        progress: Progress? = nil,
+        operation: @escaping @Sendable (_ progress: @escaping Progress) async throws -> Value
+    ) async throws -> Value {
+        let waiterID = state.withLock { state -> UInt64 in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                let waiter = Waiter(continuation: continuation, progress: progress)
+                // Decided under the lock: the cancellation handler takes the same
+                // lock, so a waiter is either seen cancelled here or removed there.
+                let start = state.withLock { state -> (UInt64)? in
+                    if Task.isCancelled { return nil }
+                    if state.jobs[key] != nil {
+                        state.jobs[key]!.waiters[waiterID] = waiter
+                        return 0
+                    }
+                    let jobID = state.nextID
+                    state.nextID += 1
+                    var job = Job(id: jobID)
+                    job.waiters[waiterID] = waiter
+                    state.jobs[key] = job
+                    return jobID
+                }
+                guard let start else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                guard start != 0 else { return }
+                let task = Task(priority: priority) {
+                    let result: Result<Value, any Error>
+                    do {
+                        result = .success(try await operation { [weak self] value in self?.report(value, key: key, jobID: start) })
+                    } catch {
+                        result = .failure(error)
+                    }
+                    self.finish(key: key, jobID: start, result: result)
+                }
+                // The task may already have finished; only attach it to a live job.
+                let cancelNow = state.withLock { state -> Bool in
+                    guard state.jobs[key]?.id == start else { return false }
+                    state.jobs[key]!.task = task
+                    return state.jobs[key]!.waiters.isEmpty
+                }
+                if cancelNow { task.cancel() }
+            }
+        } onCancel: {
+            self.leave(key: key, waiterID: waiterID)
+        }
+    }
+
+    private func leave(key: Key, waiterID: UInt64) {
+        let (waiter, taskToCancel) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
+            guard var job = state.jobs[key], let waiter = job.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
+            if job.waiters.isEmpty {
+                // Last caller gone: the job is abandoned; a new caller starts afresh.
+                state.jobs[key] = nil
+                return (waiter, job.task)
+            }
+            state.jobs[key] = job
+            return (waiter, nil)
+        }
+        waiter?.continuation.resume(throwing: CancellationError())
+        taskToCancel?.cancel()
+    }
+
+    private func report(_ value: LoadProgress, key: Key, jobID: UInt64) {
+        let handlers = state.withLock { state -> [Progress] in
+            guard let job = state.jobs[key], job.id == jobID else { return [] }
+            return job.waiters.values.compactMap(\.progress)
+        }
+        for handler in handlers { handler(value) }
+    }
+
+    private func finish(key: Key, jobID: UInt64, result: Result<Value, any Error>) {
+        let waiters = state.withLock { state -> [Waiter] in
+            guard let job = state.jobs[key], job.id == jobID else { return [] }
+            state.jobs[key] = nil
+            return Array(job.waiters.values)
+        }
+        for waiter in waiters { waiter.continuation.resume(with: result) }
+    }
+}

@@ -1,0 +1,38 @@
+import Metrics
+
+/// The manager's counters and timers, made once (swift-metrics factories are not free).
+///
+/// - `webimage_cache_hits_total{tier=memory|disk}`, `webimage_cache_misses_total`
+/// - `webimage_loaded_bytes_total`, `webimage_load_duration_seconds`
+/// - `webimage_decode_duration_seconds`
+/// - `webimage_errors_total{code=...}`, `webimage_store_errors_total`
+struct PipelineMetrics: Sendable {
+    private let memoryHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "memory")])
+    private let diskHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "disk")])
+    private let misses = Counter(label: "webimage_cache_misses_total")
+    private let loadedBytes = Counter(label: "webimage_loaded_bytes_total")
+    private let loadTimer = Metrics.Timer(label: "webimage_load_duration_seconds")
+    private let decodeTimer = Metrics.Timer(label: "webimage_decode_duration_seconds")
+    private let storeErrors = Counter(label: "webimage_store_errors_total")
+
+    func hit(_ tier: CacheType) {
+        (tier == .memory ? memoryHits : diskHits).increment()
+    }
+    func miss() { misses.increment() }
+    func loaded(bytes: Int, duration: Duration) {
+        loadedBytes.increment(by: bytes)
+        loadTimer.recordNanoseconds(duration.nanoseconds)
+    }
+    func decoded(duration: Duration) { decodeTimer.recordNanoseconds(duration.nanoseconds) }
+    func failed(_ code: WebImageError.Code) {
+        Counter(label: "webimage_errors_total", dimensions: [("code", code.rawValue)]).increment()
+    }
+    func storeError() { storeErrors.increment() }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,80 @@
+public import Foundation
+
+/// Per-load settings that carry values, after SDWebImage's context.
+public struct ImageContext: Sendable {
+    /// Decode straight to a size that fits this box (shrink on load).
+    public var thumbnailPixelSize: PixelSize?
+    /// Fit inside the thumbnail box (true) or fill it exactly (false).
+    public var preserveAspectRatio: Bool = true
+    /// The scale to give the image, overriding the one the key implies (`@2x`).
+    public var scaleFactor: Double?
+    /// Keep the pixels as stored instead of applying the EXIF orientation.
+    public var keepOrientation: Bool = false
+    /// Accept truncated images instead of failing.
+    public var allowTruncated: Bool = false
+    /// Turns URLs into cache keys; overrides the manager's filter.
+    public var cacheKeyFilter: CacheKeyFilter?
+    /// Makes the bytes stored on disk for a transformed or thumbnailed result.
+    public var cacheSerializer: CacheSerializer?
+    /// Applied after decoding; its key becomes part of the cache key.
+    public var transformer: (any ImageTransformer)?
+    /// The format derived results are encoded in on disk; default: the source's.
+    public var encodeFormat: ImageFormat?
+    /// Adjusts each request before it is sent (headers such as `Authorization`).
+    public var requestModifier: (@Sendable (inout LoadRequest) -> Void)?
+    /// Use this store instead of the manager's.
+    public var store: (any CacheStore)?
+    /// Use this loader instead of the registry's.
+    public var loader: (any Loader)?
+    /// Use this coder instead of the registry's.
+    public var coder: (any ImageCoder)?
+    /// The tiers looked up. Default: both.
+    public var queryCacheTiers: CacheTiers = .all
+    /// The tiers written. Default: both.
+    public var storeCacheTiers: CacheTiers = .all
+
+    public init(
+        thumbnailPixelSize: PixelSize? = nil,
+        scaleFactor: Double? = nil,
+        transformer: (any ImageTransformer)? = nil,
+        encodeFormat: ImageFormat? = nil
+    ) {
+        self.thumbnailPixelSize = thumbnailPixelSize
+        self.scaleFactor = scaleFactor
+        self.transformer = transformer
+        self.encodeFormat = encodeFormat
+    }
+}
+
+/// The cache tiers of the pipeline.
+public struct CacheTiers: OptionSet, Hashable, Sendable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let memory = CacheTiers(rawValue: 1)
+    public static let disk = CacheTiers(rawValue: 2)
+    public static let all: CacheTiers = [.memory, .disk]
+    public static let none: CacheTiers = []
+}
+
+/// Where a result came from.
+public enum CacheType: String, Sendable, Hashable, Codable {
+    /// Loaded (from the network or a file) for this request.
+    case none
+    /// From the memory cache.
+    case memory
+    /// From the disk store.
+    case disk
+}
+
+/// What a load returns.
+public struct ImageResult: Sendable {
+    /// The decoded image; nil with `.avoidDecode`.
+    public var image: Image?
+    /// The bytes, when the pipeline had them: always with `.avoidDecode`, on a
+    /// load or disk hit, and on a memory hit with `.queryMemoryData`.
+    public var data: Data?
+    public var cacheType: CacheType
+    /// The key the result is cached under (derived for transformed results).
+    public var key: String
+    public var url: URL
+}

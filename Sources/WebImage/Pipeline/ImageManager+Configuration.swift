@@ -1,0 +1,44 @@
+import Foundation
+public import Logging
+
+extension ImageManager {
+    /// Everything a manager is made of. Every field has a default with a reason
+    /// (docs/configuration.md lists them).
+    ///
+    /// ```swift
+    /// var configuration = ImageManager.Configuration()
+    /// configuration.store = try FileCacheStore(directory: cacheDirectory)
+    /// configuration.coders.register(VipsImageCoder(), name: "vips")
+    /// let manager = ImageManager(configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The memory tier; nil disables it. Default: 25% of available memory.
+        public var memoryCache: MemoryImageCache? = MemoryImageCache()
+        /// The disk tier; nil (the default) disables it.
+        public var store: (any CacheStore)?
+        /// Coders, asked newest first. Empty by default: register one (`vips`).
+        public var coders = CoderRegistry()
+        /// Loaders by scheme. Default: ``FileLoader`` for `file://` and plain paths.
+        public var loaders = LoaderRegistry.standard
+        /// Turns URLs into cache keys. Default: the absolute URL string.
+        public var cacheKeyFilter: CacheKeyFilter = .identity
+        /// Makes disk bytes for derived results. Default: see ``CacheSerializer/encoding(as:)``.
+        public var cacheSerializer: CacheSerializer?
+        /// Failed URLs. Default: 5 minutes, 10 000 URLs.
+        public var blocklist = FailedURLBlocklist()
+        /// Decoding defaults; per-load options and context refine them. The pixel
+        /// limit (100 MP by default) guards against decompression bombs.
+        public var decodeOptions = DecodeOptions()
+        /// Headers sent with every request. Default: an `Accept` of what libvips decodes.
+        public var requestHeaders: [String: String] = ["Accept": "image/webp,image/avif,image/*;q=0.8"]
+        /// The longest a load may take. Default 15 s (SDWebImage, Kingfisher).
+        public var timeout: Duration = .seconds(15)
+        /// The largest response accepted. Default 64 MiB: a server must bound it.
+        public var maxResponseSize: Int64 = 64 << 20
+        /// Where decoding, transforming and encoding run.
+        public var pool: BlockingThreadPool = .shared
+        public var logger = Logger(label: "webimage")
+
+        public init() {}
+    }
+}

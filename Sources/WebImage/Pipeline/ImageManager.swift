@@ -1,0 +1,339 @@
+public import Foundation
+import Logging
+import Synchronization
+
+/// Loads images through the tiers: memory, then disk, then a loader; decodes,
+/// transforms and caches what it loads.
+///
+/// ```swift
+/// let manager = ImageManager(configuration: configuration)
+/// let result = try await manager.loadImage(
+///     with: URL(string: "https://example.com/photo@2x.jpg")!,
+///     context: ImageContext(thumbnailPixelSize: PixelSize(256)))
+/// print(result.cacheType, result.image!.pixelSize, result.image!.scale)  // none 256x171 2.0
+/// ```
+///
+/// What one load does (docs/architecture.md draws it):
+/// 1. The cache key: the URL through the key filter; a thumbnail, transformer or
+///    other result-changing parameter derives a key of its own from it.
+/// 2. A URL on the failed-URL blocklist fails at once (``WebImageError/Code/blockedURL``)
+///    unless `.retryFailed`.
+/// 3. The memory cache under the derived key: a hit returns `.memory`.
+/// 4. The disk store: the derived result's bytes, else the original's; a hit is
+///    decoded off the caller's executor and returned as `.disk`.
+/// 5. The loader. Concurrent loads of one key share one job, and loads of one URL
+///    share one download; each caller can cancel alone, and the work stops only
+///    when every caller has cancelled. Progress reaches every caller.
+/// 6. Decode with the first coder that accepts the bytes (orientation applied,
+///    scale from the key), transform, then store: original bytes on disk (unless
+///    `.cacheMemoryOnly`), the derived result's bytes on disk, the image in memory.
+///
+/// Every error thrown is a ``WebImageError``; cancellation is
+/// ``WebImageError/Code/cancelled``.
+public final class ImageManager: Sendable {
+    public let configuration: Configuration
+    private let images = Coalescer<String, ImageResult>()
+    private let downloads = Coalescer<String, LoadResponse>()
+    let slots = Mutex<[String: ImageTask]>([:])
+    private let metrics = PipelineMetrics()
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    /// The memory tier, if any.
+    public var memoryCache: MemoryImageCache? { configuration.memoryCache }
+    /// The disk tier, if any.
+    public var store: (any CacheStore)? { configuration.store }
+    /// The failed-URL blocklist; `removeAll()` clears it.
+    public var blocklist: FailedURLBlocklist { configuration.blocklist }
+
+    /// The key a URL's original bytes are cached under.
+    public func cacheKey(for url: URL, context: ImageContext = ImageContext()) -> String {
+        (context.cacheKeyFilter ?? configuration.cacheKeyFilter).key(url)
+    }
+
+    /// The key a load's result is cached under: the plain key, or a derived one
+    /// when the context asks for a thumbnail or a transformation.
+    public func resultKey(for url: URL, options: ImageOptions = [], context: ImageContext = ImageContext()) -> String {
+        CacheKey.derived(from: cacheKey(for: url, context: context), options: options, context: context)
+    }
+
+    /// Loads an image. See the type's discussion for the steps.
+    /// - Parameter progress: called with bytes received as a download proceeds.
+    /// - Throws: ``WebImageError``.
+    public func loadImage(
+        with url: URL,
+        options: ImageOptions = [],
+        context: ImageContext = ImageContext(),
+        progress: (@Sendable (LoadProgress) -> Void)? = nil
+    ) async throws -> ImageResult {
+        let plainKey = cacheKey(for: url, context: context)
+        let key = options.contains(.avoidDecode) ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context)
+
+        if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
+            throw WebImageError(.blockedURL, "\(url.absoluteString) failed recently (\(failure)); pass .retryFailed to try again",
+                                isTransient: false, statusCode: failure.statusCode, underlying: failure)
+        }
+        if let hit = await memoryHit(url: url, key: key, options: options, context: context) {
+            return hit
+        }
+        let flags: ImageOptions = [.refreshCached, .fromCacheOnly, .fromLoaderOnly, .cacheMemoryOnly, .avoidDecode, .waitStoreCache]
+        let jobKey = key + "|" + String(options.intersection(flags).rawValue)
+        do {
+            return try await images.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
+                try await self.fetch(url: url, plainKey: plainKey, key: key, options: options, context: context, progress: progress)
+            }
+        } catch {
+            throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+        }
+    }
+
+    /// Removes an image from both tiers under its result key.
+    public func removeImage(forKey key: String) async throws {
+        memoryCache?.removeImage(forKey: key)
+        try await store?.removeData(forKey: key)
+    }
+
+    // MARK: Steps
+
+    private func memoryHit(url: URL, key: String, options: ImageOptions, context: ImageContext) async -> ImageResult? {
+        guard let cache = memoryCache, context.queryCacheTiers.contains(.memory),
+              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached, .avoidDecode]),
+              let image = cache.image(forKey: key)
+        else { return nil }
+        metrics.hit(.memory)
+        var data: Data?
+        if options.contains(.queryMemoryData), let store = context.store ?? store {
+            data = try? await store.data(forKey: key)
+        }
+        return ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
+    }
+
+    private func fetch(url: URL, plainKey: String, key: String, options: ImageOptions, context: ImageContext,
+                       progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> ImageResult {
+        let store = context.store ?? self.store
+        let readDisk = store != nil && context.queryCacheTiers.contains(.disk)
+            && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
+        let derivesBytes = key != plainKey && CacheKey.storesDerivedBytes(options: options, context: context)
+
+        // A derived result already on disk: its bytes are the finished image.
+        if readDisk, derivesBytes, let store, let entry = await read(store, key) {
+            let image = try await decode(entry.data, key: plainKey, options: options, context: context, derived: true)
+            remember(image, key: key, context: context)
+            metrics.hit(.disk)
+            return ImageResult(image: image, data: entry.data, cacheType: .disk, key: key, url: url)
+        }
+
+        var source: (data: Data, cacheType: CacheType, response: LoadResponse?)
+        if readDisk, let store, let entry = await read(store, plainKey) {
+            metrics.hit(.disk)
+            source = (entry.data, .disk, nil)
+        } else if options.contains(.fromCacheOnly) {
+            metrics.miss()
+            throw WebImageError(.notCached, "\(url.absoluteString) is not in the cache and .fromCacheOnly forbids loading it")
+        } else {
+            metrics.miss()
+            do {
+                source = try await download(url: url, plainKey: plainKey, store: store, options: options, context: context, progress: progress)
+            } catch {
+                throw recordFailure(error, url: url)
+            }
+        }
+
+        if options.contains(.avoidDecode) {
+            if source.cacheType == .none {
+                guard (context.coder.map { $0.canDecode(source.data) } ?? (configuration.coders.decoder(for: source.data) != nil))
+                        || configuration.coders.coders.isEmpty
+                else {
+                    throw recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
+                }
+                try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
+            }
+            return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url)
+        }
+
+        let image: Image
+        do {
+            image = try await decode(source.data, key: plainKey, options: options, context: context, derived: false)
+        } catch {
+            throw source.cacheType == .none ? recordFailure(error, url: url) : error
+        }
+        if source.cacheType == .none {
+            try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
+        }
+        remember(image, key: key, context: context)
+        if derivesBytes {
+            try await storeDerived(image, key: key, store: store, options: options, context: context)
+        }
+        return ImageResult(image: image, data: derivesBytes ? nil : source.data, cacheType: source.cacheType, key: key, url: url)
+    }
+
+    /// The bytes from the loader, one download per URL however many jobs want it.
+    private func download(url: URL, plainKey: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext,
+                          progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> (data: Data, cacheType: CacheType, response: LoadResponse?) {
+        var cached: CacheEntry?
+        if options.contains(.refreshCached), let store, context.queryCacheTiers.contains(.disk) {
+            cached = await read(store, plainKey)
+        }
+        let validators = cached.map { [$0.metadata.etag ?? "", $0.metadata.lastModified ?? ""].joined(separator: "|") }
+        let jobKey = plainKey + (validators.map { "|revalidate|" + $0 } ?? "")
+        let validatorMetadata = cached?.metadata
+        let response = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
+            try await self.performLoad(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
+        }
+        if response.isNotModified {
+            guard let cached, let store else {
+                throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)
+            }
+            var metadata = cached.metadata
+            metadata.etag = response.etag ?? metadata.etag
+            metadata.lastModified = response.lastModified ?? metadata.lastModified
+            do { try await store.updateMetadata(metadata, forKey: plainKey) } catch { logStoreError(error, key: plainKey) }
+            configuration.logger.debug("revalidated, not modified", metadata: ["url": "\(url.absoluteString)"])
+            return (cached.data, .disk, nil)
+        }
+        return (response.data, .none, response)
+    }
+
+    private func performLoad(url: URL, options: ImageOptions, context: ImageContext, validators: CacheMetadata?,
+                             progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+        guard let loader = context.loader ?? configuration.loaders.loader(for: url) else {
+            throw WebImageError(.invalidURL, "no loader is registered for \(url.scheme.map { "'\($0)' URLs" } ?? "paths") (\(url.absoluteString))")
+        }
+        var request = LoadRequest(
+            url: url,
+            headers: configuration.requestHeaders,
+            priority: options.contains(.highPriority) ? .high : options.contains(.lowPriority) ? .low : .normal,
+            timeout: configuration.timeout,
+            maxResponseSize: configuration.maxResponseSize,
+            ifNoneMatch: validators?.etag,
+            ifModifiedSince: validators?.lastModified
+        )
+        context.requestModifier?(&request)
+        let started = ContinuousClock.now
+        let response: LoadResponse
+        do {
+            response = try await loader.load(request, progress: progress)
+        } catch {
+            throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+        }
+        metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
+        if response.isNotModified { return response }
+        guard (200..<300).contains(response.statusCode) else {
+            let status = response.statusCode
+            let code: WebImageError.Code = status == 404 || status == 410 ? .notFound : .badStatus
+            throw WebImageError(code, "\(url.absoluteString) answered HTTP \(status)",
+                                isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)
+        }
+        guard !response.data.isEmpty else {
+            throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
+        }
+        return response
+    }
+
+    /// Decodes (and for originals, transforms) on the blocking pool.
+    private func decode(_ data: Data, key: String, options: ImageOptions, context: ImageContext, derived: Bool) async throws -> Image {
+        guard let coder = context.coder ?? configuration.coders.decoder(for: data) else {
+            let what = ImageFormat.sniff(data).map { "\($0) data, which no registered coder decodes" } ?? "data no registered coder recognises"
+            throw WebImageError(.unsupportedFormat, "\(key) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
+        }
+        var decodeOptions = configuration.decodeOptions
+        decodeOptions.scale = context.scaleFactor ?? ImageScale.scale(forKey: key)
+        decodeOptions.firstFrameOnly = decodeOptions.firstFrameOnly || options.contains(.decodeFirstFrameOnly)
+        decodeOptions.scaleDownLargeImages = decodeOptions.scaleDownLargeImages || options.contains(.scaleDownLargeImages)
+        decodeOptions.keepOrientation = decodeOptions.keepOrientation || context.keepOrientation
+        decodeOptions.allowTruncated = decodeOptions.allowTruncated || context.allowTruncated
+        decodeOptions.preserveAspectRatio = context.preserveAspectRatio
+        // Derived bytes already are the thumbnail, transformed and upright.
+        decodeOptions.thumbnailPixelSize = derived ? nil : context.thumbnailPixelSize
+        if derived { decodeOptions.keepOrientation = true }
+        let transformer = derived ? nil : context.transformer
+        let metrics = metrics
+        let finalOptions = decodeOptions
+        return try await configuration.pool.run {
+            let started = ContinuousClock.now
+            var image: Image
+            do { image = try coder.decode(data, options: finalOptions) } catch {
+                throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
+            }
+            metrics.decoded(duration: ContinuousClock.now - started)
+            if let transformer {
+                do { image = try transformer.transform(image) } catch {
+                    throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+                }
+            }
+            return image
+        }
+    }
+
+    private func remember(_ image: Image, key: String, context: ImageContext) {
+        guard context.storeCacheTiers.contains(.memory) else { return }
+        memoryCache?.setImage(image, forKey: key)
+    }
+
+    private func storeOriginal(_ data: Data, response: LoadResponse?, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async throws {
+        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return }
+        let metadata = CacheMetadata(
+            contentType: response?.contentType ?? ImageFormat.sniff(data)?.mimeType,
+            etag: response?.etag,
+            lastModified: response?.lastModified,
+            originalURL: response?.url.absoluteString
+        )
+        try await write(data, key: key, metadata: metadata, store: store, wait: options.contains(.waitStoreCache))
+    }
+
+    private func storeDerived(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async throws {
+        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return }
+        let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat)
+        let coders = configuration.coders
+        let wait = options.contains(.waitStoreCache)
+        let job: @Sendable () async throws -> Void = {
+            guard let data = try await self.configuration.pool.run({ serializer.serialize(image, key, coders) }) else { return }
+            let metadata = CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType)
+            try await self.write(data, key: key, metadata: metadata, store: store, wait: true)
+        }
+        if wait { try await job() } else { Task.detached(priority: .utility) { try? await job() } }
+    }
+
+    /// Writes now (`wait`, errors thrown) or in the background (errors logged).
+    private func write(_ data: Data, key: String, metadata: CacheMetadata, store: any CacheStore, wait: Bool) async throws {
+        if wait {
+            do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
+                throw WebImageError.wrap(error, as: .storeFailed, "storing \(key)")
+            }
+        } else {
+            Task.detached(priority: .utility) {
+                do { try await store.setData(data, forKey: key, metadata: metadata) } catch { self.logStoreError(error, key: key) }
+            }
+        }
+    }
+
+    /// A store that fails to read is a miss, not a failed load: the disk tier is a cache.
+    private func read(_ store: any CacheStore, _ key: String) async -> CacheEntry? {
+        do { return try await store.entry(forKey: key) } catch {
+            logStoreError(error, key: key)
+            return nil
+        }
+    }
+
+    private func logStoreError(_ error: any Error, key: String) {
+        metrics.storeError()
+        configuration.logger.warning("cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
+    }
+
+    private func recordFailure(_ error: any Error, url: URL) -> WebImageError {
+        let error = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+        metrics.failed(error.code)
+        if blocklist.record(error, for: url.absoluteString) {
+            configuration.logger.info("blocked a failing URL", metadata: ["url": "\(url.absoluteString)", "error": "\(error)"])
+        }
+        return error
+    }
+
+    static func priority(_ options: ImageOptions) -> TaskPriority? {
+        if options.contains(.highPriority) { return .high }
+        if options.contains(.lowPriority) { return .low }
+        return nil
+    }
+}
