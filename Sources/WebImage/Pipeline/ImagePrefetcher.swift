@@ -17,6 +17,12 @@ public struct ImagePrefetcher: Sendable {
         public var skipped: Int
         /// URLs in the batch.
         public var total: Int
+
+        public init(finished: Int, skipped: Int, total: Int) {
+            self.finished = finished
+            self.skipped = skipped
+            self.total = total
+        }
     }
 
     public let manager: ImageManager

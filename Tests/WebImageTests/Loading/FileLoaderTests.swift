@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageTesting
+
+@Suite("FileLoader")
+struct FileLoaderTests {
+    @Test("passes LoaderConformance")
+    func conformance() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = TestCoder.encode(width: 40, height: 30)
+        let file = directory.appendingPathComponent("a.timg")
+        try data.write(to: file)
+        try await LoaderConformance(loader: FileLoader(), fixtures: .init(
+            existing: file, existingData: data, missing: directory.appendingPathComponent("missing.png")
+        )).run()
+    }
+
+    @Test("plain paths, directories, size limit, unreadable files")
+    func limits() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("b c.png")
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 1, count: 100))
+        try png.write(to: file)
+        let loader = FileLoader(maxFileSize: 1000)
+
+        let plain = try await loader.load(LoadRequest(url: URL(fileURLWithPath: file.path))) { _ in }
+        #expect(plain.data == png && plain.contentType == "image/png" && plain.lastModified != nil)
+
+        let directoryError = await #expect(throws: WebImageError.self) { try await loader.load(LoadRequest(url: directory)) { _ in } }
+        #expect(directoryError?.code == .invalidURL && directoryError?.message.contains("directory") == true)
+
+        try Data(count: 1001).write(to: directory.appendingPathComponent("big"))
+        let big = await #expect(throws: WebImageError.self) {
+            try await loader.load(LoadRequest(url: directory.appendingPathComponent("big"))) { _ in }
+        }
+        #expect(big?.code == .tooLarge && big?.isTransient == false)
+
+        let unreadable = directory.appendingPathComponent("secret")
+        try Data([1]).write(to: unreadable)
+        try FileManager.default.setAttributes([.posixPermissions: 0], ofItemAtPath: unreadable.path)
+        if getuid() != 0 {  // root reads mode-0 files; the immutable trick does not stop reads
+            let denied = await #expect(throws: WebImageError.self) { try await loader.load(LoadRequest(url: unreadable)) { _ in } }
+            #expect(denied?.code == .forbidden)
+        }
+    }
+
+    @Test("If-Modified-Since with the file's date is answered 304")
+    func notModified() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("a.timg")
+        try TestCoder.encode(width: 2, height: 2).write(to: file)
+        let loader = FileLoader()
+        let first = try await loader.load(LoadRequest(url: file)) { _ in }
+        let again = try await loader.load(LoadRequest(url: file, ifModifiedSince: first.lastModified)) { _ in }
+        #expect(again.isNotModified && again.data.isEmpty)
+        let stale = try await loader.load(LoadRequest(url: file, ifModifiedSince: "Mon, 01 Jan 2001 00:00:00 GMT")) { _ in }
+        #expect(stale.statusCode == 200 && !stale.data.isEmpty)
+    }
+}

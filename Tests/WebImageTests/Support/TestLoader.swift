@@ -1,0 +1,129 @@
+import Foundation
+import Synchronization
+import WebImage
+
+/// A loader over a dictionary, for the manager's own logic: counts requests,
+/// can hold them until released, answers 304 to matching validators, and
+/// observes cancellation. The real transports are tested against real servers.
+final class TestLoader: Loader {
+    struct Resource: Sendable {
+        var data: Data
+        var status: Int = 200
+        var etag: String?
+        var error: WebImageError?
+    }
+
+    private struct State {
+        var resources: [String: Resource] = [:]
+        var requests: [LoadRequest] = []
+        var cancellations = 0
+        var gateOpen = true
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func serve(_ url: String, _ resource: Resource) { state.withLock { $0.resources[url] = resource } }
+    func serve(_ url: String, data: Data, etag: String? = nil) { serve(url, Resource(data: data, etag: etag)) }
+
+    var requestCount: Int { state.withLock { $0.requests.count } }
+    var requests: [LoadRequest] { state.withLock { $0.requests } }
+    var cancellations: Int { state.withLock { $0.cancellations } }
+
+    /// Holds every load until `open()`.
+    func close() { state.withLock { $0.gateOpen = false } }
+    func open() {
+        let waiters = state.withLock { state in
+            state.gateOpen = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func canLoad(_ url: URL) -> Bool { url.scheme == "test" }
+
+    func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+        state.withLock { $0.requests.append(request) }
+        await withCheckedContinuation { continuation in
+            let proceed = state.withLock { state in
+                if state.gateOpen { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if proceed { continuation.resume() }
+        }
+        if Task.isCancelled {
+            state.withLock { $0.cancellations += 1 }
+            throw WebImageError(.cancelled, "cancelled")
+        }
+        guard let resource = state.withLock({ $0.resources[request.url.absoluteString] }) else {
+            throw WebImageError(.notFound, "no resource at \(request.url)", statusCode: 404)
+        }
+        if let error = resource.error { throw error }
+        if let etag = resource.etag, request.ifNoneMatch == etag {
+            return LoadResponse(data: Data(), statusCode: 304, headers: ["etag": etag], url: request.url)
+        }
+        progress(LoadProgress(received: Int64(resource.data.count / 2), expected: Int64(resource.data.count)))
+        progress(LoadProgress(received: Int64(resource.data.count), expected: Int64(resource.data.count)))
+        var headers: [String: String] = [:]
+        if let etag = resource.etag { headers["etag"] = etag }
+        return LoadResponse(data: resource.data, statusCode: resource.status, headers: headers, url: request.url)
+    }
+}
+
+/// A fresh temporary directory, removed by the caller's `defer`.
+func temporaryDirectory(_ name: String = #function) -> URL {
+    let url = FileManager.default.temporaryDirectory
+        .appendingPathComponent("webimage-tests-\(UUID().uuidString.prefix(8))")
+    try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// A clock tests can move.
+final class TestClock: Sendable {
+    private let now = Mutex(Date())
+    var date: Date { now.withLock { $0 } }
+    func advance(by seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    var source: @Sendable () -> Date { { self.date } }
+}
+
+/// Polls until a condition holds, for state reached by background work.
+func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
+
+/// Makes a directory unwritable even for root (CI runs as root, which ignores
+/// mode bits): mode 0500, plus the immutable attribute when running as root.
+func makeUnwritable(_ directory: URL) throws {
+    try FileManager.default.setAttributes([.posixPermissions: 0o500], ofItemAtPath: directory.path)
+    if getuid() == 0 { try run("/usr/bin/chattr", ["+i", directory.path]) }
+}
+
+func makeWritable(_ directory: URL) {
+    if getuid() == 0 { try? run("/usr/bin/chattr", ["-i", directory.path]) }
+    try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
+}
+
+func run(_ executable: String, _ arguments: [String]) throws {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    try process.run()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        throw WebImageError(.invalidArgument, "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+    }
+}
+
+/// A counter shared across tasks.
+final class Tally: Sendable {
+    private let count = Mutex(0)
+    func increment() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
