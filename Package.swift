@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "WebImage", targets: ["WebImage"]),
         .library(name: "WebImageTesting", targets: ["WebImageTesting"]),
+        .library(name: "WebImageLMDB", targets: ["WebImageLMDB"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -35,9 +36,29 @@ let package = Package(
         // Conformance suites for plugin authors; framework-agnostic (they throw).
         .target(name: "WebImageTesting", dependencies: ["WebImage"], swiftSettings: upcoming),
 
+        // LMDB cache store, over the system liblmdb.
+        .systemLibrary(
+            name: "CLMDB",
+            path: "Plugins/CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        .target(name: "WebImageLMDB", dependencies: ["WebImage", "CLMDB"], path: "Plugins/WebImageLMDB", swiftSettings: upcoming),
+
         .testTarget(
             name: "WebImageTests",
             dependencies: ["WebImage", "WebImageTesting"],
+            swiftSettings: upcoming
+        ),
+        .executableTarget(
+            name: "webimage-lmdb-helper",
+            dependencies: ["WebImage", "WebImageLMDB"],
+            path: "Tests/LMDBHelper",
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageLMDBTests",
+            dependencies: ["WebImageLMDB", "WebImageTesting", "webimage-lmdb-helper"],
             swiftSettings: upcoming
         ),
     ],

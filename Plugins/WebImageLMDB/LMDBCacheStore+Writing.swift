@@ -1,0 +1,152 @@
+internal import CLMDB
+import Foundation
+import Synchronization
+import WebImage
+
+extension LMDBCacheStore {
+    /// Runs a write transaction on the writer thread, growing the map (or, at its
+    /// maximum, trimming) when LMDB says it is full, then trying once more.
+    @discardableResult
+    func writeGrowing<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {
+        try await writer.run { [environment, self] in
+            for attempt in 0..<64 {
+                do {
+                    return try environment.write(body)
+                } catch where LMDBEnvironment.code(of: error) == MDB_MAP_FULL && attempt < 63 {
+                    if try environment.grow() { continue }
+                    // At the hard maximum: make room the way a cache should, by evicting
+                    // half of what is left each time. LMDB reuses freed pages only a
+                    // transaction later, and large values need contiguous pages, so one
+                    // eviction may not be enough.
+                    let size = try currentSize()
+                    let freed = size == 0 ? 0 : try trim(toSize: size / 2)
+                    if freed == 0 {
+                        throw WebImageError(.storeFailed, "the value does not fit in an LMDB map of at most \(environment.maxMapSize) bytes (lmdb.maxMapSize), even with the store emptied", underlying: (error as? WebImageError)?.underlying)
+                    }
+                }
+            }
+            throw WebImageError(.storeFailed, "LMDB stayed full after growing to \(environment.maxMapSize) bytes")
+        }
+    }
+
+    /// Deletes an entry and its index records; returns the bytes freed (0 if absent).
+    @discardableResult
+    func removeRecord(_ txn: OpaquePointer, _ databaseKey: [UInt8]) throws -> Int {
+        guard let value = try get(txn, environment.entries, databaseKey) else { return 0 }
+        let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
+        if let stamp = try get(txn, environment.access, databaseKey) {
+            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
+        }
+        try delete(txn, environment.access, databaseKey)
+        try delete(txn, environment.entries, databaseKey)
+        _ = try adjustTotals(txn, size: -Int64(size), count: -1)
+        return size
+    }
+
+    /// Records an access date in both index databases.
+    func setAccess(_ txn: OpaquePointer, _ databaseKey: [UInt8], stamp: UInt64, size: UInt64) throws {
+        if let old = try get(txn, environment.access, databaseKey) {
+            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(old), databaseKey: databaseKey))
+        }
+        try put(txn, environment.access, databaseKey, LMDBRecord.bigEndian(stamp))
+        try put(txn, environment.lru, LMDBRecord.lruKey(access: stamp, databaseKey: databaseKey), LMDBRecord.bigEndian(size))
+    }
+
+    func adjustTotals(_ txn: OpaquePointer, size: Int64, count: Int64) throws -> (size: Int64, count: Int64) {
+        let sizeKey = Array("size".utf8), countKey = Array("count".utf8)
+        let oldSize = try get(txn, environment.totals, sizeKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
+        let oldCount = try get(txn, environment.totals, countKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
+        let newSize = max(0, oldSize + size), newCount = max(0, oldCount + count)
+        try put(txn, environment.totals, sizeKey, LMDBRecord.bigEndian(UInt64(newSize)))
+        try put(txn, environment.totals, countKey, LMDBRecord.bigEndian(UInt64(newCount)))
+        return (newSize, newCount)
+    }
+
+    func totals() async throws -> (size: Int, count: Int) {
+        try await readers.run { [environment] in
+            try environment.read { txn in
+                let size = try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                let count = try get(txn, environment.totals, Array("count".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                return (size, count)
+            }
+        }
+    }
+
+    /// Writes the batched access dates of entries that still exist.
+    func applyPendingAccess(_ txn: OpaquePointer) throws {
+        let pending = pendingAccess.withLock { pending in
+            defer { pending.removeAll() }
+            return pending
+        }
+        for (databaseKey, stamp) in pending {
+            guard let value = try get(txn, environment.entries, databaseKey) else { continue }
+            let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
+            try setAccess(txn, databaseKey, stamp: stamp, size: UInt64(size))
+        }
+    }
+
+    func flushAccessDates() async throws {
+        guard pendingAccess.withLock({ !$0.isEmpty }) else { return }
+        try await writeGrowing { [self] txn in try applyPendingAccess(txn) }
+    }
+
+    /// Expires by access date, then trims to half the size limit; oldest first,
+    /// in short transactions.
+    func sweep() async throws {
+        let cutoff = limits.expiryCutoff(now: clock()).map(LMDBRecord.milliseconds)
+        let maxSize = limits.maxSize
+        try await writer.run { [self] in
+            if let cutoff { try removeOldest(while: { stamp, _ in stamp < cutoff }) }
+            if let maxSize, try currentSize() > maxSize { _ = try trim(toSize: maxSize / 2) }
+        }
+    }
+
+    func currentSize() throws -> Int {
+        try environment.read { txn in try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0 }
+    }
+
+    /// Removes least recently accessed entries until the data is at most `size` bytes.
+    /// Runs on the writer thread. Returns the bytes freed.
+    func trim(toSize size: Int) throws -> Int {
+        var total = try currentSize()
+        var freed = 0
+        try removeOldest { _, entrySize in
+            guard total > size else { return false }
+            total -= entrySize
+            freed += entrySize
+            return true
+        }
+        return freed
+    }
+
+    /// Walks the access index from the oldest, removing entries while `shouldRemove`
+    /// says so, 512 per transaction so that no transaction grows long.
+    private func removeOldest(while shouldRemove: (_ stamp: UInt64, _ size: Int) -> Bool) throws {
+        var more = true
+        while more {
+            more = try environment.write { txn -> Bool in
+                var victims: [[UInt8]] = []
+                var stopped = false
+                try forEach(txn, environment.lru) { key, value in
+                    let stamp = LMDBRecord.uint64(key)
+                    guard victims.count < 512, shouldRemove(stamp, Int(LMDBRecord.uint64(value))) else {
+                        stopped = victims.count < 512
+                        return false
+                    }
+                    victims.append(Array(UnsafeRawBufferPointer(rebasing: key[8...])))
+                    return true
+                }
+                for databaseKey in victims {
+                    if try removeRecord(txn, databaseKey) == 0 {
+                        // An index record without its entry: drop it.
+                        if let stamp = try get(txn, environment.access, databaseKey) {
+                            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
+                        }
+                    }
+                }
+                return !stopped && victims.count == 512
+            }
+        }
+    }
+}
+

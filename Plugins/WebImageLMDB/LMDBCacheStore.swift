@@ -1,0 +1,205 @@
+internal import CLMDB
+public import Foundation
+public import WebImage
+import Synchronization
+
+/// A ``CacheStore`` in an LMDB environment: a memory-mapped B-tree that several
+/// processes on one host share safely, and that a crash cannot corrupt.
+///
+/// ```swift
+/// let store = try LMDBCacheStore(directory: URL(fileURLWithPath: "/var/cache/webimage"))
+/// configuration.store = store
+/// ```
+///
+/// - A hit is one read transaction: a B-tree lookup and one copy of the bytes.
+///   Reads never wait for writers (LMDB's MVCC), and no read transaction outlives
+///   the call that opened it.
+/// - Writes are serialized on one thread of the store's own; across processes,
+///   LMDB's lock file serializes them.
+/// - Last-access dates are kept in memory and written in batches (on the next
+///   write, on every sweep, and at least every ``Options/accessFlushInterval``),
+///   so reads never become write transactions.
+/// - Expiry (by last access) and trimming (to half the size limit, least recently
+///   accessed first) walk an index ordered by access time: no full scan.
+///   They run on a timer and when a write takes the store over its limit.
+/// - The map starts at ``Options/mapSize`` and doubles on `MDB_MAP_FULL` up to
+///   ``Options/maxMapSize``; at the maximum the store trims and retries. A map
+///   grown by another process is adopted (`MDB_MAP_RESIZED`).
+/// - Readers left by crashed processes are cleared at open (`mdb_reader_check`).
+public final class LMDBCacheStore: CacheStore {
+    /// Settings beyond the common ``CacheLimits``.
+    public struct Options: Sendable {
+        /// The initial map size. Default 256 MiB (address space, not disk).
+        public var mapSize: Int = 256 << 20
+        /// The largest the map may grow to. Default: 4 × the size limit, at least 1 GiB
+        /// (B-tree pages and free pages need room beyond the data itself).
+        public var maxMapSize: Int?
+        /// How long access dates may wait in memory before they are written.
+        public var accessFlushInterval: Duration = .seconds(5)
+        public init(mapSize: Int = 256 << 20, maxMapSize: Int? = nil, accessFlushInterval: Duration = .seconds(5)) {
+            self.mapSize = mapSize
+            self.maxMapSize = maxMapSize
+            self.accessFlushInterval = accessFlushInterval
+        }
+    }
+
+    /// The directory holding `data.mdb` and `lock.mdb`.
+    public let directory: URL
+    let environment: LMDBEnvironment
+    let limits: CacheLimits
+    let clock: @Sendable () -> Date
+    /// One thread for every write transaction.
+    let writer = BlockingThreadPool(threadCount: 1, name: "webimage.lmdb.writer")
+    let readers: BlockingThreadPool
+    /// Access dates not yet written, by database key.
+    let pendingAccess = Mutex<[[UInt8]: UInt64]>([:])
+    private let sweeper = Mutex<CacheSweeper?>(nil)
+    private let flusher = Mutex<CacheSweeper?>(nil)
+
+    /// Opens (creating if needed) the store in `directory`.
+    /// - Throws: ``WebImageError/Code/storeFailed`` with LMDB's message: a path that
+    ///   is a file, an unwritable directory, a corrupt or foreign data file.
+    public init(
+        directory: URL,
+        limits: CacheLimits = CacheLimits(),
+        options: Options = Options(),
+        readers: BlockingThreadPool = .shared,
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        self.directory = directory.standardizedFileURL
+        self.limits = limits
+        self.clock = clock
+        self.readers = readers
+        let maxMap = options.maxMapSize ?? max(1 << 30, (limits.maxSize ?? (4 << 30)) * 4)
+        do {
+            environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
+        } catch {
+            writer.shutdown()
+            throw error
+        }
+        if let interval = limits.sweepInterval {
+            sweeper.withLock {
+                $0 = CacheSweeper(interval: interval) { [weak self] in
+                    guard let self else { return false }
+                    try? await self.removeExpired()
+                    return true
+                }
+            }
+        }
+        flusher.withLock {
+            $0 = CacheSweeper(interval: options.accessFlushInterval) { [weak self] in
+                guard let self else { return false }
+                try? await self.flushAccessDates()
+                return true
+            }
+        }
+    }
+
+    deinit { writer.shutdown() }
+
+    /// The current map size in bytes.
+    public var mapSize: Int { environment.mapSize }
+
+    // MARK: CacheStore
+
+    public func entry(forKey key: String) async throws -> CacheEntry? {
+        let databaseKey = LMDBRecord.databaseKey(key)
+        let found = try await readers.run { [environment] () throws -> CacheEntry? in
+            try environment.read { txn in
+                guard let value = try get(txn, environment.entries, databaseKey),
+                      let decoded = LMDBRecord.decode(value) else { return nil }
+                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return nil }
+                var metadata = decoded.metadata
+                if let stamp = try get(txn, environment.access, databaseKey) {
+                    metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
+                }
+                let data = Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
+                return CacheEntry(data: data, metadata: metadata)
+            }
+        }
+        guard var found else { return nil }
+        let now = clock()
+        found.metadata.accessedAt = now
+        pendingAccess.withLock { $0[databaseKey] = LMDBRecord.milliseconds(now) }
+        return found
+    }
+
+    public func metadata(forKey key: String) async throws -> CacheMetadata? {
+        let databaseKey = LMDBRecord.databaseKey(key)
+        return try await readers.run { [environment] () throws -> CacheMetadata? in
+            try environment.read { txn in
+                guard let value = try get(txn, environment.entries, databaseKey),
+                      let decoded = LMDBRecord.decode(value) else { return nil }
+                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return nil }
+                var metadata = decoded.metadata
+                if let stamp = try get(txn, environment.access, databaseKey) {
+                    metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
+                }
+                return metadata
+            }
+        }
+    }
+
+    public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        let databaseKey = LMDBRecord.databaseKey(key)
+        let now = LMDBRecord.milliseconds(clock())
+        let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now)
+        let overLimit = try await writeGrowing { [self] txn in
+            try applyPendingAccess(txn)
+            try removeRecord(txn, databaseKey)
+            try putReserved(txn, environment.entries, databaseKey, count: header.count + data.count) { buffer in
+                buffer.copyBytes(from: header)
+                data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[header.count...]).copyMemory(from: $0) }
+            }
+            try setAccess(txn, databaseKey, stamp: now, size: UInt64(data.count))
+            let (size, _) = try adjustTotals(txn, size: Int64(data.count), count: 1)
+            return limits.maxSize.map { Int(size) > $0 } ?? false
+        }
+        if overLimit { try await removeExpired() }
+    }
+
+    public func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {
+        let databaseKey = LMDBRecord.databaseKey(key)
+        try await writeGrowing { [self] txn in
+            guard let value = try get(txn, environment.entries, databaseKey), let decoded = LMDBRecord.decode(value) else { return }
+            if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return }
+            let data = [UInt8](UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
+            let storedAt = LMDBRecord.milliseconds(decoded.metadata.storedAt)
+            let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: storedAt)
+            try put(txn, environment.entries, databaseKey, header + data)
+            try setAccess(txn, databaseKey, stamp: LMDBRecord.milliseconds(clock()), size: UInt64(data.count))
+        }
+    }
+
+    public func removeData(forKey key: String) async throws {
+        let databaseKey = LMDBRecord.databaseKey(key)
+        pendingAccess.withLock { _ = $0.removeValue(forKey: databaseKey) }
+        try await writeGrowing { [self] txn in
+            if LMDBRecord.isHashed(databaseKey), let value = try get(txn, environment.entries, databaseKey),
+               LMDBRecord.decode(value)?.fullKey != key { return }
+            try removeRecord(txn, databaseKey)
+        }
+    }
+
+    public func removeAll() async throws {
+        pendingAccess.withLock { $0.removeAll() }
+        try await writer.run { [environment] in
+            try environment.write { txn in
+                for dbi in [environment.entries, environment.access, environment.lru, environment.totals] { try dropAll(txn, dbi) }
+            }
+        }
+    }
+
+    public func removeExpired() async throws {
+        try await flushAccessDates()
+        try await sweep()
+    }
+
+    public var totalSize: Int {
+        get async throws { try await totals().size }
+    }
+
+    public var count: Int {
+        get async throws { try await totals().count }
+    }
+}

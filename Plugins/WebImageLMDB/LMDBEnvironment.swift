@@ -1,0 +1,236 @@
+internal import CLMDB
+import Foundation
+import WebImage
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An LMDB error: the return code and `mdb_strerror`'s text.
+public struct LMDBError: Error, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public let operation: String
+    public let message: String
+    public var description: String { "\(operation): \(message) (\(code))" }
+}
+
+/// The one place that calls LMDB: owns the environment, checks every return
+/// code, and turns failures into errors carrying LMDB's message.
+///
+/// `@unchecked Sendable`: the handle is an `MDB_env*`, which LMDB allows from any
+/// thread with `MDB_NOTLS`; the map-size lock below is what makes resizing safe
+/// while other threads use it.
+final class LMDBEnvironment: @unchecked Sendable {
+    let env: OpaquePointer
+    private(set) var entries: MDB_dbi = 0
+    private(set) var access: MDB_dbi = 0
+    private(set) var lru: MDB_dbi = 0
+    private(set) var totals: MDB_dbi = 0
+    let maxMapSize: Int
+    /// Transactions hold it shared; changing the map size holds it exclusively,
+    /// because `mdb_env_set_mapsize` needs no transaction open in this process.
+    private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw WebImageError(.storeFailed, "LMDB cache directory \(directory.path) exists and is not a directory")
+            }
+        } else {
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw WebImageError(.storeFailed, "cannot create LMDB cache directory \(directory.path): \(error.localizedDescription)", underlying: error)
+            }
+        }
+        var env: OpaquePointer?
+        try Self.check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw WebImageError(.storeFailed, "mdb_env_create returned no environment") }
+        self.maxMapSize = max(maxMapSize, mapSize)
+        mapLock = .allocate(capacity: 1)
+        pthread_rwlock_init(mapLock, nil)
+        self.env = env
+        // Every stored property is set from here on, so a throw below runs
+        // `deinit`, the one place that closes the environment (closing a
+        // half-opened environment is what LMDB asks for).
+        try Self.check(mdb_env_set_maxdbs(env, 4), "mdb_env_set_maxdbs")
+        try Self.check(mdb_env_set_maxreaders(env, 512), "mdb_env_set_maxreaders")
+        try Self.check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
+        // NOTLS: Swift tasks hop threads, so read transactions must not be tied to one.
+        try Self.check(mdb_env_open(env, directory.path, UInt32(MDB_NOTLS), 0o600), "mdb_env_open \(directory.path)")
+        var dead: Int32 = 0
+        try Self.check(mdb_reader_check(env, &dead), "mdb_reader_check")
+        // Another process may have grown the map beyond what we asked for: adopt it.
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        if info.me_mapsize > mapSize { try Self.check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize") }
+        try write { txn in
+            for (name, slot) in [("entries", 0), ("access", 1), ("lru", 2), ("totals", 3)] {
+                var dbi: MDB_dbi = 0
+                try Self.check(mdb_dbi_open(txn, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
+                switch slot {
+                case 0: entries = dbi
+                case 1: access = dbi
+                case 2: lru = dbi
+                default: totals = dbi
+                }
+            }
+        }
+    }
+
+    deinit {
+        mdb_env_close(env)
+        pthread_rwlock_destroy(mapLock)
+        mapLock.deallocate()
+    }
+
+    static func check(_ code: Int32, _ operation: @autoclosure () -> String) throws {
+        guard code != 0 else { return }
+        let message = String(cString: mdb_strerror(code))
+        let error = LMDBError(code: code, operation: operation(), message: message)
+        throw WebImageError(.storeFailed, error.description, underlying: error)
+    }
+
+    static func code(of error: any Error) -> Int32? {
+        ((error as? WebImageError)?.underlying as? LMDBError)?.code
+    }
+
+    var mapSize: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return info.me_mapsize
+    }
+
+    /// Runs `body` in a read-only transaction, adopting a map another process grew.
+    func read<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
+        while true {
+            pthread_rwlock_rdlock(mapLock)
+            var txn: OpaquePointer?
+            let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+            if rc == MDB_MAP_RESIZED {
+                pthread_rwlock_unlock(mapLock)
+                try adoptMapSize()
+                continue
+            }
+            defer { pthread_rwlock_unlock(mapLock) }
+            try Self.check(rc, "mdb_txn_begin (read)")
+            defer { mdb_txn_abort(txn) }
+            return try body(txn!)
+        }
+    }
+
+    /// Runs `body` in a write transaction and commits it. Call only from the
+    /// store's writer thread: LMDB allows one writer at a time.
+    func write<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
+        while true {
+            pthread_rwlock_rdlock(mapLock)
+            var txn: OpaquePointer?
+            let rc = mdb_txn_begin(env, nil, 0, &txn)
+            if rc == MDB_MAP_RESIZED {
+                pthread_rwlock_unlock(mapLock)
+                try adoptMapSize()
+                continue
+            }
+            defer { pthread_rwlock_unlock(mapLock) }
+            try Self.check(rc, "mdb_txn_begin (write)")
+            let result: T
+            do {
+                result = try body(txn!)
+            } catch {
+                mdb_txn_abort(txn)
+                throw error
+            }
+            // A failed commit (MDB_MAP_FULL while saving the free list, a full disk)
+            // has already freed the transaction: it must not be aborted again.
+            try Self.check(mdb_txn_commit(txn), "mdb_txn_commit")
+            return result
+        }
+    }
+
+    /// Doubles the map, up to the hard maximum. Returns false at the maximum.
+    func grow() throws -> Bool {
+        pthread_rwlock_wrlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        let current = mapSize
+        guard current < maxMapSize else { return false }
+        let next = min(maxMapSize, current * 2)
+        try Self.check(mdb_env_set_mapsize(env, next), "mdb_env_set_mapsize \(next)")
+        return true
+    }
+
+    private func adoptMapSize() throws {
+        pthread_rwlock_wrlock(mapLock)
+        defer { pthread_rwlock_unlock(mapLock) }
+        try Self.check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize (adopt)")
+    }
+}
+
+// MARK: - Values
+
+extension MDB_val {
+    /// Calls `body` with an `MDB_val` pointing at `bytes` (valid only inside).
+    static func with<T>(_ bytes: [UInt8], _ body: (inout MDB_val) throws -> T) rethrows -> T {
+        var copy = bytes
+        return try copy.withUnsafeMutableBytes { raw in
+            var value = MDB_val(mv_size: raw.count, mv_data: raw.baseAddress)
+            return try body(&value)
+        }
+    }
+
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: mv_data, count: mv_size) }
+}
+
+func get(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+    try MDB_val.with(key) { k in
+        var value = MDB_val()
+        let rc = mdb_get(txn, dbi, &k, &value)
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBEnvironment.check(rc, "mdb_get")
+        return value.bytes
+    }
+}
+
+func put(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+    try MDB_val.with(key) { k in
+        try MDB_val.with(value) { v in
+            try LMDBEnvironment.check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put")
+        }
+    }
+}
+
+/// Writes a value of `count` bytes that `fill` copies in place (no extra copy of large data).
+func putReserved(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+    try MDB_val.with(key) { k in
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        try LMDBEnvironment.check(mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
+        fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+    }
+}
+
+@discardableResult
+func delete(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+    try MDB_val.with(key) { k in
+        let rc = mdb_del(txn, dbi, &k, nil)
+        if rc == MDB_NOTFOUND { return false }
+        try LMDBEnvironment.check(rc, "mdb_del")
+        return true
+    }
+}
+
+/// Visits keys in order from the first (or from `start`), until `body` returns false.
+func forEach(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+    var cursor: OpaquePointer?
+    try LMDBEnvironment.check(mdb_cursor_open(txn, dbi, &cursor), "mdb_cursor_open")
+    defer { mdb_cursor_close(cursor) }
+    var key = MDB_val(), value = MDB_val()
+    var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+    while rc == 0 {
+        guard try body(key.bytes, value.bytes) else { return }
+        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+    }
+    if rc != MDB_NOTFOUND { try LMDBEnvironment.check(rc, "mdb_cursor_get") }
+}
+
+func dropAll(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws {
+    try LMDBEnvironment.check(mdb_drop(txn, dbi, 0), "mdb_drop")
+}

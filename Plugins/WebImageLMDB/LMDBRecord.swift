@@ -1,0 +1,76 @@
+import Foundation
+import WebImage
+
+/// How keys and values are laid out in the LMDB databases.
+///
+/// - `entries`: database key → header + bytes. Keys up to 400 UTF-8 bytes are
+///   stored as `k` + the bytes (readable with `mdb_dump`); longer ones as
+///   `h` + SHA-256, with the full key in the header to detect a collision.
+/// - `access`: database key → last access (ms since 1970, big-endian UInt64).
+/// - `lru`: last access (big-endian, so LMDB's order is time order) + database
+///   key → data size. Expiry and trimming walk it from the oldest: no full scan.
+/// - `totals`: `size` and `count` as big-endian UInt64, kept in every write
+///   transaction, so several processes agree on them.
+enum LMDBRecord {
+    static let version: UInt8 = 1
+
+    static func databaseKey(_ key: String) -> [UInt8] {
+        let utf8 = Array(key.utf8)
+        if !utf8.isEmpty, utf8.count <= 400 { return [UInt8(ascii: "k")] + utf8 }
+        return [UInt8(ascii: "h")] + SHA256Digest.hash(utf8)
+    }
+
+    static func isHashed(_ databaseKey: [UInt8]) -> Bool { databaseKey.first == UInt8(ascii: "h") }
+
+    static func milliseconds(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince1970 * 1000)) }
+    static func date(_ milliseconds: UInt64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    static func bigEndian(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> (56 - 8 * UInt64($0))) } }
+    static func uint64(_ bytes: UnsafeRawBufferPointer, at offset: Int = 0) -> UInt64 {
+        guard bytes.count >= offset + 8 else { return 0 }
+        return (0..<8).reduce(UInt64(0)) { $0 << 8 | UInt64(bytes[offset + $1]) }
+    }
+
+    static func lruKey(access: UInt64, databaseKey: [UInt8]) -> [UInt8] { bigEndian(access) + databaseKey }
+
+    /// The header: version, stored-at, full key (hashed keys only), and the
+    /// metadata strings, each length-prefixed. Binary, because a cache hit must
+    /// not pay for JSON.
+    static func header(key: String, hashed: Bool, metadata: CacheMetadata, storedAt: UInt64) -> [UInt8] {
+        var out: [UInt8] = [version]
+        out += bigEndian(storedAt)
+        for field in [hashed ? key : nil, metadata.contentType, metadata.etag, metadata.lastModified, metadata.originalURL] {
+            let bytes = field.map { Array($0.utf8) }
+            out += bigEndian(bytes.map { UInt64($0.count) + 1 } ?? 0)  // 0 = nil, n+1 = n bytes
+            out += bytes ?? []
+        }
+        return out
+    }
+
+    struct Decoded {
+        var fullKey: String?
+        var metadata: CacheMetadata
+        var dataOffset: Int
+    }
+
+    /// Parses a value; nil for a value this version cannot read (treated as a miss).
+    static func decode(_ value: UnsafeRawBufferPointer) -> Decoded? {
+        guard value.count >= 9, value[0] == version else { return nil }
+        var offset = 9
+        var fields: [String?] = []
+        for _ in 0..<5 {
+            guard value.count >= offset + 8 else { return nil }
+            let length = uint64(value, at: offset)
+            offset += 8
+            if length == 0 { fields.append(nil); continue }
+            let count = Int(length - 1)
+            guard count >= 0, value.count >= offset + count else { return nil }
+            fields.append(String(decoding: UnsafeRawBufferPointer(rebasing: value[offset..<offset + count]), as: UTF8.self))
+            offset += count
+        }
+        let stored = date(uint64(value, at: 1))
+        let metadata = CacheMetadata(contentType: fields[1], etag: fields[2], lastModified: fields[3], originalURL: fields[4],
+                                     storedAt: stored, accessedAt: stored, size: value.count - offset)
+        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset)
+    }
+}
