@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "WebImage", targets: ["WebImage"]),
         .library(name: "WebImageTesting", targets: ["WebImageTesting"]),
         .library(name: "WebImageLMDB", targets: ["WebImageLMDB"]),
+        .library(name: "WebImageVips", targets: ["WebImageVips"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -50,10 +51,26 @@ let package = Package(
             dependencies: ["WebImage", "WebImageTesting"],
             swiftSettings: upcoming
         ),
+        // libvips coders and transformers; the C shim wraps the variadic calls.
+        .systemLibrary(
+            name: "CVips",
+            path: "Plugins/CVips",
+            // vips.h needs only the GLib headers; pkg-config for "vips" itself adds
+            // -pthread (from its dependencies), which SwiftPM warns about and drops.
+            pkgConfig: "gobject-2.0",
+            providers: [.apt(["libvips-dev", "libglib2.0-dev"])]
+        ),
+        .target(name: "WebImageVips", dependencies: ["WebImage", "CVips"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
+
         .executableTarget(
             name: "webimage-lmdb-helper",
             dependencies: ["WebImage", "WebImageLMDB"],
             path: "Tests/LMDBHelper",
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageVipsTests",
+            dependencies: ["WebImageVips", "CVips", "WebImageTesting"],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -1,0 +1,143 @@
+#ifndef CVIPS_SHIM_H
+#define CVIPS_SHIM_H
+// Typed wrappers over libvips' variadic calls, which Swift cannot make. Every
+// symbol carries the CVips_ prefix. Each returns 0 on success and -1 on failure,
+// with the reason in libvips' error buffer (taken with vips_error_buffer_copy).
+#include <vips/vips.h>
+
+static inline int CVips_init(void) { return VIPS_INIT("webimage"); }
+
+/// Opens encoded bytes lazily (pixels are decoded when first read). The bytes
+/// are not copied: they must outlive every image made from them.
+/// `pages`: 0 leaves the loader's default, -1 every page, n the first n pages.
+/// `shrink`: JPEG shrink-on-load factor (2, 4, 8); <= 1 leaves it unset.
+static inline VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale) {
+    if (pages != 0)
+        return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "n", pages, NULL);
+    if (shrink > 1)
+        return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "shrink", shrink, NULL);
+    if (scale > 0)
+        return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "scale", scale, NULL);
+    return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, NULL);
+}
+
+/// The loader libvips would pick for these bytes (for example "jpegload_buffer"), or NULL.
+static inline const char *CVips_find_loader(const void *buf, size_t len) { return vips_foreign_find_load_buffer(buf, len); }
+
+/// Whether the named operation is marked untrusted (SVG, PDF, ...).
+static inline int CVips_is_untrusted(const char *name) {
+    VipsOperation *op = vips_operation_new(name);
+    if (!op) { vips_error_clear(); return 0; }
+    int flags = vips_operation_get_flags(op);
+    g_object_unref(op);
+    return (flags & VIPS_OPERATION_UNTRUSTED) != 0;
+}
+
+static inline int CVips_thumbnail_buffer(void *buf, size_t len, VipsImage **out, int width, int height, int crop, int no_rotate, const char *option_string) {
+    return vips_thumbnail_buffer(buf, len, out, width, "height", height, "size", VIPS_SIZE_DOWN,
+                                 "crop", crop ? VIPS_INTERESTING_CENTRE : VIPS_INTERESTING_NONE,
+                                 "no_rotate", no_rotate, "option_string", option_string, NULL);
+}
+
+static inline int CVips_autorot(VipsImage *in, VipsImage **out) { return vips_autorot(in, out, NULL); }
+static inline int CVips_copy(VipsImage *in, VipsImage **out) { return vips_copy(in, out, NULL); }
+static inline VipsImage *CVips_copy_memory(VipsImage *in) { return vips_image_copy_memory(in); }
+static inline int CVips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale) {
+    return vips_resize(in, out, hscale, "vscale", vscale, "kernel", VIPS_KERNEL_LANCZOS3, NULL);
+}
+static inline int CVips_extract_area(VipsImage *in, VipsImage **out, int left, int top, int width, int height) {
+    return vips_extract_area(in, out, left, top, width, height, NULL);
+}
+static inline int CVips_rot(VipsImage *in, VipsImage **out, int quarter_turns) {
+    VipsAngle angle = quarter_turns == 1 ? VIPS_ANGLE_D90 : quarter_turns == 2 ? VIPS_ANGLE_D180 : quarter_turns == 3 ? VIPS_ANGLE_D270 : VIPS_ANGLE_D0;
+    return vips_rot(in, out, angle, NULL);
+}
+static inline int CVips_rotate(VipsImage *in, VipsImage **out, double degrees) {
+    double background[4] = {0, 0, 0, 0};
+    VipsArrayDouble *bg = vips_array_double_new(background, in->Bands < 4 ? in->Bands : 4);
+    int rc = vips_rotate(in, out, degrees, "background", bg, NULL);
+    vips_area_unref(VIPS_AREA(bg));
+    return rc;
+}
+static inline int CVips_flip(VipsImage *in, VipsImage **out, int vertical) {
+    return vips_flip(in, out, vertical ? VIPS_DIRECTION_VERTICAL : VIPS_DIRECTION_HORIZONTAL, NULL);
+}
+static inline int CVips_gaussblur(VipsImage *in, VipsImage **out, double sigma) { return vips_gaussblur(in, out, sigma, NULL); }
+static inline int CVips_linear(VipsImage *in, VipsImage **out, const double *a, const double *b, int n) {
+    return vips_linear(in, out, (double *) a, (double *) b, n, "uchar", TRUE, NULL);
+}
+static inline int CVips_srgb(VipsImage *in, VipsImage **out) { return vips_colourspace(in, out, VIPS_INTERPRETATION_sRGB, NULL); }
+static inline int CVips_cast_uchar(VipsImage *in, VipsImage **out) { return vips_cast(in, out, VIPS_FORMAT_UCHAR, NULL); }
+static inline int CVips_bandjoin2(VipsImage *a, VipsImage *b, VipsImage **out) { return vips_bandjoin2(a, b, out, NULL); }
+static inline int CVips_extract_band(VipsImage *in, VipsImage **out, int band, int n) { return vips_extract_band(in, out, band, "n", n, NULL); }
+static inline int CVips_multiply(VipsImage *a, VipsImage *b, VipsImage **out) { return vips_multiply(a, b, out, NULL); }
+static inline int CVips_linear1(VipsImage *in, VipsImage **out, double a, double b) { return vips_linear1(in, out, a, b, NULL); }
+static inline int CVips_arrayjoin(VipsImage **in, VipsImage **out, int n) { return vips_arrayjoin(in, out, n, "across", 1, NULL); }
+static inline int CVips_addalpha(VipsImage *in, VipsImage **out) { return vips_addalpha(in, out, NULL); }
+
+static inline VipsImage *CVips_from_memory(const void *data, size_t len, int width, int height, int bands) {
+    VipsImage *raw = vips_image_new_from_memory_copy(data, len, width, height, bands, VIPS_FORMAT_UCHAR);
+    if (!raw) return NULL;
+    VipsImage *out = NULL;
+    VipsInterpretation interpretation = bands >= 3 ? VIPS_INTERPRETATION_sRGB : VIPS_INTERPRETATION_B_W;
+    int rc = vips_copy(raw, &out, "interpretation", interpretation, NULL);
+    g_object_unref(raw);
+    return rc ? NULL : out;
+}
+
+static inline int CVips_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int progressive, int strip) {
+    return vips_jpegsave_buffer(in, buf, len, "Q", quality, "interlace", progressive, "strip", strip, "optimize_coding", TRUE, NULL);
+}
+static inline int CVips_pngsave(VipsImage *in, void **buf, size_t *len, int interlace, int strip) {
+    return vips_pngsave_buffer(in, buf, len, "interlace", interlace, "strip", strip, NULL);
+}
+static inline int CVips_webpsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip) {
+    return vips_webpsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip, NULL);
+}
+static inline int CVips_gifsave(VipsImage *in, void **buf, size_t *len, int interlace, int strip) {
+    return vips_gifsave_buffer(in, buf, len, "interlace", interlace, "strip", strip, NULL);
+}
+static inline int CVips_tiffsave(VipsImage *in, void **buf, size_t *len, int strip) {
+    return vips_tiffsave_buffer(in, buf, len, "strip", strip, NULL);
+}
+static inline int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif) {
+    return vips_heifsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip,
+                                "compression", avif ? VIPS_FOREIGN_HEIF_COMPRESSION_AV1 : VIPS_FOREIGN_HEIF_COMPRESSION_HEVC, NULL);
+}
+
+/// The pixels as 8-bit bands, g_malloc'd (free with CVips_free).
+static inline void *CVips_write_uchar(VipsImage *in, size_t *len) {
+    VipsImage *cast = NULL;
+    if (vips_cast(in, &cast, VIPS_FORMAT_UCHAR, "shift", in->BandFmt == VIPS_FORMAT_USHORT, NULL)) return NULL;
+    void *out = vips_image_write_to_memory(cast, len);
+    g_object_unref(cast);
+    return out;
+}
+/// Gaussian noise, for fixtures: a photo-like image with every band different.
+static inline int CVips_noise_rgb(VipsImage **out, int width, int height) {
+    VipsImage *bands[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        if (vips_gaussnoise(&bands[i], width, height, "mean", 90.0 + 40 * i, "sigma", 30.0, NULL)) return -1;
+    VipsImage *joined = NULL, *cast = NULL;
+    int rc = vips_bandjoin(bands, &joined, 3, NULL);
+    for (int i = 0; i < 3; i++) g_object_unref(bands[i]);
+    if (rc) return rc;
+    rc = vips_cast(joined, &cast, VIPS_FORMAT_UCHAR, NULL);
+    g_object_unref(joined);
+    if (rc) return rc;
+    rc = vips_copy(cast, out, "interpretation", VIPS_INTERPRETATION_sRGB, NULL);
+    g_object_unref(cast);
+    return rc;
+}
+/// Sets an int field on an image the caller owns and has not shared (fixtures).
+static inline void CVips_set_int(VipsImage *image, const char *name, int value) { vips_image_set_int(image, name, value); }
+
+static inline size_t CVips_sizeof_image(VipsImage *image) { return VIPS_IMAGE_SIZEOF_IMAGE(image); }
+static inline int CVips_format(VipsImage *image) { return (int) image->BandFmt; }
+static inline int CVips_width(VipsImage *image) { return image->Xsize; }
+static inline int CVips_height(VipsImage *image) { return image->Ysize; }
+static inline int CVips_bands(VipsImage *image) { return image->Bands; }
+static inline int CVips_interpretation(VipsImage *image) { return (int) image->Type; }
+static inline void CVips_unref(VipsImage *image) { if (image) g_object_unref(image); }
+static inline void CVips_free(void *p) { g_free(p); }
+#endif

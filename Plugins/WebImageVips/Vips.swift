@@ -1,0 +1,104 @@
+internal import CVips
+import Foundation
+import WebImage
+
+/// The one place that calls libvips: initialises it once, takes its global
+/// error buffer right after a failing call, and owns image references.
+enum Vips {
+    /// `vips_init` once, thread-safely (a Swift global is initialised exactly once).
+    /// Never `vips_shutdown`. Untrusted loaders are blocked unless a coder opts in,
+    /// and libvips' operation cache is off: it would keep images, and with them
+    /// the caller's buffers, alive past their owners.
+    private static let initialization: Result<Void, WebImageError> = {
+        guard CVips_init() == 0 else { return .failure(error(.decodeFailed, "vips_init")) }
+        vips_block_untrusted_set(1)
+        vips_cache_set_max(0)
+        vips_concurrency_set(1)
+        return .success(())
+    }()
+
+    static func ensureInitialized() throws { try initialization.get() }
+
+    /// The error for a failed call, with libvips' message (clearing its buffer).
+    static func error(_ code: WebImageError.Code, _ operation: String) -> WebImageError {
+        var message = ""
+        if let copy = vips_error_buffer_copy() {
+            message = String(cString: copy).trimmingCharacters(in: .whitespacesAndNewlines)
+            g_free(copy)
+        }
+        return WebImageError(code, message.isEmpty ? "\(operation) failed" : "\(operation): \(message)")
+    }
+
+    /// Runs a call that makes an image through an out-parameter.
+    static func make(_ code: WebImageError.Code, _ operation: String, _ call: (UnsafeMutablePointer<UnsafeMutablePointer<VipsImage>?>) -> Int32) throws -> VipsHandle {
+        var out: UnsafeMutablePointer<VipsImage>?
+        guard call(&out) == 0, let out else { throw error(code, operation) }
+        return VipsHandle(out)
+    }
+
+    /// Runs a save call and copies the bytes libvips allocated.
+    static func save(_ operation: String, _ call: (UnsafeMutablePointer<UnsafeMutableRawPointer?>, UnsafeMutablePointer<Int>) -> Int32) throws -> Data {
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard call(&buffer, &length) == 0, let buffer else { throw error(.encodeFailed, operation) }
+        defer { CVips_free(buffer) }
+        return Data(bytes: buffer, count: length)
+    }
+
+    static func hasOperation(_ name: String) -> Bool {
+        (try? ensureInitialized()) != nil && vips_type_find("VipsOperation", name) != 0
+    }
+}
+
+/// Owns one reference to a `VipsImage`.
+///
+/// `@unchecked Sendable`: a libvips image is immutable once made, and libvips'
+/// reference counting is thread-safe; the handle never mutates the image after
+/// construction (metadata is set on fresh copies only).
+final class VipsHandle: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<VipsImage>
+    init(_ pointer: UnsafeMutablePointer<VipsImage>) { self.pointer = pointer }
+    deinit { CVips_unref(pointer) }
+
+    var width: Int { Int(CVips_width(pointer)) }
+    var height: Int { Int(CVips_height(pointer)) }
+    var bands: Int { Int(CVips_bands(pointer)) }
+    var byteCount: Int { Int(CVips_sizeof_image(pointer)) }
+    var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+
+    func int(_ name: String) -> Int? {
+        guard vips_image_get_typeof(pointer, name) != 0 else { return nil }
+        var value: Int32 = 0
+        return vips_image_get_int(pointer, name, &value) == 0 ? Int(value) : nil
+    }
+
+    func ints(_ name: String) -> [Int]? {
+        guard vips_image_get_typeof(pointer, name) != 0 else { return nil }
+        var array: UnsafeMutablePointer<Int32>?
+        var count: Int32 = 0
+        guard vips_image_get_array_int(pointer, name, &array, &count) == 0, let array else { return nil }
+        return (0..<Int(count)).map { Int(array[$0]) }
+    }
+
+    /// The height of one page (frame); the whole height for a still image.
+    var pageHeight: Int {
+        let page = int("page-height") ?? height
+        return page > 0 && height % page == 0 ? page : height
+    }
+
+    /// Decodes every pixel into memory: errors in the data (truncation) surface here.
+    func inMemory() throws -> VipsHandle {
+        guard let copy = CVips_copy_memory(pointer) else { throw Vips.error(.decodeFailed, "decoding") }
+        return VipsHandle(copy)
+    }
+
+    /// A copy whose animation metadata says `pageHeight`, `delays` (ms) and `loop`.
+    func withAnimation(pageHeight: Int, delays: [Int], loop: Int) throws -> VipsHandle {
+        let copy = try Vips.make(.encodeFailed, "vips_copy") { CVips_copy(pointer, $0) }
+        vips_image_set_int(copy.pointer, "page-height", Int32(pageHeight))
+        var values = delays.map { Int32(clamping: $0) }
+        vips_image_set_array_int(copy.pointer, "delay", &values, Int32(values.count))
+        vips_image_set_int(copy.pointer, "loop", Int32(loop))
+        return copy
+    }
+}

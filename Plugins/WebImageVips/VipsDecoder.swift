@@ -1,0 +1,169 @@
+internal import CVips
+import Foundation
+import WebImage
+
+/// One decode: header first, limits, then either a shrink-on-load thumbnail or a
+/// full decode, always ending with the pixels in memory.
+struct VipsDecoder {
+    let bytes: UnsafeRawBufferPointer
+    let format: ImageFormat?
+    let options: DecodeOptions
+
+    /// Formats whose frames are an animation (TIFF pages and HEIF items are not).
+    var isAnimatable: Bool { format == .gif || format == .webp }
+    var failOn: Int32 { Int32(options.allowTruncated ? VIPS_FAIL_ON_NONE.rawValue : VIPS_FAIL_ON_TRUNCATED.rawValue) }
+    var pages: Int32 { isAnimatable ? (options.firstFrameOnly ? 1 : -1) : 0 }
+
+    func open(shrink: Int = 1) throws -> VipsHandle {
+        guard let image = CVips_new_from_buffer(bytes.baseAddress, bytes.count, pages, failOn, Int32(shrink), 0) else {
+            throw Vips.error(.decodeFailed, "reading the \(format?.rawValue ?? "image") header")
+        }
+        return VipsHandle(image)
+    }
+
+    /// libvips 8.14 only warns when a PNG is cut short (at every `fail_on` level)
+    /// and its GIF loader returns the frames it got, so the container's own end
+    /// markers are checked first: PNG's IEND chunk, GIF's trailer byte, WebP's
+    /// RIFF length. JPEG truncation is caught by libjpeg through `fail_on`.
+    func checkComplete() throws {
+        guard !options.allowTruncated, let format else { return }
+        let count = bytes.count
+        let complete: Bool
+        switch format {
+        case .png:
+            let iend: [UInt8] = [0x49, 0x45, 0x4E, 0x44]
+            let tail = bytes.suffix(64)
+            // "IEND" followed by its 4-byte CRC.
+            complete = tail.count >= 8 && (0...(tail.count - 8)).contains { offset in
+                (0..<4).allSatisfy { tail[tail.startIndex + offset + $0] == iend[$0] }
+            }
+        case .gif:
+            // The trailer 0x3B, possibly followed by padding some encoders add.
+            complete = bytes.suffix(16).contains(0x3B)
+        case .webp:
+            let declared = count >= 8 ? Int(bytes[4]) | Int(bytes[5]) << 8 | Int(bytes[6]) << 16 | Int(bytes[7]) << 24 : .max
+            complete = count >= declared + 8
+        default:
+            complete = true
+        }
+        if !complete {
+            throw WebImageError(.decodeFailed, "the \(format) data is truncated (\(count) bytes, its end is missing); set allowTruncated to decode what is there")
+        }
+    }
+
+    func decode() throws -> Image {
+        try checkComplete()
+        if !options.scaleDownLargeImages, let declared = HeaderProbe.size(of: bytes, format: format), declared.area > options.pixelLimit {
+            throw WebImageError(.pixelLimitExceeded,
+                                "the \(format!) header declares \(declared) (\(declared.area) pixels), over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
+        }
+        let header = try open()
+        let width = header.width, pageHeight = header.pageHeight
+        let pageCount = max(1, header.height / max(1, pageHeight))
+        let storedOrientation = ImageOrientation(exif: header.int("orientation") ?? 1)
+        let area = PixelSize(width: width, height: header.height).area
+        guard width > 0, pageHeight > 0 else { throw WebImageError(.decodeFailed, "the header declares an empty image") }
+
+        var box = options.thumbnailPixelSize
+        var fill = !options.preserveAspectRatio && box != nil
+        if area > options.pixelLimit {
+            guard options.scaleDownLargeImages else {
+                throw WebImageError(.pixelLimitExceeded,
+                                    "\(width)x\(pageHeight)\(pageCount > 1 ? " x \(pageCount) frames" : "") is \(area) pixels, over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
+            }
+            let factor = (Double(options.pixelLimit) / Double(area)).squareRoot()
+            let fit = PixelSize(width: max(1, Int(Double(width) * factor)), height: max(1, Int(Double(pageHeight) * factor)))
+            let oriented = storedOrientation.swapsDimensions && !options.keepOrientation ? PixelSize(width: fit.height, height: fit.width) : fit
+            if let requested = box, requested.width <= oriented.width, requested.height <= oriented.height {
+                box = requested
+            } else {
+                box = oriented
+                fill = false
+            }
+        }
+
+        let result: VipsHandle
+        var shrink = 1
+        var applied = options.keepOrientation ? storedOrientation : .up
+        if let box {
+            (result, shrink) = try thumbnail(header: header, box: box, fill: fill, orientation: storedOrientation)
+        } else if !options.keepOrientation, storedOrientation != .up, pageCount == 1 {
+            result = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(header.pointer, $0) }.inMemory()
+        } else {
+            result = try header.inMemory()
+            if storedOrientation != .up && pageCount > 1 { applied = storedOrientation }
+        }
+        return makeImage(result, storedOrientation: storedOrientation, orientation: applied, shrink: shrink)
+    }
+
+    /// Shrink-on-load for JPEG (the factor chosen here, as sharp does), libvips'
+    /// thumbnail for the rest. Orientation is applied unless asked not to.
+    private func thumbnail(header: VipsHandle, box: PixelSize, fill: Bool, orientation: ImageOrientation) throws -> (VipsHandle, Int) {
+        let rotate = !options.keepOrientation && orientation.swapsDimensions
+        let width = rotate ? header.pageHeight : header.width
+        let height = rotate ? header.width : header.pageHeight
+        let scale = fill ? max(Double(box.width) / Double(width), Double(box.height) / Double(height))
+                         : min(Double(box.width) / Double(width), Double(box.height) / Double(height))
+        guard scale < 1 else {
+            // Never upscale: the full image already fits.
+            var image = try header.inMemory()
+            if !options.keepOrientation, orientation != .up {
+                image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
+            }
+            return (image, 1)
+        }
+        let target = PixelSize(width: max(1, Int((Double(width) * scale).rounded())), height: max(1, Int((Double(height) * scale).rounded())))
+
+        if format == .jpeg {
+            let shrink = [8, 4, 2].first { Double($0) <= 1 / scale } ?? 1
+            var image = shrink > 1 ? try open(shrink: shrink) : header
+            if !options.keepOrientation, orientation != .up {
+                image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
+            }
+            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
+            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
+            if fill { image = try centreCrop(image, to: box) }
+            return (try image.inMemory(), shrink)
+        }
+
+        let loaderOptions = [isAnimatable ? "n=\(pages)" : nil, options.allowTruncated ? nil : "fail_on=truncated"].compactMap { $0 }.joined(separator: ",")
+        let boxWidth = fill ? box.width : target.width, boxHeight = fill ? box.height : target.height
+        let image = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
+            CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
+                                   Int32(boxWidth), Int32(boxHeight), fill ? 1 : 0, options.keepOrientation ? 1 : 0, loaderOptions)
+        }
+        return (try image.inMemory(), 1)
+    }
+
+    private func centreCrop(_ image: VipsHandle, to box: PixelSize) throws -> VipsHandle {
+        let w = min(box.width, image.width), h = min(box.height, image.height)
+        let left = (image.width - w) / 2, top = (image.height - h) / 2
+        return try Vips.make(.decodeFailed, "vips_extract_area") { CVips_extract_area(image.pointer, $0, Int32(left), Int32(top), Int32(w), Int32(h)) }
+    }
+
+    private func makeImage(_ handle: VipsHandle, storedOrientation: ImageOrientation, orientation: ImageOrientation, shrink: Int) -> Image {
+        let pageHeight = handle.pageHeight
+        let pageCount = max(1, handle.height / pageHeight)
+        var frames = [Image.Frame(duration: .zero)]
+        var loop = 1
+        if pageCount > 1 {
+            let delays = handle.ints("delay") ?? []
+            frames = (0..<pageCount).map { index in
+                let delay = index < delays.count ? delays[index] : 100
+                return Image.Frame(duration: .milliseconds(delay < 11 ? 100 : delay))
+            }
+            loop = handle.int("loop") ?? 0
+        }
+        return Image(
+            pixelSize: PixelSize(width: handle.width, height: pageHeight),
+            scale: options.scale,
+            frames: frames,
+            loopCount: loop,
+            orientation: orientation,
+            storedOrientation: storedOrientation,
+            format: format,
+            hasAlpha: handle.hasAlpha,
+            storage: VipsStorage(handle, loadShrink: shrink)
+        )
+    }
+}

@@ -1,0 +1,54 @@
+internal import CVips
+import Foundation
+import WebImage
+
+enum VipsEncoder {
+    /// A libvips image for any image: its own storage, or a `PixelBuffer` copied in.
+    static func handle(for image: Image) throws -> VipsHandle {
+        if let storage = image.storage(as: VipsStorage.self) { return storage.handle }
+        if let buffer = image.storage(as: PixelBuffer.self) {
+            let frames = max(1, buffer.bytes.count / max(1, buffer.size.area * buffer.channels))
+            guard buffer.bytes.count == buffer.size.area * buffer.channels * frames, (1...4).contains(buffer.channels) else {
+                throw WebImageError(.encodeFailed, "a \(buffer.size) PixelBuffer with \(buffer.channels) channels holds \(buffer.bytes.count) bytes, not whole frames")
+            }
+            let pointer = buffer.bytes.withUnsafeBytes {
+                CVips_from_memory($0.baseAddress, $0.count, Int32(buffer.size.width), Int32(buffer.size.height * frames), Int32(buffer.channels))
+            }
+            guard let pointer else { throw Vips.error(.encodeFailed, "importing pixels") }
+            return VipsHandle(pointer)
+        }
+        throw WebImageError(.encodeFailed, "VipsImageCoder cannot read \(type(of: image.storage)) pixels; pass a VipsStorage or PixelBuffer image")
+    }
+
+    static func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
+        var source = try handle(for: image)
+        let strip: Int32 = options.keepMetadata ? 0 : 1
+        let pageHeight = image.pixelSize.height
+        if image.isAnimated {
+            if format == .gif || format == .webp {
+                let delays = image.frames.map { Int($0.duration.components.seconds * 1000 + $0.duration.components.attoseconds / 1_000_000_000_000_000) }
+                source = try source.withAnimation(pageHeight: pageHeight, delays: delays, loop: image.loopCount)
+            } else {
+                // A still format gets the first frame.
+                source = try Vips.make(.encodeFailed, "vips_extract_area") {
+                    CVips_extract_area(source.pointer, $0, 0, 0, Int32(source.width), Int32(pageHeight))
+                }
+            }
+        }
+        let quality = Int32(options.quality)
+        switch format {
+        case .jpeg:
+            return try Vips.save("jpegsave") { CVips_jpegsave(source.pointer, $0, $1, quality, options.progressive ? 1 : 0, strip) }
+        case .png:
+            return try Vips.save("pngsave") { CVips_pngsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
+        case .webp:
+            return try Vips.save("webpsave") { CVips_webpsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip) }
+        case .gif:
+            return try Vips.save("gifsave") { CVips_gifsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
+        case .tiff:
+            return try Vips.save("tiffsave") { CVips_tiffsave(source.pointer, $0, $1, strip) }
+        default:
+            throw WebImageError(.encodeFailed, "VipsImageCoder does not write \(format)")
+        }
+    }
+}

@@ -1,0 +1,118 @@
+internal import CVips
+public import Foundation
+public import WebImage
+
+/// Decodes and encodes with libvips: JPEG, PNG (8/16-bit, palette), GIF, WebP,
+/// TIFF, and HEIF/AVIF and JPEG XL where the system libvips has them.
+///
+/// ```swift
+/// configuration.coders.register(VipsImageCoder(), name: "vips")
+/// ```
+///
+/// - Decoded images are upright (EXIF orientation applied) unless
+///   ``DecodeOptions/keepOrientation``; ``Image/storedOrientation`` keeps the tag.
+/// - Animated GIF and WebP keep every frame, their durations (delays under 11 ms
+///   become 100 ms, as browsers do) and loop count (0 = forever; a GIF without a
+///   loop extension plays once).
+/// - Thumbnails never decode the full image: JPEGs shrink on load by the largest
+///   factor (2, 4, 8) that keeps the result at least the requested size, then one
+///   Lanczos resize gives the exact size; other formats use `vips_thumbnail_buffer`.
+/// - The pixel limit is checked from the header, before any pixel is decoded.
+/// - Truncated data is an error unless ``DecodeOptions/allowTruncated``.
+/// - Untrusted loaders (SVG, PDF, and the others libvips marks untrusted) are
+///   refused unless ``Options/allowUntrusted``.
+///
+/// Calls block; the manager runs them on its blocking pool.
+public struct VipsImageCoder: ImageCoder {
+    public struct Options: Sendable, Hashable {
+        /// Allow libvips loaders marked untrusted (SVG, PDF, ...). Off by default:
+        /// they parse complex formats with large attack surfaces.
+        public var allowUntrusted = false
+        public init(allowUntrusted: Bool = false) { self.allowUntrusted = allowUntrusted }
+    }
+
+    public let options: Options
+
+    public init(options: Options = Options()) {
+        self.options = options
+        if options.allowUntrusted, (try? Vips.ensureInitialized()) != nil {
+            // libvips' switch is process-wide; coders that did not opt in still
+            // refuse untrusted loaders themselves (see `decode`).
+            vips_block_untrusted_set(0)
+        }
+    }
+
+    /// libvips' concurrency for one image: the threads it uses inside one
+    /// operation. Process-wide. Default 1: a server decodes many images at once,
+    /// one per pool thread, which uses the cores better than threads per image.
+    public static var concurrency: Int {
+        get { Int(vips_concurrency_get()) }
+        set {
+            _ = try? Vips.ensureInitialized()
+            vips_concurrency_set(Int32(max(1, newValue)))
+        }
+    }
+
+    /// The formats this machine's libvips decodes.
+    public static let decodableFormats: Set<ImageFormat> = {
+        let loaders: [(ImageFormat, String)] = [
+            (.jpeg, "jpegload_buffer"), (.png, "pngload_buffer"), (.gif, "gifload_buffer"), (.webp, "webpload_buffer"),
+            (.tiff, "tiffload_buffer"), (.heif, "heifload_buffer"), (.avif, "heifload_buffer"), (.jxl, "jxlload_buffer"),
+            (.svg, "svgload_buffer"), (.pdf, "pdfload_buffer"), (.bmp, "magickload_buffer"),
+        ]
+        return Set(loaders.filter { Vips.hasOperation($0.1) }.map(\.0))
+    }()
+
+    /// The formats this machine's libvips encodes.
+    public static let encodableFormats: Set<ImageFormat> = {
+        let savers: [(ImageFormat, String)] = [
+            (.jpeg, "jpegsave_buffer"), (.png, "pngsave_buffer"), (.gif, "gifsave_buffer"),
+            (.webp, "webpsave_buffer"), (.tiff, "tiffsave_buffer"),
+        ]
+        return Set(savers.filter { Vips.hasOperation($0.1) }.map(\.0))
+    }()
+
+    public func canDecode(_ data: Data) -> Bool {
+        guard let format = ImageFormat.sniff(data) else { return false }
+        return Self.decodableFormats.contains(format)
+    }
+
+    public func canEncode(_ format: ImageFormat) -> Bool { Self.encodableFormats.contains(format) }
+
+    public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+        try Vips.ensureInitialized()
+        guard !data.isEmpty else { throw WebImageError(.decodeFailed, "no data to decode") }
+        let format = ImageFormat.sniff(data)
+        return try data.withUnsafeBytes { raw -> Image in
+            // libvips reads these bytes lazily without copying them: every image
+            // made from them is decoded into memory before this closure returns.
+            guard let base = raw.baseAddress,
+                  let loaderName = CVips_find_loader(base, raw.count).map({ String(cString: $0) })
+            else {
+                vips_error_clear()
+                throw WebImageError(.unsupportedFormat, "libvips has no loader for \(format.map { "this \($0) data" } ?? "these bytes")")
+            }
+            if !self.options.allowUntrusted, CVips_is_untrusted(loaderName) != 0 {
+                throw WebImageError(.unsupportedFormat,
+                                    "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; it is blocked unless VipsImageCoder.Options.allowUntrusted is set")
+            }
+            return try VipsDecoder(bytes: raw, format: format, options: options).decode()
+        }
+    }
+
+    public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
+        try Vips.ensureInitialized()
+        guard canEncode(format) else {
+            throw WebImageError(.encodeFailed, "libvips here cannot write \(format); it writes \(Self.encodableFormats.map(\.rawValue).sorted().joined(separator: ", "))")
+        }
+        return try VipsEncoder.encode(image, as: format, options: options)
+    }
+}
+
+extension CoderRegistry {
+    /// Registers ``VipsImageCoder`` under `vips`.
+    @discardableResult
+    public func registerVips(options: VipsImageCoder.Options = .init(), name: String = "vips") -> RegistrationToken {
+        register(VipsImageCoder(options: options), name: name)
+    }
+}

@@ -1,0 +1,117 @@
+import CVips
+import Foundation
+import WebImage
+import WebImageVips
+
+/// Fixtures made by libvips at test time: a fresh clone has no sample images.
+enum Fixtures {
+    static let coder = VipsImageCoder()
+
+    /// `width`x`height` RGB where each quadrant has its own colour:
+    /// top-left red, top-right green, bottom-left blue, bottom-right white.
+    static func quadrants(width: Int, height: Int) -> PixelBuffer {
+        var bytes = [UInt8](repeating: 0, count: width * height * 3)
+        for y in 0..<height {
+            for x in 0..<width {
+                let colour: (UInt8, UInt8, UInt8) = switch (x < width / 2, y < height / 2) {
+                case (true, true): (255, 0, 0)
+                case (false, true): (0, 255, 0)
+                case (true, false): (0, 0, 255)
+                case (false, false): (255, 255, 255)
+                }
+                let i = (y * width + x) * 3
+                (bytes[i], bytes[i + 1], bytes[i + 2]) = colour
+            }
+        }
+        return PixelBuffer(size: PixelSize(width: width, height: height), channels: 3, bytes: bytes)
+    }
+
+    static func image(_ buffer: PixelBuffer, frames: [Duration] = [.zero], loop: Int = 1) -> Image {
+        Image(pixelSize: buffer.size, frames: frames.map(Image.Frame.init), loopCount: loop, hasAlpha: buffer.channels == 4 || buffer.channels == 2, storage: buffer)
+    }
+
+    static func encode(_ buffer: PixelBuffer, as format: ImageFormat, quality: Int = 95) throws -> Data {
+        try coder.encode(image(buffer), as: format, options: EncodeOptions(quality: quality))
+    }
+
+    /// A JPEG whose stored pixels are `quadrants` and whose EXIF says `orientation`.
+    static func orientedJPEG(_ orientation: Int, width: Int = 64, height: Int = 32) throws -> Data {
+        let plain = try encode(quadrants(width: width, height: height), as: .jpeg)
+        return try plain.withUnsafeBytes { raw in
+            guard let image = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, 0, 0, 0) else { throw Failure("load") }
+            defer { CVips_unref(image) }
+            var copy: UnsafeMutablePointer<VipsImage>?
+            guard CVips_copy(image, &copy) == 0, let copy else { throw Failure("copy") }
+            defer { CVips_unref(copy) }
+            CVips_set_int(copy, "orientation", Int32(orientation))
+            var buffer: UnsafeMutableRawPointer?
+            var length = 0
+            guard CVips_jpegsave(copy, &buffer, &length, 95, 0, 0) == 0, let buffer else { throw Failure("jpegsave") }
+            defer { CVips_free(buffer) }
+            return Data(bytes: buffer, count: length)
+        }
+    }
+
+    /// A photo-like JPEG (noise in every band) of the given size.
+    static func photoJPEG(width: Int, height: Int) throws -> Data {
+        var out: UnsafeMutablePointer<VipsImage>?
+        guard CVips_noise_rgb(&out, Int32(width), Int32(height)) == 0, let out else { throw Failure("noise") }
+        defer { CVips_unref(out) }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard CVips_jpegsave(out, &buffer, &length, 85, 0, 1) == 0, let buffer else { throw Failure("jpegsave") }
+        defer { CVips_free(buffer) }
+        return Data(bytes: buffer, count: length)
+    }
+
+    /// An animated image: frame i is filled with a grey level of i * 60.
+    static func animated(_ format: ImageFormat, delays: [Int], loop: Int, size: Int = 16) throws -> Data {
+        var bytes: [UInt8] = []
+        for index in delays.indices { bytes += [UInt8](repeating: UInt8(index * 60 % 256), count: size * size * 3) }
+        let buffer = PixelBuffer(size: PixelSize(size), channels: 3, bytes: bytes)
+        return try coder.encode(image(buffer, frames: delays.map { .milliseconds($0) }, loop: loop), as: format, options: EncodeOptions(quality: 100, lossless: true))
+    }
+
+    /// The same GIF without its NETSCAPE2.0 loop extension (plays once).
+    static func withoutLoopExtension(_ gif: Data) -> Data {
+        let marker = Data("NETSCAPE2.0".utf8)
+        guard let range = gif.range(of: marker) else { return gif }
+        var data = gif
+        data.removeSubrange((range.lowerBound - 3)..<(range.upperBound + 5))
+        return data
+    }
+
+    /// A valid PNG signature and IHDR that claims `width`x`height`, and no pixels.
+    static func pngHeader(width: UInt32, height: UInt32) -> Data {
+        func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        let ihdr = Array("IHDR".utf8) + be(width) + be(height) + [8, 2, 0, 0, 0]
+        let iend = Array("IEND".utf8)
+        return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be(13) + ihdr + be(crc32(ihdr)) + be(0) + iend + be(crc32(iend)))
+    }
+
+    static func crc32(_ bytes: [UInt8]) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        return ~crc
+    }
+
+    /// The mean colour of a rectangle of an 8-bit image.
+    static func mean(_ buffer: PixelBuffer, x: Range<Int>, y: Range<Int>) -> [Double] {
+        var sums = [Double](repeating: 0, count: buffer.channels)
+        for row in y { for column in x { for c in 0..<buffer.channels { sums[c] += Double(buffer.bytes[(row * buffer.size.width + column) * buffer.channels + c]) } } }
+        return sums.map { $0 / Double(x.count * y.count) }
+    }
+
+    static func pixels(_ image: Image) throws -> PixelBuffer {
+        guard let storage = image.storage(as: VipsStorage.self) else { throw Failure("not a vips image") }
+        return try storage.pixels(frameHeight: image.pixelSize.height)
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+}

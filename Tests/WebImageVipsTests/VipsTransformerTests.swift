@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageVips
+
+@Suite("Vips transformers")
+struct VipsTransformerTests {
+    let coder = VipsImageCoder()
+
+    func quadrantImage() throws -> Image {
+        try coder.decode(try Fixtures.encode(Fixtures.quadrants(width: 80, height: 40), as: .png), options: DecodeOptions())
+    }
+
+    func corner(_ image: Image, _ x: Int, _ y: Int) throws -> [Int] {
+        let pixels = try Fixtures.pixels(image)
+        let i = (y * pixels.size.width + x) * pixels.channels
+        return (0..<pixels.channels).map { Int(pixels.bytes[i + $0]) }
+    }
+
+    @Test("resize: fit, fill and stretch")
+    func resize() throws {
+        let image = try quadrantImage()
+        #expect(try ImageTransformers.Resize(PixelSize(40), mode: .fit).transform(image).pixelSize == PixelSize(width: 40, height: 20))
+        #expect(try ImageTransformers.Resize(PixelSize(40), mode: .fill).transform(image).pixelSize == PixelSize(40))
+        #expect(try ImageTransformers.Resize(PixelSize(width: 10, height: 30), mode: .stretch).transform(image).pixelSize == PixelSize(width: 10, height: 30))
+        #expect(ImageTransformers.Resize(PixelSize(40), mode: .fill).key == "resize(40x40,fill)")
+    }
+
+    @Test("crop, and a crop outside the image is a typed error")
+    func crop() throws {
+        let image = try quadrantImage()
+        let cropped = try ImageTransformers.Crop(x: 40, y: 0, width: 40, height: 20).transform(image)
+        #expect(cropped.pixelSize == PixelSize(width: 40, height: 20))
+        #expect(try corner(cropped, 5, 5) == [0, 255, 0], "the top-right quadrant is green")
+        let error = #expect(throws: WebImageError.self) { try ImageTransformers.Crop(x: 70, y: 0, width: 20, height: 10).transform(image) }
+        #expect(error?.code == .transformFailed && error?.message.contains("outside") == true)
+    }
+
+    @Test("rotate by quarter turns and by any angle; flip both ways")
+    func rotateAndFlip() throws {
+        let image = try quadrantImage()
+        let quarter = try ImageTransformers.Rotate(degrees: 90).transform(image)
+        #expect(quarter.pixelSize == PixelSize(width: 40, height: 80))
+        #expect(try corner(quarter, 2, 2) == [0, 0, 255], "after 90° clockwise, the old bottom-left (blue) is top-left")
+        #expect(try ImageTransformers.Rotate(degrees: -90).transform(image).pixelSize == PixelSize(width: 40, height: 80))
+        let half = try ImageTransformers.Rotate(degrees: 180).transform(image)
+        #expect(try corner(half, 2, 2) == [255, 255, 255])
+        let tilted = try ImageTransformers.Rotate(degrees: 30).transform(image)
+        #expect(tilted.pixelSize.width > 80 && tilted.hasAlpha, "any angle grows a transparent canvas")
+
+        #expect(try corner(try ImageTransformers.Flip().transform(image), 2, 2) == [0, 255, 0])
+        #expect(try corner(try ImageTransformers.Flip(vertical: true).transform(image), 2, 2) == [0, 0, 255])
+    }
+
+    @Test("round corners make the corners transparent and keep the middle")
+    func roundCorners() throws {
+        let rounded = try ImageTransformers.RoundCorners(radius: 10).transform(try quadrantImage())
+        #expect(rounded.hasAlpha)
+        #expect(try corner(rounded, 0, 0)[3] == 0)
+        #expect(try corner(rounded, 79, 39)[3] == 0)
+        #expect(try corner(rounded, 20, 10) == [255, 0, 0, 255])
+    }
+
+    @Test("blur softens edges; tint blends a colour; bad parameters are typed errors")
+    func blurAndTint() throws {
+        let image = try quadrantImage()
+        let blurred = try ImageTransformers.Blur(sigma: 4).transform(image)
+        let edge = try corner(blurred, 40, 10)
+        #expect(edge[0] > 20 && edge[0] < 235, "the red/green seam is blended: \(edge)")
+        #expect(throws: WebImageError.self) { try ImageTransformers.Blur(sigma: 0).transform(image) }
+        let tinted = try ImageTransformers.Tint(red: 0, green: 0, blue: 255, amount: 0.5).transform(image)
+        let pixel = try corner(tinted, 5, 5)
+        #expect(abs(pixel[0] - 128) <= 2 && pixel[1] == 0 && abs(pixel[2] - 128) <= 2, "\(pixel)")
+    }
+
+    @Test("every frame of an animation is transformed; the pipeline chains keys")
+    func animatedPipeline() throws {
+        let animated = try coder.decode(try Fixtures.animated(.gif, delays: [100, 200, 300], loop: 0, size: 40), options: DecodeOptions())
+        let pipeline = ImageTransformers.Pipeline([
+            ImageTransformers.Resize(PixelSize(20), mode: .fit),
+            ImageTransformers.Crop(x: 0, y: 0, width: 10, height: 20),
+        ])
+        #expect(pipeline.key == "resize(20x20,fit)|crop(0,0,10x20)")
+        let result = try pipeline.transform(animated)
+        #expect(result.frameCount == 3 && result.pixelSize == PixelSize(width: 10, height: 20))
+        #expect(result.frames.map(\.duration) == animated.frames.map(\.duration))
+        let pixels = try Fixtures.pixels(result)
+        for frame in 0..<3 {
+            let mean = Fixtures.mean(pixels, x: 0..<10, y: frame * 20..<frame * 20 + 20)[0]
+            #expect(abs(mean - Double(frame * 60)) < 4, "frame \(frame) keeps its own content: \(mean)")
+        }
+        let again = try coder.decode(try coder.encode(result, as: .gif, options: EncodeOptions()), options: DecodeOptions())
+        #expect(again.frameCount == 3 && again.pixelSize == PixelSize(width: 10, height: 20))
+    }
+
+    @Test("transformers accept PixelBuffer images from other coders")
+    func pixelBuffers() throws {
+        let image = Fixtures.image(Fixtures.quadrants(width: 8, height: 4))
+        #expect(try ImageTransformers.Flip().transform(image).pixelSize == PixelSize(width: 8, height: 4))
+    }
+}
+
+@Suite("Vips through the manager")
+struct VipsManagerTests {
+    func manager(store: (any CacheStore)? = MemoryCacheStore(limits: .unlimited)) -> ImageManager {
+        var configuration = ImageManager.Configuration()
+        configuration.coders.registerVips()
+        configuration.store = store
+        return ImageManager(configuration: configuration)
+    }
+
+    @Test("@2x and @3x files get scale 2 and 3 and the matching point size")
+    func scaleFromKey() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-vips-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let png = try Fixtures.encode(Fixtures.quadrants(width: 60, height: 30), as: .png)
+        for (name, scale) in [("icon@2x.png", 2.0), ("icon@3x.png", 3.0), ("icon.png", 1.0)] {
+            let file = directory.appendingPathComponent(name)
+            try png.write(to: file)
+            let image = try #require(try await manager().loadImage(with: file).image)
+            #expect(image.scale == scale && image.width == 60 / scale && image.height == 30 / scale, "\(name)")
+        }
+    }
+
+    @Test("a thumbnail through the manager is stored on disk under its derived key, encoded")
+    func derivedThumbnail() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-vips-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("photo.jpg")
+        try Fixtures.photoJPEG(width: 1200, height: 800).write(to: file)
+        let store = MemoryCacheStore(limits: .unlimited)
+        let manager = manager(store: store)
+        let context = ImageContext(thumbnailPixelSize: PixelSize(150), transformer: ImageTransformers.RoundCorners(radius: 8), encodeFormat: .webp)
+        let result = try await manager.loadImage(with: file, options: .waitStoreCache, context: context)
+        #expect(result.image?.pixelSize == PixelSize(width: 150, height: 100) && result.image?.hasAlpha == true)
+        let stored = try #require(try await store.data(forKey: result.key))
+        #expect(ImageFormat.sniff(stored) == .webp)
+        manager.memoryCache?.removeAll()
+        let fromDisk = try await manager.loadImage(with: file, context: context)
+        #expect(fromDisk.cacheType == .disk && fromDisk.image?.pixelSize == PixelSize(width: 150, height: 100))
+    }
+
+    @Test("without original bytes, images with alpha are stored as PNG and others as JPEG")
+    func serializer() throws {
+        let coders = CoderRegistry()
+        coders.registerVips()
+        let serializer = CacheSerializer.encoding(as: nil)
+        let opaque = Image(pixelSize: PixelSize(4), storage: Fixtures.quadrants(width: 4, height: 4))
+        let alpha = Image(pixelSize: PixelSize(2), hasAlpha: true, storage: PixelBuffer(size: PixelSize(2), channels: 4, bytes: [UInt8](repeating: 128, count: 16)))
+        #expect(serializer.serialize(opaque, "k", coders).flatMap(ImageFormat.sniff) == .jpeg)
+        #expect(serializer.serialize(alpha, "k", coders).flatMap(ImageFormat.sniff) == .png)
+    }
+}
+
+/// The real images in ../shared/corpus, when the checkout has them beside it
+/// (CI does; a user's fresh clone does not, and the fixtures above cover the same
+/// properties there).
+@Suite("Shared corpus", .enabled(if: SharedCorpus.directory != nil))
+struct SharedCorpusTests {
+    let coder = VipsImageCoder()
+
+    func load(_ path: String, _ options: DecodeOptions = DecodeOptions()) throws -> Image {
+        let data = try Data(contentsOf: SharedCorpus.directory!.appendingPathComponent(path))
+        return try coder.decode(data, options: options)
+    }
+
+    @Test("EXIF orientation set: every file upright at 1800x1200 and alike")
+    func exif() throws {
+        let reference = try Fixtures.pixels(try load("exif/Landscape_1.jpg", DecodeOptions(thumbnailPixelSize: PixelSize(180))))
+        for index in 0...8 {
+            let full = try load("exif/Landscape_\(index).jpg")
+            #expect(full.pixelSize == PixelSize(width: 1800, height: 1200), "Landscape_\(index)")
+            let small = try Fixtures.pixels(try load("exif/Landscape_\(index).jpg", DecodeOptions(thumbnailPixelSize: PixelSize(180))))
+            let difference = zip(small.bytes, reference.bytes).reduce(0.0) { $0 + abs(Double($1.0) - Double($1.1)) } / Double(reference.bytes.count)
+            #expect(difference < 12, "Landscape_\(index) differs from Landscape_1 by \(difference) per byte")
+        }
+    }
+
+    @Test("SDWebImage's images decode with their listed properties")
+    func sdwebimage() throws {
+        let gif = try load("sdwebimage/TestImage.gif")
+        #expect(gif.pixelSize == PixelSize(50) && gif.frameCount == 5 && gif.loopCount == 0)
+        #expect(gif.frames.allSatisfy { $0.duration == .milliseconds(120) })
+        #expect(try load("sdwebimage/TestImage.jpg").pixelSize == PixelSize(width: 80, height: 60))
+        let png = try load("sdwebimage/TestImage.png")
+        #expect(png.pixelSize == PixelSize(300) && png.hasAlpha)
+        #expect(try load("sdwebimage/IndexedPNG.png").pixelSize == PixelSize(width: 687, height: 123))
+        #expect(try load("sdwebimage/RGBA16PNG.png").pixelSize == PixelSize(width: 126, height: 135))
+        #expect(try load("sdwebimage/MonochromeTestImage.jpg").pixelSize == PixelSize(width: 165, height: 121))
+        #expect(try load("sdwebimage/TestImageStatic.webp").pixelSize == PixelSize(width: 550, height: 368))
+        let webp = try load("sdwebimage/TestAnimatedImageMemory.webp")
+        #expect(webp.pixelSize == PixelSize(600) && webp.frameCount == 16)
+        let large = try load("sdwebimage/TestImageLarge.jpg", DecodeOptions(thumbnailPixelSize: PixelSize(256)))
+        #expect(large.pixelSize.width == 256 && (large.storage(as: VipsStorage.self)?.loadShrink ?? 0) >= 8)
+        if VipsImageCoder.decodableFormats.contains(.heif) {
+            #expect(try load("sdwebimage/TestImage.heic").pixelSize == PixelSize(width: 1440, height: 960))
+        }
+        for vector in ["sdwebimage/TestImage.svg", "sdwebimage/TestImage.pdf"] {
+            let error = #expect(throws: WebImageError.self, "\(vector)") { try load(vector) }
+            #expect(error?.message.contains("untrusted") == true, "\(vector): \(String(describing: error))")
+        }
+    }
+}
+
+enum SharedCorpus {
+    static let directory: URL? = {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let corpus = root.deletingLastPathComponent().appendingPathComponent("shared/corpus")
+        return FileManager.default.fileExists(atPath: corpus.appendingPathComponent("README.md").path) ? corpus : nil
+    }()
+}
