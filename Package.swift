@@ -18,10 +18,13 @@ let package = Package(
         .library(name: "WebImageTesting", targets: ["WebImageTesting"]),
         .library(name: "WebImageLMDB", targets: ["WebImageLMDB"]),
         .library(name: "WebImageVips", targets: ["WebImageVips"]),
+        .library(name: "WebImageCurl", targets: ["WebImageCurl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // Tests only: the real HTTP server the curl loader is tested against.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // Core: contracts, registries, the manager, memory cache, file store, file loader.
@@ -62,6 +65,15 @@ let package = Package(
         ),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
+        // libcurl loader; the C shim has typed setters for curl_easy_setopt.
+        .systemLibrary(
+            name: "CCurl",
+            path: "Plugins/CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl"], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
+
         .executableTarget(
             name: "webimage-lmdb-helper",
             dependencies: ["WebImage", "WebImageLMDB"],
@@ -71,6 +83,16 @@ let package = Package(
         .testTarget(
             name: "WebImageVipsTests",
             dependencies: ["WebImageVips", "CVips", "WebImageTesting"],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageCurlTests",
+            dependencies: [
+                "WebImageCurl", "WebImageTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -1,0 +1,219 @@
+internal import CCurl
+import Foundation
+import Synchronization
+import WebImage
+
+/// One request's state. Callbacks and `prepare`/`complete` run on the driver
+/// thread only; `attach`, `markCancelled` and `finish` may come from any thread
+/// and go through locks.
+///
+/// `@unchecked Sendable`: the mutable fields below the locks are touched only by
+/// the driver thread (curl calls its callbacks there).
+final class CurlTransfer: @unchecked Sendable {
+    let request: LoadRequest
+    let configuration: CurlLoader.Configuration
+    private let progress: @Sendable (LoadProgress) -> Void
+    private let continuation = Mutex<CheckedContinuation<LoadResponse, any Error>?>(nil)
+    private let cancelled = Atomic<Bool>(false)
+
+    // Driver thread only.
+    var sequence = 0
+    private(set) var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var body = Data()
+    private var headers: [String: String] = [:]
+    private var tooLarge = false
+    private var lastReport = ContinuousClock.now
+    private var reported: Int64 = -1
+    private let blocked = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    private var limit: Int64 { min(request.maxResponseSize ?? configuration.maxResponseSize, configuration.maxResponseSize) }
+
+    init(request: LoadRequest, configuration: CurlLoader.Configuration, progress: @escaping @Sendable (LoadProgress) -> Void) {
+        self.request = request
+        self.configuration = configuration
+        self.progress = progress
+        blocked.initialize(to: 0)
+    }
+
+    deinit {
+        release()
+        blocked.deallocate()
+    }
+
+    var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
+
+    func attach(_ continuation: CheckedContinuation<LoadResponse, any Error>) {
+        self.continuation.withLock { $0 = continuation }
+    }
+
+    func markCancelled() { cancelled.store(true, ordering: .releasing) }
+
+    /// Resumes the caller once; later calls do nothing.
+    func finish(_ result: Result<LoadResponse, any Error>) {
+        continuation.withLock { continuation in
+            defer { continuation = nil }
+            return continuation
+        }?.resume(with: result)
+    }
+
+    /// Frees the easy handle and header list.
+    func release() {
+        if let easy { curl_easy_cleanup(easy) }
+        if let headerList { curl_slist_free_all(headerList) }
+        easy = nil
+        headerList = nil
+    }
+
+    /// Makes and configures the easy handle.
+    func prepare() throws -> UnsafeMutableRawPointer {
+        guard let easy = curl_easy_init() else { throw WebImageError(.loadFailed, "curl_easy_init failed") }
+        self.easy = easy
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let scheme = request.url.scheme?.lowercased() ?? "https"
+        let timeout = request.timeout ?? configuration.timeout
+        let checks: [CURLcode] = [
+            CCurl_setopt_string(easy, CURLOPT_URL, request.url.absoluteString),
+            CCurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1),
+            CCurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"),
+            CCurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1),
+            CCurl_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects),
+            // Never to another scheme: an https URL does not follow a redirect to http, nor to file://.
+            CCurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, scheme),
+            CCurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.milliseconds)),
+            CCurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(timeout, configuration.connectTimeout).milliseconds)),
+            CCurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""),
+            CCurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)),
+            CCurl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)),
+            CCurl_setopt_long(easy, CURLOPT_PIPEWAIT, 1),
+            CCurl_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent),
+            CCurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, configuration.allowInsecureTLS ? 0 : 1),
+            CCurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, configuration.allowInsecureTLS ? 0 : 2),
+            CCurl_set_write(easy, { data, size, count, context in
+                Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().receive(data, size * count)
+            }, context),
+            CCurl_set_header(easy, { data, size, count, context in
+                Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().header(data, size * count)
+            }, context),
+            CCurl_set_progress(easy, { context, total, now, _, _ in
+                Unmanaged<CurlTransfer>.fromOpaque(context!).takeUnretainedValue().report(received: Int64(now), expected: Int64(total))
+            }, context),
+        ]
+        if let failed = checks.first(where: { $0 != CURLE_OK }) {
+            throw WebImageError(.loadFailed, "configuring curl: \(String(cString: curl_easy_strerror(failed)))")
+        }
+        if configuration.blockPrivateAddresses { _ = CCurl_enable_address_guard(easy, blocked) }
+        var fields = request.headers
+        if let etag = request.ifNoneMatch { fields["If-None-Match"] = etag }
+        if let date = request.ifModifiedSince { fields["If-Modified-Since"] = date }
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        if let headerList { _ = CCurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList) }
+        return easy
+    }
+
+    // MARK: Callbacks (driver thread)
+
+    private func receive(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard !isCancelled, let data else { return 0 }
+        guard Int64(body.count + count) <= limit else {
+            tooLarge = true
+            return 0  // stops the transfer at once
+        }
+        body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: count)
+        return count
+    }
+
+    private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
+        guard !isCancelled, let data else { return 0 }
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            headers.removeAll()  // a new response (after a redirect or a 100 Continue)
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            headers[name] = value
+            if name == "content-length", let length = Int64(value), length > limit {
+                tooLarge = true
+                return 0
+            }
+        }
+        return count
+    }
+
+    private func report(received: Int64, expected: Int64) -> Int32 {
+        if isCancelled { return 1 }
+        let now = ContinuousClock.now
+        guard received != reported, received > 0, now - lastReport >= configuration.progressInterval || received == expected else { return 0 }
+        reported = received
+        lastReport = now
+        progress(LoadProgress(received: received, expected: expected > 0 ? expected : nil))
+        return 0
+    }
+
+    // MARK: Completion (driver thread)
+
+    func complete(_ code: CURLcode) {
+        defer { release() }
+        guard let easy, !isCancelled else {
+            finish(.failure(WebImageError(.cancelled, "cancelled")))
+            return
+        }
+        var status = 0
+        _ = CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
+        var effective: UnsafeMutablePointer<CChar>?
+        _ = CCurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
+        let finalURL = effective.flatMap { URL(string: String(cString: $0)) } ?? request.url
+        let url = request.url.absoluteString
+        guard code == CURLE_OK else {
+            finish(.failure(error(for: code, status: status, url: url)))
+            return
+        }
+        if status == 304 {
+            finish(.success(LoadResponse(data: Data(), statusCode: 304, headers: headers, url: finalURL)))
+            return
+        }
+        guard (200..<300).contains(status) else {
+            let notFound = status == 404 || status == 410
+            finish(.failure(WebImageError(notFound ? .notFound : .badStatus, "\(url) answered HTTP \(status)",
+                                          isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)))
+            return
+        }
+        if Int64(body.count) != reported {
+            progress(LoadProgress(received: Int64(body.count), expected: Int64(body.count)))
+        }
+        finish(.success(LoadResponse(data: body, statusCode: status, headers: headers, url: finalURL)))
+    }
+
+    private func error(for code: CURLcode, status: Int, url: String) -> WebImageError {
+        let text = String(cString: curl_easy_strerror(code))
+        if blocked.pointee != 0 {
+            return WebImageError(.forbidden, "\(url) resolves to an internal address, which the SSRF guard refuses")
+        }
+        if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
+            return WebImageError(.tooLarge, "\(url) is larger than the limit of \(limit) bytes")
+        }
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            return WebImageError(.timedOut, "\(url) did not finish within \(request.timeout ?? configuration.timeout): \(text)")
+        case CURLE_TOO_MANY_REDIRECTS:
+            return WebImageError(.badStatus, "\(url) redirected more than \(configuration.maxRedirects) times", isTransient: false)
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return WebImageError(.forbidden, "\(url) redirected to another scheme, which is refused: \(text)")
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
+             CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+            return WebImageError(.loadFailed, "\(url): \(text)", isTransient: true)
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE:
+            return WebImageError(.loadFailed, "\(url): TLS failed: \(text)", isTransient: false)
+        default:
+            return WebImageError(.loadFailed, "\(url): \(text) (curl \(code.rawValue))", isTransient: true)
+        }
+    }
+}
+
+extension Duration {
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,247 @@
+import Foundation
+import Synchronization
+import Testing
+import WebImage
+import WebImageCurl
+import WebImageTesting
+
+/// Every test starts its own server on a free loopback port.
+func withServer(_ body: (TestHTTPServer) async throws -> Void) async throws {
+    let server = try await TestHTTPServer.start()
+    do { try await body(server) } catch {
+        await server.shutdown()
+        throw error
+    }
+    await server.shutdown()
+}
+
+func load(_ loader: CurlLoader, _ url: URL, _ configure: (inout LoadRequest) -> Void = { _ in }) async throws -> LoadResponse {
+    var request = LoadRequest(url: url)
+    configure(&request)
+    return try await loader.load(request) { _ in }
+}
+
+@Suite("CurlLoader against a real HTTP server")
+struct CurlLoaderTests {
+    @Test("passes LoaderConformance")
+    func conformance() async throws {
+        try await withServer { server in
+            try await LoaderConformance(loader: CurlLoader(), fixtures: .init(
+                existing: server.url("/bytes/4096"), existingData: TestHTTPServer.bytes(4096),
+                missing: server.url("/status/404"), slow: server.url("/slow/3000/c")
+            )).run()
+        }
+    }
+
+    @Test("200 with and without Content-Length, chunked, gzip")
+    func bodies() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            #expect(try await load(loader, server.url("/bytes/70000")).data == TestHTTPServer.bytes(70000))
+            #expect(try await load(loader, server.url("/chunked/70000")).data == TestHTTPServer.bytes(70000))
+            let gzip = try await load(loader, server.url("/gzip"))
+            #expect(!TestHTTPServer.gzipBody.isEmpty && gzip.data == TestHTTPServer.bytes(5000), "decoded from gzip")
+            #expect(server.stats.withLock { $0.requests.last?.headers["accept-encoding"] }?.contains("gzip") == true)
+        }
+    }
+
+    @Test("304 with ETag; 404 permanent notFound; 500 transient")
+    func statuses() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            let first = try await load(loader, server.url("/etag"))
+            #expect(first.statusCode == 200 && first.etag == "\"v1\"" && first.lastModified != nil)
+            let again = try await load(loader, server.url("/etag")) { $0.ifNoneMatch = "\"v1\"" }
+            #expect(again.isNotModified && again.data.isEmpty)
+            let missing = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/status/404")) }
+            #expect(missing?.code == .notFound && missing?.isTransient == false && missing?.statusCode == 404)
+            let broken = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/status/500")) }
+            #expect(broken?.code == .badStatus && broken?.isTransient == true && broken?.statusCode == 500)
+            let forbidden = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/status/403")) }
+            #expect(forbidden?.isTransient == false)
+        }
+    }
+
+    @Test("redirects: 5 followed, 6 refused, file:// refused, loops stopped")
+    func redirects() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            let five = try await load(loader, server.url("/redirect/5"))
+            #expect(five.data == TestHTTPServer.bytes(100) && five.url.path == "/bytes/100")
+            let six = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/redirect/6")) }
+            #expect(six?.code == .badStatus && six?.isTransient == false && six?.message.contains("redirected more than 5") == true)
+            let file = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/redirect-file")) }
+            #expect(file?.code == .forbidden, "\(String(describing: file))")
+            let loop = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/loop")) }
+            #expect(loop?.code == .badStatus)
+        }
+    }
+
+    @Test("a server that stalls after headers times out within its bound")
+    func stall() async throws {
+        try await withServer { server in
+            let loader = CurlLoader(configuration: .init(timeout: .seconds(1)))
+            let started = ContinuousClock.now
+            let error = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/stall")) }
+            let elapsed = ContinuousClock.now - started
+            #expect(error?.code == .timedOut && error?.isTransient == true)
+            #expect(elapsed >= .milliseconds(900) && elapsed < .seconds(5), "took \(elapsed)")
+        }
+    }
+
+    @Test("over the size limit: stopped early; a truncated body is an error")
+    func sizeLimits() async throws {
+        try await withServer { server in
+            let loader = CurlLoader(configuration: .init(maxResponseSize: 1 << 20))
+            let declared = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/big")) }
+            #expect(declared?.code == .tooLarge && declared?.isTransient == false)
+            let streamed = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/big-chunked")) }
+            #expect(streamed?.code == .tooLarge)
+            let perRequest = await #expect(throws: WebImageError.self) {
+                try await load(loader, server.url("/bytes/5000")) { $0.maxResponseSize = 1000 }
+            }
+            #expect(perRequest?.code == .tooLarge)
+            let truncated = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/truncated")) }
+            #expect(truncated?.code == .loadFailed, "\(String(describing: truncated))")
+        }
+    }
+
+    @Test("200 concurrent requests with 6 allowed: never more than 6 at the server")
+    func concurrencyLimit() async throws {
+        try await withServer { server in
+            let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 6))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<200 {
+                    group.addTask { _ = try await load(loader, server.url("/slow/20/\(index)")) }
+                }
+                try await group.waitForAll()
+            }
+            let stats = server.stats.withLock { $0 }
+            #expect(stats.arrivals.count == 200)
+            #expect(stats.maxInFlight <= 6 && stats.maxInFlight >= 5, "max in flight \(stats.maxInFlight)")
+        }
+    }
+
+    @Test("FIFO and LIFO order observed at the server", arguments: [CurlLoader.Order.fifo, .lifo])
+    func order(_ order: CurlLoader.Order) async throws {
+        try await withServer { server in
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 1, order: order)
+            configuration.timeout = .seconds(30)
+            let loader = CurlLoader(configuration: configuration)
+            var tasks = [Task { try await load(loader, server.url("/slow/400/first")) }]
+            while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+            for index in 0..<5 {
+                tasks.append(Task { try await load(loader, server.url("/slow/10/\(index)")) })
+                try await Task.sleep(for: .milliseconds(30))
+            }
+            for task in tasks { _ = try await task.value }
+            let arrivals = server.stats.withLock { $0.arrivals }
+            #expect(arrivals == ["first"] + (order == .fifo ? ["0", "1", "2", "3", "4"] : ["4", "3", "2", "1", "0"]))
+        }
+    }
+
+    @Test("high priority jumps the queue")
+    func priority() async throws {
+        try await withServer { server in
+            let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 1))
+            var tasks = [Task { try await load(loader, server.url("/slow/300/first")) }]
+            while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+            tasks.append(Task { try await load(loader, server.url("/slow/10/low")) { $0.priority = .low } })
+            try await Task.sleep(for: .milliseconds(30))
+            tasks.append(Task { try await load(loader, server.url("/slow/10/normal")) })
+            try await Task.sleep(for: .milliseconds(30))
+            tasks.append(Task { try await load(loader, server.url("/slow/10/high")) { $0.priority = .high } })
+            for task in tasks { _ = try await task.value }
+            #expect(server.stats.withLock { $0.arrivals } == ["first", "high", "normal", "low"])
+        }
+    }
+
+    @Test("100 sequential requests reuse connections")
+    func connectionReuse() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            for _ in 0..<100 { _ = try await load(loader, server.url("/bytes/1000")) }
+            let opened = server.stats.withLock { $0.connectionsOpened }
+            #expect(opened <= 5, "\(opened) connections for 100 requests")
+        }
+    }
+
+    @Test("cancelling mid-body frees the transfer; the server sees the connection close")
+    func cancellation() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            let progressAfterCancel = Mutex(0)
+            let cancelledFlag = Mutex(false)
+            let task = Task {
+                try await loader.load(LoadRequest(url: server.url("/stall"))) { _ in
+                    if cancelledFlag.withLock({ $0 }) { progressAfterCancel.withLock { $0 += 1 } }
+                }
+            }
+            while server.requestCount(path: "/stall") == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(100))
+            let closedBefore = server.stats.withLock { $0.connectionsClosed }
+            cancelledFlag.withLock { $0 = true }
+            task.cancel()
+            let started = ContinuousClock.now
+            let error = await #expect(throws: WebImageError.self) { try await task.value }
+            #expect(error?.code == .cancelled)
+            #expect(ContinuousClock.now - started < .seconds(1))
+            var closed = false
+            for _ in 0..<200 where !closed {
+                closed = server.stats.withLock { $0.connectionsClosed } > closedBefore
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(closed, "the server saw the connection close")
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(progressAfterCancel.withLock { $0 } == 0, "no progress after cancel")
+        }
+    }
+
+    @Test("the SSRF guard refuses internal addresses after resolution")
+    func ssrfGuard() async throws {
+        try await withServer { server in
+            let guarded = CurlLoader(configuration: .init(blockPrivateAddresses: true))
+            for host in ["127.0.0.1", "localhost"] {
+                let url = URL(string: "http://\(host):\(server.port)/bytes/10")!
+                let error = await #expect(throws: WebImageError.self) { try await load(guarded, url) }
+                #expect(error?.code == .forbidden && error?.isTransient == false, "\(host): \(String(describing: error))")
+            }
+            #expect(server.stats.withLock { $0.requests.isEmpty }, "no request reached the server")
+            let unguarded = try await load(CurlLoader(), server.url("/bytes/10"))
+            #expect(unguarded.data.count == 10, "off by default")
+        }
+    }
+
+    @Test("request headers, Accept, and refusal of URLs it cannot load")
+    func headers() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            _ = try await load(loader, server.url("/bytes/1")) { $0.headers = ["Authorization": "Bearer x", "Accept": "image/webp"] }
+            let seen = try #require(server.stats.withLock { $0.requests.last?.headers })
+            #expect(seen["authorization"] == "Bearer x" && seen["accept"] == "image/webp")
+            #expect(!loader.canLoad(URL(string: "ftp://x/y")!) && !loader.canLoad(URL(fileURLWithPath: "/etc/passwd")))
+            let refused = await #expect(throws: WebImageError.self) { try await load(loader, URL(string: "ftp://127.0.0.1/x")!) }
+            #expect(refused?.code == .invalidURL)
+            let unresolvable = await #expect(throws: WebImageError.self) { try await load(loader, URL(string: "http://nonexistent.invalid/x")!) }
+            #expect(unresolvable?.code == .loadFailed && unresolvable?.isTransient == true)
+        }
+    }
+
+    @Test("with the manager: 100 concurrent loads of one URL make one request")
+    func managerCoalescing() async throws {
+        try await withServer { server in
+            let configuration = ImageManager.Configuration()
+            configuration.loaders.registerCurl()
+            let manager = ImageManager(configuration: configuration)
+            let url = server.url("/slow/200/shared")
+            let results = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<100 { group.addTask { try await manager.loadImage(with: url, options: .avoidDecode).data?.count ?? 0 } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.count == 100 && results.allSatisfy { $0 == 100 })
+            #expect(server.requestCount(path: "/slow/200/shared") == 1)
+            let accept = server.stats.withLock { $0.requests.last?.headers["accept"] }
+            #expect(accept == "image/webp,image/avif,image/*;q=0.8")
+        }
+    }
+}

@@ -1,0 +1,190 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A real HTTP/1.1 server on 127.0.0.1 for the loader's tests, with routes that
+/// misbehave on purpose, and counters of what it saw.
+///
+/// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C`,
+/// `/redirect/K` (K hops to /bytes/100), `/redirect-file`, `/loop`, `/stall`
+/// (headers, then nothing), `/big` (10 MB declared), `/big-chunked` (endless
+/// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
+/// `/slow/MS/ID` (answers after MS ms; records ID on arrival).
+final class TestHTTPServer: Sendable {
+    struct Stats {
+        var connectionsOpened = 0
+        var connectionsClosed = 0
+        var inFlight = 0
+        var maxInFlight = 0
+        var arrivals: [String] = []
+        var requests: [(path: String, headers: [String: String])] = []
+    }
+
+    let stats = Mutex(Stats())
+    private let channel: Mutex<(any Channel)?> = Mutex(nil)
+    let port: Int
+    static let gzipBody: Data = makeGzip(bytes(5000))
+
+    static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }) }
+
+    private init(channel: any Channel) {
+        self.channel.withLock { $0 = channel }
+        port = channel.localAddress?.port ?? 0
+    }
+
+    static func start() async throws -> TestHTTPServer {
+        let box = Mutex<TestHTTPServer?>(nil)
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(Handler(server: { box.withLock { $0! } }))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let server = TestHTTPServer(channel: channel)
+        box.withLock { $0 = server }
+        return server
+    }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    func shutdown() async {
+        let channel = self.channel.withLock { $0 }
+        try? await channel?.close()
+    }
+
+    func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
+
+    private static func makeGzip(_ data: Data) -> Data {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gz-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("body")
+        try? data.write(to: file)
+        var pid: pid_t = 0
+        let arguments: [String] = ["/bin/gzip", "-n", file.path]
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        guard posix_spawn(&pid, "/bin/gzip", nil, nil, argv, environ) == 0 else { return Data() }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return (try? Data(contentsOf: file.appendingPathExtension("gz"))) ?? Data()
+    }
+
+    final class Handler: ChannelInboundHandler, @unchecked Sendable {
+        // @unchecked: NIO calls a handler on its channel's event loop only.
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        let server: () -> TestHTTPServer
+        var head: HTTPRequestHead?
+
+        init(server: @escaping () -> TestHTTPServer) { self.server = server }
+
+        func channelActive(context: ChannelHandlerContext) {
+            server().stats.withLock { $0.connectionsOpened += 1 }
+            context.fireChannelActive()
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            server().stats.withLock { $0.connectionsClosed += 1 }
+            context.fireChannelInactive()
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head(let head): self.head = head
+            case .body: break
+            case .end:
+                guard let head else { return }
+                route(head, context: context)
+            }
+        }
+
+        private func send(_ context: ChannelHandlerContext, status: HTTPResponseStatus, headers: [(String, String)] = [], body: Data? = nil, length: Bool = true) {
+            var fields = HTTPHeaders(headers)
+            if let body, length { fields.replaceOrAdd(name: "Content-Length", value: String(body.count)) }
+            if body == nil { fields.replaceOrAdd(name: "Content-Length", value: "0") }
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: fields))), promise: nil)
+            if let body, !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil) }
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+
+        private func route(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+            let server = server()
+            let parts = head.uri.split(separator: "/").map(String.init)
+            let headers = Dictionary(head.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+            server.stats.withLock { $0.requests.append((head.uri, headers)) }
+            switch parts.first ?? "" {
+            case "bytes":
+                send(context, status: .ok, body: TestHTTPServer.bytes(Int(parts[1]) ?? 0))
+            case "chunked":
+                let body = TestHTTPServer.bytes(Int(parts[1]) ?? 0)
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Transfer-Encoding": "chunked"]))), promise: nil)
+                for start in stride(from: 0, to: body.count, by: max(1, body.count / 3)) {
+                    let chunk = body[start..<min(body.count, start + max(1, body.count / 3))]
+                    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: chunk)))), promise: nil)
+                }
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            case "gzip":
+                send(context, status: .ok, headers: [("Content-Encoding", "gzip")], body: TestHTTPServer.gzipBody)
+            case "etag":
+                if headers["if-none-match"] == "\"v1\"" {
+                    send(context, status: .notModified, headers: [("ETag", "\"v1\"")])
+                } else {
+                    send(context, status: .ok, headers: [("ETag", "\"v1\""), ("Last-Modified", "Tue, 15 Nov 1994 12:45:26 GMT")], body: TestHTTPServer.bytes(1000))
+                }
+            case "status":
+                send(context, status: HTTPResponseStatus(statusCode: Int(parts[1]) ?? 500), body: Data("status".utf8))
+            case "redirect":
+                let hops = Int(parts[1]) ?? 0
+                send(context, status: .found, headers: [("Location", hops > 1 ? "/redirect/\(hops - 1)" : "/bytes/100")])
+            case "redirect-file":
+                send(context, status: .found, headers: [("Location", "file:///etc/passwd")])
+            case "loop":
+                send(context, status: .found, headers: [("Location", "/loop")])
+            case "stall":
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "1000"]))), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestHTTPServer.bytes(10))))), promise: nil)
+            case "big":
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "10000000"]))), promise: nil)
+                stream(context, remaining: 10_000_000)
+            case "big-chunked":
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Transfer-Encoding": "chunked"]))), promise: nil)
+                stream(context, remaining: 10_000_000)
+            case "truncated":
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "1000"]))), promise: nil)
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestHTTPServer.bytes(500)))))).whenComplete { _ in
+                    bound.value.close(promise: nil)
+                }
+            case "slow":
+                let delay = Int64(parts[1]) ?? 100
+                server.stats.withLock { stats in
+                    stats.arrivals.append(parts.count > 2 ? parts[2] : "")
+                    stats.inFlight += 1
+                    stats.maxInFlight = max(stats.maxInFlight, stats.inFlight)
+                }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .milliseconds(delay)) {
+                    server.stats.withLock { $0.inFlight -= 1 }
+                    self.send(bound.value, status: .ok, body: TestHTTPServer.bytes(100))
+                }
+            default:
+                send(context, status: .notFound, body: Data("no route".utf8))
+            }
+        }
+
+        /// Sends 64 KiB chunks until `remaining` is sent or the client goes away.
+        private func stream(_ context: ChannelHandlerContext, remaining: Int) {
+            guard remaining > 0, context.channel.isActive else { return }
+            let size = min(65_536, remaining)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(repeating: 1, count: size))))).whenSuccess {
+                self.stream(bound.value, remaining: remaining - size)
+            }
+        }
+    }
+}
