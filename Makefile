@@ -2,7 +2,7 @@
 SWIFT ?= swift
 APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
 
-.PHONY: deps test build clean
+.PHONY: deps test build demo clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -15,6 +15,18 @@ deps:
 
 build: deps
 	$(SWIFT) build
+
+# The main job on sample images: build the tool, write samples, load them twice
+# into the default LMDB cache (~/.cache/webimage); the second run is all cache hits.
+SAMPLES ?= .build/demo-samples
+demo: deps
+	$(SWIFT) build --product webimage
+	$$($(SWIFT) build --show-bin-path)/webimage samples $(SAMPLES) > /dev/null
+	@echo "== first run: every image is loaded, decoded and stored"
+	$$($(SWIFT) build --show-bin-path)/webimage load $(SAMPLES)/*
+	@echo "== second run: every image comes from the disk cache"
+	$$($(SWIFT) build --show-bin-path)/webimage load $(SAMPLES)/*
+	$$($(SWIFT) build --show-bin-path)/webimage cache stats
 
 test: deps
 	$(SWIFT) test

@@ -19,10 +19,16 @@ let package = Package(
         .library(name: "WebImageLMDB", targets: ["WebImageLMDB"]),
         .library(name: "WebImageVips", targets: ["WebImageVips"]),
         .library(name: "WebImageCurl", targets: ["WebImageCurl"]),
+        .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
+        .library(name: "WebImageKit", targets: ["WebImageKit"]),
+        .executable(name: "webimage", targets: ["webimage"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         // Tests only: the real HTTP server the curl loader is tested against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
@@ -74,6 +80,28 @@ let package = Package(
         ),
         .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl"], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
 
+        // Pipelines built from configuration (swift-configuration), by plugin name.
+        .target(
+            name: "WebImageConfiguration",
+            dependencies: ["WebImage", .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: upcoming
+        ),
+        // Everything together: the standard plugin catalog.
+        .target(
+            name: "WebImageKit",
+            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageLMDB", "WebImageCurl",
+                           .product(name: "Configuration", package: "swift-configuration"),
+                           .product(name: "SystemPackage", package: "swift-system"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: upcoming
+        ),
+        .executableTarget(
+            name: "webimage",
+            dependencies: ["WebImageKit", "WebImageVips", "WebImageLMDB", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: upcoming
+        ),
+
         .executableTarget(
             name: "webimage-lmdb-helper",
             dependencies: ["WebImage", "WebImageLMDB"],
@@ -93,6 +121,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageKitTests",
+            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "webimage",
+                           .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),
         .testTarget(

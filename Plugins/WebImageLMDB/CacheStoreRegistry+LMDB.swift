@@ -5,12 +5,12 @@ extension CacheStoreRegistry {
     /// `extra["lmdb.mapSize"]` and `extra["lmdb.maxMapSize"]` in bytes.
     @discardableResult
     public func registerLMDB(name: String = "lmdb") -> RegistrationToken {
-        register(name: name) { settings in
+        register(name: name, extraKeys: ["lmdb.mapSize", "lmdb.maxMapSize"]) { settings in
             var options = LMDBCacheStore.Options()
             for (key, apply) in [("lmdb.mapSize", { (v: Int) in options.mapSize = v }), ("lmdb.maxMapSize", { options.maxMapSize = $0 })] {
                 guard let text = settings.extra[key] else { continue }
-                guard let value = Int(text), value > 0 else {
-                    throw WebImageError(.invalidArgument, "\(key): '\(text)' is not a positive number of bytes")
+                guard let value = ByteCount.parse(text), value > 0 else {
+                    throw WebImageError(.invalidArgument, "\(key): '\(text)' is not a positive size such as 1073741824 or 1GiB")
                 }
                 apply(value)
             }

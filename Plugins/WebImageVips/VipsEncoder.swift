@@ -35,6 +35,12 @@ enum VipsEncoder {
                 }
             }
         }
+        if options.keepMetadata, image.orientation != .up {
+            // Pixels kept as stored (keepOrientation): say how to show them.
+            let copy = try Vips.make(.encodeFailed, "vips_copy") { CVips_copy(source.pointer, $0) }
+            CVips_set_int(copy.pointer, "orientation", Int32(image.orientation.rawValue))
+            source = copy
+        }
         let quality = Int32(options.quality)
         switch format {
         case .jpeg:

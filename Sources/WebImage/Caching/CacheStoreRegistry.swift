@@ -10,7 +10,12 @@ public final class CacheStoreRegistry: Sendable {
     /// ``WebImageError/Code/invalidArgument`` for settings it cannot use.
     public typealias Factory = @Sendable (CacheStoreSettings) throws -> any CacheStore
 
-    private let registry = Registry<Factory>()
+    private struct Entry: Sendable {
+        let factory: Factory
+        let extraKeys: [String]
+    }
+
+    private let registry = Registry<Entry>()
 
     public init() {}
 
@@ -26,9 +31,17 @@ public final class CacheStoreRegistry: Sendable {
         return registry
     }
 
+    /// Registers a factory under a name.
+    /// - Parameter extraKeys: store-specific settings the factory reads from
+    ///   ``CacheStoreSettings/extra`` (configuration reads them as `store.<key>`).
     @discardableResult
-    public func register(name: String, factory: @escaping Factory) -> RegistrationToken {
-        registry.register(factory, names: [name])
+    public func register(name: String, extraKeys: [String] = [], factory: @escaping Factory) -> RegistrationToken {
+        registry.register(Entry(factory: factory, extraKeys: extraKeys), names: [name])
+    }
+
+    /// The store-specific settings the store registered under `name` reads.
+    public func extraKeys(forStoreNamed name: String) -> [String] {
+        registry.value(named: name)?.extraKeys ?? []
     }
 
     @discardableResult
@@ -37,7 +50,7 @@ public final class CacheStoreRegistry: Sendable {
     /// Makes a store with the factory registered under `name`.
     /// - Throws: ``WebImageError/Code/invalidArgument`` naming the unknown store and the known ones.
     public func makeStore(named name: String, settings: CacheStoreSettings) throws -> any CacheStore {
-        guard let factory = registry.value(named: name) else {
+        guard let factory = registry.value(named: name)?.factory else {
             throw WebImageError(.invalidArgument, "unknown store '\(name)'; registered: \(names.joined(separator: ", "))")
         }
         return try factory(settings)

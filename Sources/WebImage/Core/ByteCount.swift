@@ -1,0 +1,18 @@
+import Foundation
+
+/// Sizes as people write them in configuration.
+public enum ByteCount {
+    /// Parses `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB`, `10k` (every unit is a
+    /// power of 1024, as for memory). Nil for text that is not a size of 0 or more.
+    public static func parse(_ text: String) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Int)] = [("gib", 1 << 30), ("mib", 1 << 20), ("kib", 1 << 10), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10),
+                                      ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10), ("b", 1)]
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            guard let number = Double(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
+            return Int(number * Double(factor))
+        }
+        guard let number = Int(trimmed), number >= 0 else { return nil }
+        return number
+    }
+}

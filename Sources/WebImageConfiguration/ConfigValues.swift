@@ -1,0 +1,73 @@
+public import Configuration
+import Foundation
+public import WebImage
+
+/// Reads configuration values as text and parses them with errors that name the
+/// key, whatever provider they came from (a JSON number, an environment string).
+public struct ConfigValues: Sendable {
+    public let config: ConfigReader
+
+    public init(_ config: ConfigReader) { self.config = config }
+
+    /// The value as text, or nil when no provider has it.
+    public func text(_ key: String) -> String? {
+        let configKey = ConfigKey(key)
+        if let value = config.string(forKey: configKey) { return value }
+        if let value = config.int(forKey: configKey) { return String(value) }
+        if let value = config.double(forKey: configKey) { return String(value) }
+        if let value = config.bool(forKey: configKey) { return String(value) }
+        return nil
+    }
+
+    public func invalid(_ key: String, _ value: String, _ expected: String) -> WebImageError {
+        WebImageError(.invalidArgument, "\(key): '\(value)' is not \(expected)")
+    }
+
+    public func int(_ key: String, minimum: Int = .min) throws -> Int? {
+        guard let text = text(key) else { return nil }
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= minimum else {
+            throw invalid(key, text, minimum == 1 ? "a positive whole number" : minimum == 0 ? "a whole number of 0 or more" : "a whole number")
+        }
+        return value
+    }
+
+    public func bool(_ key: String) throws -> Bool? {
+        guard let text = text(key) else { return nil }
+        switch text.lowercased() {
+        case "true", "yes", "1", "on": return true
+        case "false", "no", "0", "off": return false
+        default: throw invalid(key, text, "true or false")
+        }
+    }
+
+    /// Bytes: `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB` (KB/MB/GB are powers of 1024 too).
+    public func bytes(_ key: String) throws -> Int? {
+        guard let text = text(key) else { return nil }
+        guard let value = ByteCount.parse(text) else { throw invalid(key, text, "a size in bytes such as 1048576, 512MB or 1GiB") }
+        return value
+    }
+
+    /// Durations: `30s`, `10m`, `2h`, `7d`, `500ms`, or plain seconds.
+    public func duration(_ key: String) throws -> Duration? {
+        guard let text = text(key) else { return nil }
+        guard let value = Self.parseDuration(text) else { throw invalid(key, text, "a duration such as 30s, 10m, 2h or 7d") }
+        return value
+    }
+
+    /// A list: an array, or text separated by commas.
+    public func list(_ key: String) -> [String]? {
+        if let array = config.stringArray(forKey: ConfigKey(key)) { return array }
+        return text(key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
+    }
+
+    static func parseDuration(_ text: String) -> Duration? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0 else { continue }
+            return .milliseconds(Int64(number * factor * 1000))
+        }
+        guard let seconds = Double(trimmed), seconds >= 0 else { return nil }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+}

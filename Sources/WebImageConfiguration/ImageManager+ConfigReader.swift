@@ -1,0 +1,84 @@
+public import Configuration
+public import Foundation
+public import WebImage
+
+extension ImageManager.Configuration {
+    /// Builds a whole pipeline from configuration, choosing every part by name.
+    ///
+    /// ```swift
+    /// let config = ConfigReader(providers: [
+    ///     EnvironmentVariablesProvider().prefixKeys(with: "webimage"),   // WEBIMAGE_STORE_KIND=lmdb
+    ///     try await FileProvider<JSONSnapshot>(filePath: "/etc/webimage.json"),
+    /// ])
+    /// let manager = ImageManager(configuration: try .init(config: config, catalog: .standard))
+    /// ```
+    ///
+    /// Keys (docs/configuration.md has the full reference):
+    /// `store.kind` (`lmdb`, `filesystem`, `memory`, `none`, or a registered name),
+    /// `store.path`, `store.maxSize`, `store.maxAge`, `store.sweepInterval`,
+    /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
+    /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
+    /// `loader.order`, `loader.blockPrivateAddresses`, `decode.pixelLimit`,
+    /// `blocklist.ttl`, and each plugin's own keys (`vips.allowUntrusted`).
+    ///
+    /// - Parameter defaultStorePath: where a store goes when `store.path` is not set.
+    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key, for an
+    ///   unknown name or a value that does not parse. Nothing is half-built.
+    public init(config: ConfigReader, catalog: PluginCatalog, defaultStorePath: URL? = nil) throws {
+        self.init()
+        let values = ConfigValues(config)
+
+        // Memory tier.
+        var memory = MemoryImageCache.Limits()
+        if let cost = try values.bytes("memory.costLimit") { memory = .init(costLimit: cost, countLimit: memory.countLimit) }
+        if let count = try values.int("memory.countLimit", minimum: 0) { memory.countLimit = count }
+        memoryCache = MemoryImageCache(limits: memory)
+
+        // Disk tier.
+        var limits = CacheLimits()
+        if let size = try values.bytes("store.maxSize") { limits.maxSize = size }
+        if let age = try values.duration("store.maxAge") { limits.maxAge = age }
+        if let interval = try values.duration("store.sweepInterval") { limits.sweepInterval = interval }
+        let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
+        if kind != "none" {
+            guard catalog.stores.names.contains(kind) else {
+                throw WebImageError(.invalidArgument, "store.kind: unknown store '\(kind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
+            }
+            let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
+            var extra: [String: String] = [:]
+            for key in catalog.stores.extraKeys(forStoreNamed: kind) { extra[key] = values.text("store.\(key)") }
+            do {
+                store = try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: path, limits: limits, extra: extra))
+            } catch let error as WebImageError {
+                throw WebImageError(error.code, "store (\(kind)): \(error.message)", isTransient: false, underlying: error)
+            }
+        }
+
+        // Coders, first listed asked first.
+        let coderNames = values.list("coders") ?? catalog.coders.map(\.name)
+        let coderRegistry = CoderRegistry()
+        for name in coderNames.reversed() {
+            guard let entry = catalog.coders.first(where: { $0.name == name.lowercased() }) else {
+                throw WebImageError(.invalidArgument, "coders: unknown coder '\(name)'; known: \(catalog.coders.map(\.name).joined(separator: ", "))")
+            }
+            coderRegistry.register(try entry.make(config), name: entry.name)
+        }
+        coders = coderRegistry
+
+        // Loaders.
+        let loaderNames = values.list("loaders") ?? catalog.loaders.map(\.name)
+        let loaderRegistry = LoaderRegistry()
+        for name in loaderNames.reversed() {
+            guard let entry = catalog.loaders.first(where: { $0.name == name.lowercased() }) else {
+                throw WebImageError(.invalidArgument, "loaders: unknown loader '\(name)'; known: \(catalog.loaders.map(\.name).joined(separator: ", "))")
+            }
+            loaderRegistry.register(try entry.make(config), name: entry.name, schemes: entry.schemes)
+        }
+        loaders = loaderRegistry
+
+        if let timeout = try values.duration("loader.timeout") { self.timeout = timeout }
+        if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
+        if let pixels = try values.int("decode.pixelLimit", minimum: 1) { decodeOptions.pixelLimit = pixels }
+        if let ttl = try values.duration("blocklist.ttl") { blocklist = FailedURLBlocklist(ttl: ttl) }
+    }
+}

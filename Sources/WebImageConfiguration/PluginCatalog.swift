@@ -1,0 +1,47 @@
+public import Configuration
+public import WebImage
+
+/// What configuration can choose from by name: store factories, and coder and
+/// loader factories that read their own settings.
+///
+/// ```swift
+/// var catalog = PluginCatalog.core
+/// catalog.registerCoder(name: "qoi") { _ in QOICoder() }
+/// let configuration = try ImageManager.Configuration(config: reader, catalog: catalog)
+/// ```
+/// `WebImageKit` offers `PluginCatalog.standard`: the core plus `vips`, `lmdb` and `curl`.
+public struct PluginCatalog: Sendable {
+    /// Makes a coder; `config` is the whole configuration (read `<name>.…` keys).
+    public typealias CoderFactory = @Sendable (_ config: ConfigReader) throws -> any ImageCoder
+    /// Makes a loader; `config` is the whole configuration (read `loader.…` keys).
+    public typealias LoaderFactory = @Sendable (_ config: ConfigReader) throws -> any Loader
+
+    public var stores: CacheStoreRegistry
+    public private(set) var coders: [(name: String, make: CoderFactory)] = []
+    public private(set) var loaders: [(name: String, schemes: [String], make: LoaderFactory)] = []
+
+    public init(stores: CacheStoreRegistry = .standard) {
+        self.stores = stores
+    }
+
+    /// The core alone: stores `memory` and `filesystem`, loader `file`, no coder.
+    public static var core: PluginCatalog {
+        var catalog = PluginCatalog()
+        catalog.registerLoader(name: "file", schemes: ["file"]) { config in
+            FileLoader(maxFileSize: Int64(try ConfigValues(config).bytes("loader.maxResponseSize") ?? 64 << 20))
+        }
+        return catalog
+    }
+
+    /// Adds (or replaces) a coder factory under a name.
+    public mutating func registerCoder(name: String, factory: @escaping CoderFactory) {
+        coders.removeAll { $0.name == name.lowercased() }
+        coders.append((name.lowercased(), factory))
+    }
+
+    /// Adds (or replaces) a loader factory under a name, for URL schemes.
+    public mutating func registerLoader(name: String, schemes: [String], factory: @escaping LoaderFactory) {
+        loaders.removeAll { $0.name == name.lowercased() }
+        loaders.append((name.lowercased(), schemes, factory))
+    }
+}

@@ -1,0 +1,42 @@
+public import Configuration
+public import Foundation
+import Logging
+import SystemPackage
+public import WebImage
+import WebImageConfiguration
+
+/// The configuration layers of the `webimage` tool and of services built like it,
+/// highest precedence first: command-line flags, `WEBIMAGE_*` environment
+/// variables, a JSON file, then the built-in defaults.
+public enum ConfigLayers {
+    /// - Parameters:
+    ///   - flags: values set on the command line, by configuration key (`store.kind`).
+    ///   - file: a JSON configuration file, if any.
+    ///   - environment: the environment (the process's by default).
+    public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> ConfigReader {
+        var providers: [any ConfigProvider] = []
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in flags { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
+        providers.append(InMemoryProvider(name: "flags", values: values))
+        providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))
+        if let file {
+            guard FileManager.default.fileExists(atPath: file) else {
+                throw WebImageError(.invalidArgument, "--config: no file at \(file)")
+            }
+            do {
+                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
+            } catch {
+                throw WebImageError(.invalidArgument, "--config \(file): \(error)")
+            }
+        }
+        return ConfigReader(providers: providers)
+    }
+
+    /// A manager with every plugin of the package, configured by `config`; the store
+    /// defaults to LMDB in ``WebImageKit/defaultCacheDirectory``.
+    public static func manager(config: ConfigReader) throws -> ImageManager {
+        var configuration = try ImageManager.Configuration(config: config, catalog: .standard, defaultStorePath: WebImageKit.defaultCacheDirectory)
+        configuration.logger.logLevel = .warning
+        return ImageManager(configuration: configuration)
+    }
+}

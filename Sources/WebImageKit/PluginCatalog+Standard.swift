@@ -1,0 +1,50 @@
+import Configuration
+public import Foundation
+import WebImage
+public import WebImageConfiguration
+import WebImageCurl
+import WebImageLMDB
+import WebImageVips
+
+extension PluginCatalog {
+    /// Every plugin in the package: stores `lmdb`, `filesystem`, `memory`; coder
+    /// `vips`; loaders `curl` (http, https) and `file`.
+    public static var standard: PluginCatalog {
+        var catalog = PluginCatalog.core
+        catalog.stores.registerLMDB()
+        catalog.registerCoder(name: "vips") { config in
+            let values = ConfigValues(config)
+            if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
+            return VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false))
+        }
+        catalog.registerLoader(name: "curl", schemes: ["http", "https"]) { config in
+            let values = ConfigValues(config)
+            var configuration = CurlLoader.Configuration()
+            if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }
+            if let timeout = try values.duration("loader.timeout") { configuration.timeout = timeout }
+            if let size = try values.bytes("loader.maxResponseSize") { configuration.maxResponseSize = Int64(size) }
+            if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }
+            if let order = values.text("loader.order") {
+                guard let parsed = CurlLoader.Order(rawValue: order.lowercased()) else { throw values.invalid("loader.order", order, "fifo or lifo") }
+                configuration.order = parsed
+            }
+            return CurlLoader(configuration: configuration)
+        }
+        return catalog
+    }
+}
+
+/// Defaults of the package as a whole.
+public enum WebImageKit {
+    /// `$XDG_CACHE_HOME/webimage`, else `$HOME/.cache/webimage`: where the default
+    /// LMDB store lives.
+    public static var defaultCacheDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("webimage")
+        }
+        // $HOME first: Foundation's home directory comes from the password database.
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) } ?? FileManager.default.homeDirectoryForCurrentUser
+        return home.appendingPathComponent(".cache/webimage")
+    }
+}

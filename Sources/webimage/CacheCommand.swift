@@ -1,0 +1,111 @@
+import ArgumentParser
+import Foundation
+import WebImage
+import WebImageKit
+import WebImageLMDB
+
+struct CacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Inspect and maintain the disk store.",
+        subcommands: [Stats.self, Clear.self, Trim.self, Remove.self, Path.self]
+    )
+
+    struct Stats: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Entries and bytes in the store.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let store = try await requireStore(global)
+            let count = try await store.count, size = try await store.totalSize
+            let info: [String: Any?] = ["kind": kind(of: store), "path": location(of: store), "count": count, "totalSize": size]
+            if json { print(jsonLine(info)) } else { for key in info.keys.sorted() { print("\(key): \(info[key]!.map { "\($0)" } ?? "-")") } }
+        }
+    }
+
+    struct Clear: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove every entry.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print JSON.") var json = false
+        func run() async throws {
+            let store = try await requireStore(global)
+            let count = try await store.count
+            try await store.removeAll()
+            print(json ? jsonLine(["removed": count]) : "removed \(count) entries")
+        }
+    }
+
+    struct Trim: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove expired entries and trim to the size limit now.")
+        @OptionGroup var global: GlobalOptions
+        @Flag(help: "Print JSON.") var json = false
+        func run() async throws {
+            let store = try await requireStore(global)
+            let before = try await store.count
+            try await store.removeExpired()
+            let after = try await store.count
+            print(json ? jsonLine(["removed": before - after, "count": after]) : "removed \(before - after) entries, \(after) left")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove one entry by key (a URL as loaded, or a result key).")
+        @OptionGroup var global: GlobalOptions
+        @Argument var key: String
+        @Flag(help: "Print JSON.") var json = false
+        func run() async throws {
+            let store = try await requireStore(global)
+            let existed = try await store.metadata(forKey: resolveKey(key)) != nil
+            try await store.removeData(forKey: resolveKey(key))
+            print(json ? jsonLine(["key": resolveKey(key), "removed": existed]) : (existed ? "removed" : "not cached"))
+            if !existed { throw ExitCode.failure }
+        }
+    }
+
+    struct Path: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Where an entry's bytes are kept.")
+        @OptionGroup var global: GlobalOptions
+        @Argument var key: String
+        @Flag(help: "Print JSON.") var json = false
+        func run() async throws {
+            let store = try await requireStore(global)
+            let key = resolveKey(key)
+            var path: String?
+            if let files = store as? FileCacheStore {
+                path = try await files.fileURL(forKey: key)?.path
+            } else if let lmdb = store as? LMDBCacheStore, try await lmdb.metadata(forKey: key) != nil {
+                path = lmdb.directory.appendingPathComponent("data.mdb").path
+            }
+            print(json ? jsonLine(["key": key, "path": path]) : (path ?? "not cached"))
+            if path == nil { throw ExitCode.failure }
+        }
+    }
+}
+
+/// Paths given as keys are resolved as `load` resolves them.
+func resolveKey(_ key: String) -> String {
+    key.contains("://") ? key : inputURL(key)?.absoluteString ?? key
+}
+
+func requireStore(_ global: GlobalOptions) async throws -> any CacheStore {
+    let manager = try await global.manager()
+    guard let store = manager.store else {
+        Terminal.error("no disk store is configured (store.kind = none)")
+        throw ExitCode(2)
+    }
+    return store
+}
+
+func kind(of store: any CacheStore) -> String {
+    switch store {
+    case is LMDBCacheStore: "lmdb"
+    case is FileCacheStore: "filesystem"
+    case is MemoryCacheStore: "memory"
+    default: String(describing: type(of: store))
+    }
+}
+
+func location(of store: any CacheStore) -> String? {
+    (store as? LMDBCacheStore)?.directory.path ?? (store as? FileCacheStore)?.directory.path
+}

@@ -1,0 +1,221 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+import WebImage
+import WebImageKit
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Load images through the cache, optionally transform and write them."
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "URLs or file paths.")
+    var inputs: [String] = []
+
+    @Option(name: .customLong("input-file"), help: "Read inputs from a file, one per line ('-' for standard input).")
+    var inputFile: String?
+
+    @Option(help: "Decode straight to fit a box, WxH or N (shrink on load).")
+    var thumbnail: String?
+
+    @Option(help: "Transformers: resize:WxH[:fill], crop:x,y,w,h, rotate:deg, flip:h|v, round:r, blur:s, tint:r,g,b[,a]; join with ';'.")
+    var transform: String?
+
+    @Option(help: "Output format for --out: jpeg, png, webp, gif.")
+    var format: String?
+
+    @Option(help: "Output quality, 1-100.")
+    var quality: Int = 85
+
+    @Option(help: "Write each result into this directory.")
+    var out: String?
+
+    @Option(help: "Inputs processed at once.")
+    var concurrency: Int = 8
+
+    @Flag(help: "One JSON object per input on standard output.")
+    var json = false
+
+    @Flag(help: "No progress bar.")
+    var quiet = false
+
+    func validate() throws {
+        if inputs.isEmpty && inputFile == nil { throw ValidationError("give inputs, or --input-file") }
+        if let thumbnail, PixelSize(parsing: thumbnail) == nil { throw ValidationError("--thumbnail takes WxH or N, not '\(thumbnail)'") }
+        if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp or gif, not '\(format)'") }
+        if !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
+        if concurrency < 1 { throw ValidationError("--concurrency takes a positive number") }
+        if let transform { _ = try TransformSpec.parse(transform) }
+    }
+
+    func run() async throws {
+        let manager = try await global.manager()
+        var context = ImageContext()
+        context.thumbnailPixelSize = thumbnail.flatMap(PixelSize.init(parsing:))
+        context.transformer = try transform.map(TransformSpec.parse)
+        context.encodeFormat = format.flatMap(ImageFormat.init(name:))
+        if let out { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) }
+
+        let source = InputSource(arguments: inputs, file: inputFile, window: concurrency * 4)
+        let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
+                                progress: !quiet && Terminal.standardErrorIsTerminal)
+        let job = LoadJob(manager: manager, context: context, format: context.encodeFormat, quality: quality, out: out)
+        await withTaskGroup(of: Void.self) { group in
+            var running = 0
+            for await input in source.lines() {
+                if running >= concurrency {
+                    await group.next()
+                    running -= 1
+                }
+                running += 1
+                group.addTask {
+                    let record = await job.run(input)
+                    reporter.report(record)
+                    source.consumed()
+                }
+            }
+        }
+        reporter.finish()
+        if reporter.failures > 0 { throw ExitCode.failure }
+    }
+}
+
+/// One input through the manager, then to a file if asked.
+struct LoadJob: Sendable {
+    let manager: ImageManager
+    let context: ImageContext
+    let format: ImageFormat?
+    let quality: Int
+    let out: String?
+
+    struct Record: Sendable {
+        var input: String
+        var key: String?
+        var cacheType: CacheType?
+        var size: PixelSize?
+        var frames: Int?
+        var bytes: Int?
+        var output: String?
+        var milliseconds: Double
+        var error: WebImageError?
+    }
+
+    func run(_ input: String) async -> Record {
+        let started = ContinuousClock.now
+        var record = Record(input: input, milliseconds: 0)
+        defer { _ = record }
+        do {
+            guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
+            let result = try await manager.loadImage(with: url, options: [.waitStoreCache], context: context)
+            record.key = result.key
+            record.cacheType = result.cacheType
+            record.size = result.image?.pixelSize
+            record.frames = result.image?.frameCount
+            var bytes = result.data
+            if bytes == nil, let store = manager.store { bytes = try? await store.data(forKey: result.key) }
+            record.bytes = bytes?.count
+            if let out, let image = result.image {
+                let written = try await write(image, input: url, into: out)
+                record.output = written.path
+                record.bytes = written.bytes
+            }
+        } catch {
+            record.error = WebImageError.wrap(error, as: .loadFailed, "loading \(input)")
+        }
+        let elapsed = ContinuousClock.now - started
+        record.milliseconds = (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15).rounded() / 1
+        return record
+    }
+
+    private func write(_ image: Image, input: URL, into directory: String) async throws -> (path: String, bytes: Int) {
+        let coders = manager.configuration.coders
+        let candidates: [ImageFormat] = [image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
+        let target: ImageFormat = format ?? candidates.first { coders.encoder(for: $0) != nil } ?? .png
+        guard let coder = coders.encoder(for: target) else { throw WebImageError(.encodeFailed, "no coder writes \(target)") }
+        let quality = quality
+        let data = try await BlockingThreadPool.shared.run { try coder.encode(image, as: target, options: EncodeOptions(quality: quality)) }
+        var name = input.deletingPathExtension().lastPathComponent
+        if name.isEmpty || name == "/" { name = "image" }
+        let path = URL(fileURLWithPath: directory).appendingPathComponent(name).appendingPathExtension(target.fileExtension).path
+        guard FileManager.default.createFile(atPath: path, contents: data) else {
+            throw WebImageError(.storeFailed, "cannot write \(path)")
+        }
+        return (path, data.count)
+    }
+}
+
+/// Prints results as they come (JSON lines or a table) and draws the progress bar.
+final class Reporter: Sendable {
+    private struct State {
+        var counts: ProgressBar.Counts
+        var headerPrinted = false
+    }
+
+    private let state: Mutex<State>
+    private let json: Bool
+    private let progress: Bool
+    private let started = ContinuousClock.now
+
+    init(json: Bool, total: Int?, progress: Bool) {
+        self.json = json
+        self.progress = progress
+        state = Mutex(State(counts: ProgressBar.Counts(total: total)))
+    }
+
+    var failures: Int { state.withLock { $0.counts.failed } }
+
+    func report(_ record: LoadJob.Record) {
+        state.withLock { state in
+            state.counts.done += 1
+            switch (record.error, record.cacheType) {
+            case (.some, _): state.counts.failed += 1
+            case (nil, .memory?): state.counts.memory += 1
+            case (nil, .disk?): state.counts.disk += 1
+            default: state.counts.network += 1
+            }
+            if progress { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
+            if json {
+                emit(jsonLine([
+                    "input": record.input, "key": record.key, "cacheType": record.cacheType?.rawValue,
+                    "pixelWidth": record.size?.width, "pixelHeight": record.size?.height, "frameCount": record.frames,
+                    "bytes": record.bytes, "output": record.output, "milliseconds": record.milliseconds,
+                    "error": record.error.map(errorObject),
+                ]))
+            } else {
+                if !state.headerPrinted {
+                    emit(Self.row("FROM", "SIZE", "FRAMES", "BYTES", "MS", "INPUT"))
+                    state.headerPrinted = true
+                }
+                if let error = record.error {
+                    emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(record.input)  \(error.code): \(error.message)"))
+                } else {
+                    let loaded = record.input.contains("://") && !record.input.hasPrefix("file:") ? "network" : "file"
+                    let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; default: loaded }
+                    emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
+                                   record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds), record.input))
+                }
+            }
+            if progress {
+                let line = ProgressBar.render(state.counts, elapsed: ContinuousClock.now - started, width: Terminal.width - 1)
+                FileHandle.standardError.write(Data(line.utf8))
+            }
+        }
+    }
+
+    func finish() {
+        if progress { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
+    }
+
+    /// Writes a line straight to standard output (unbuffered, so consumers see each result at once).
+    private func emit(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    static func row(_ from: String, _ size: String, _ frames: String, _ bytes: String, _ ms: String, _ input: String) -> String {
+        func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count) }
+        return pad(from, 8) + pad(size, 12) + pad(frames, 7) + pad(bytes, 10) + pad(ms, 7) + input
+    }
+}

@@ -1,0 +1,95 @@
+import ArgumentParser
+import Configuration
+import Foundation
+import WebImage
+import WebImageKit
+
+@main
+struct WebImageCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webimage",
+        abstract: "Load, transform and cache images with swift-web-image.",
+        discussion: """
+        Every command reads its configuration from, highest first: flags, WEBIMAGE_* \
+        environment variables (WEBIMAGE_STORE_KIND=filesystem), a JSON file (--config), \
+        then the defaults: an LMDB cache in ~/.cache/webimage. See docs/configuration.md.
+        """,
+        subcommands: [LoadCommand.self, InfoCommand.self, CacheCommand.self, SamplesCommand.self]
+    )
+}
+
+/// Options every command has.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("config"), help: "A JSON configuration file.")
+    var configFile: String?
+
+    @Option(help: "The disk store: lmdb, filesystem, memory or none (store.kind).")
+    var store: String?
+
+    @Option(name: .customLong("cache-dir"), help: "Where the disk store keeps its files (store.path).")
+    var cacheDirectory: String?
+
+    @Option(name: .customLong("set"), help: ArgumentHelp("Any configuration key, as key=value (repeatable).", valueName: "key=value"))
+    var settings: [String] = []
+
+    func flags() throws -> [String: String] {
+        var flags: [String: String] = [:]
+        for setting in settings {
+            guard let equals = setting.firstIndex(of: "="), equals != setting.startIndex else {
+                throw ValidationError("--set takes key=value, not '\(setting)'")
+            }
+            flags[String(setting[..<equals])] = String(setting[setting.index(after: equals)...])
+        }
+        if let store { flags["store.kind"] = store }
+        if let cacheDirectory { flags["store.path"] = cacheDirectory }
+        return flags
+    }
+
+    func reader() async throws -> ConfigReader {
+        try await ConfigLayers.reader(flags: try flags(), file: configFile)
+    }
+
+    /// The manager, or a clear message and exit status 2 for bad configuration.
+    func manager() async throws -> ImageManager {
+        do {
+            return try ConfigLayers.manager(config: try await reader())
+        } catch let error as WebImageError {
+            Terminal.error("configuration: \(error.message)")
+            throw ExitCode(2)
+        }
+    }
+}
+
+enum Terminal {
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("webimage: \(message)\n".utf8))
+    }
+
+    static var standardErrorIsTerminal: Bool { isatty(2) != 0 }
+
+    static var width: Int {
+        var size = winsize()
+        if ioctl(2, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return Int(ProcessInfo.processInfo.environment["COLUMNS"] ?? "") ?? 80
+    }
+}
+
+/// Turns a command-line input into a URL: `http(s)://…` and `file://…` as they
+/// are, anything else as a path relative to the working directory.
+func inputURL(_ input: String) -> URL? {
+    if input.contains("://") { return URL(string: input) }
+    guard !input.isEmpty else { return nil }
+    return URL(fileURLWithPath: input).standardizedFileURL
+}
+
+/// JSON for one value per line, keys sorted, `null`s kept.
+func jsonLine(_ object: [String: Any?]) -> String {
+    let cleaned = object.mapValues { $0 ?? NSNull() }
+    guard let data = try? JSONSerialization.data(withJSONObject: cleaned, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
+    return String(decoding: data, as: UTF8.self)
+}
+
+func errorObject(_ error: any Error) -> [String: Any] {
+    let error = WebImageError.wrap(error, as: .loadFailed, "failed")
+    return ["code": error.code.rawValue, "message": error.message]
+}

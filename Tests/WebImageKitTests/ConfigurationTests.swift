@@ -1,0 +1,148 @@
+import Configuration
+import Foundation
+import Testing
+import WebImage
+import WebImageConfiguration
+import WebImageKit
+import WebImageLMDB
+
+func temporaryDirectory() -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-kit-\(UUID().uuidString.prefix(8))")
+    try! FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+func configuration(flags: [String: String] = [:], file: [String: Any]? = nil, environment: [String: String] = [:], in directory: URL) async throws -> ImageManager.Configuration {
+    var path: String?
+    if let file {
+        let url = directory.appendingPathComponent("config-\(UUID().uuidString.prefix(6)).json")
+        try JSONSerialization.data(withJSONObject: file).write(to: url)
+        path = url.path
+    }
+    let reader = try await ConfigLayers.reader(flags: flags, file: path, environment: environment)
+    return try ImageManager.Configuration(config: reader, catalog: .standard, defaultStorePath: directory.appendingPathComponent("default"))
+}
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    @Test("defaults: LMDB in the default directory, vips, curl and file")
+    func defaults() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let configuration = try await configuration(in: directory)
+        let store = try #require(configuration.store as? LMDBCacheStore)
+        #expect(store.directory.lastPathComponent == "default")
+        #expect(configuration.coders.names == ["vips"])
+        #expect(Set(configuration.loaders.names) == ["curl", "file"])
+        #expect(configuration.loaders.loader(for: URL(string: "https://x.com/a.png")!) != nil)
+    }
+
+    @Test("each backend is selectable by file, by environment and by flag")
+    func backends() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("s").path
+        let byFile = try await configuration(file: ["store": ["kind": "filesystem", "path": path]], in: directory)
+        #expect(byFile.store is FileCacheStore)
+        let byEnvironment = try await configuration(environment: ["WEBIMAGE_STORE_KIND": "memory"], in: directory)
+        #expect(byEnvironment.store is MemoryCacheStore)
+        let byFlag = try await configuration(flags: ["store.kind": "none"], in: directory)
+        #expect(byFlag.store == nil)
+        let lmdb = try await configuration(flags: ["store.kind": "lmdb", "store.path": path + "-lmdb", "store.lmdb.mapSize": "8MiB"], in: directory)
+        #expect((lmdb.store as? LMDBCacheStore)?.mapSize == 8 << 20)
+    }
+
+    @Test("precedence: flags over environment over file over defaults")
+    func precedence() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file: [String: Any] = ["store": ["kind": "filesystem", "path": directory.appendingPathComponent("f").path], "loader": ["timeout": "9s"], "decode": ["pixelLimit": 1234]]
+        let fileOnly = try await configuration(file: file, in: directory)
+        #expect(fileOnly.store is FileCacheStore && fileOnly.timeout == .seconds(9) && fileOnly.decodeOptions.pixelLimit == 1234)
+        let environment = try await configuration(file: file, environment: ["WEBIMAGE_STORE_KIND": "memory", "WEBIMAGE_LOADER_TIMEOUT": "7s"], in: directory)
+        #expect(environment.store is MemoryCacheStore && environment.timeout == .seconds(7) && environment.decodeOptions.pixelLimit == 1234)
+        let flags = try await configuration(flags: ["store.kind": "none", "loader.timeout": "500ms"], file: file, environment: ["WEBIMAGE_STORE_KIND": "memory"], in: directory)
+        #expect(flags.store == nil && flags.timeout == .milliseconds(500))
+        let unprefixed = try await configuration(environment: ["STORE_KIND": "memory"], in: directory)
+        #expect(unprefixed.store is LMDBCacheStore, "only WEBIMAGE_* variables count")
+    }
+
+    @Test("sizes, durations and lists parse in their usual spellings")
+    func parsing() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let configuration = try await configuration(flags: [
+            "store.kind": "memory", "memory.costLimit": "64MiB", "memory.countLimit": "100",
+            "loader.maxResponseSize": "2MB", "blocklist.ttl": "2m", "coders": "vips", "loaders": "file",
+        ], in: directory)
+        #expect(configuration.memoryCache?.limits.costLimit == 64 << 20 && configuration.memoryCache?.limits.countLimit == 100)
+        #expect(configuration.maxResponseSize == 2 << 20)
+        #expect(configuration.blocklist.ttl == .seconds(120))
+        #expect(configuration.loaders.names == ["file"])
+    }
+
+    @Test("unknown names and invalid values are errors that name the key", arguments: [
+        (["store.kind": "redis"], "store.kind"),
+        (["store.maxSize": "-5"], "store.maxSize"),
+        (["store.maxAge": "forever"], "store.maxAge"),
+        (["loader.timeout": "soon"], "loader.timeout"),
+        (["loader.maxConcurrent": "0"], "loader.maxConcurrent"),
+        (["loader.order": "random"], "loader.order"),
+        (["loader.blockPrivateAddresses": "maybe"], "loader.blockPrivateAddresses"),
+        (["coders": "vips,heic2000"], "coders"),
+        (["loaders": "gopher"], "loaders"),
+        (["decode.pixelLimit": "lots"], "decode.pixelLimit"),
+        (["vips.allowUntrusted": "sure"], "vips.allowUntrusted"),
+        (["store.kind": "lmdb", "store.lmdb.mapSize": "huge"], "lmdb.mapSize"),
+    ])
+    func errors(flags: [String: String], key: String) async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let error = await #expect(throws: WebImageError.self) { try await configuration(flags: flags, in: directory) }
+        #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(String(describing: error))")
+    }
+
+    @Test("a missing or malformed configuration file is a clear error")
+    func badFiles() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: "/nonexistent/webimage.json") }
+        #expect(missing?.message.contains("--config") == true)
+        let bad = directory.appendingPathComponent("bad.json")
+        try Data("{ not json".utf8).write(to: bad)
+        await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
+    }
+}
+
+@Suite("Progress bar and transform specs")
+struct ProgressBarTests {
+    @Test("never wider than the terminal, never a newline")
+    func widths() {
+        var counts = ProgressBar.Counts(total: 100_000)
+        counts.done = 4_321
+        counts.disk = 4_000
+        counts.network = 300
+        counts.failed = 21
+        for width in 0...200 {
+            let line = ProgressBar.render(counts, elapsed: .seconds(12), width: width)
+            #expect(line.count <= width, "width \(width): \(line.count)")
+            #expect(!line.contains("\n") && !line.contains("\r"))
+        }
+        let line = ProgressBar.render(counts, elapsed: .seconds(12), width: 100)
+        #expect(line.hasPrefix("[") && line.contains("4321/100000") && line.contains("ETA") && line.contains("fail 21"))
+        let unknown = ProgressBar.render(ProgressBar.Counts(total: nil), elapsed: .seconds(1), width: 80)
+        #expect(!unknown.contains("[") && !unknown.contains("ETA"))
+    }
+
+    @Test("transform specs parse, and bad ones say what was expected")
+    func specs() throws {
+        #expect(try TransformSpec.parse("resize:256x256:fill").key == "resize(256x256,fill)")
+        #expect(try TransformSpec.parse("resize:64;blur:1.5;round:8").key == "resize(64x64,fit)|blur(1.5)|round(8)")
+        #expect(try TransformSpec.parse("crop:1,2,3,4").key == "crop(1,2,3x4)")
+        #expect(try TransformSpec.parse("tint:255,0,0,0.25").key == "tint(255,0,0,0.25)")
+        for bad in ["", "resize", "resize:0x5", "resize:10x10:squash", "crop:1,2,3", "flip:x", "blur:-1", "tint:300,0,0", "explode:1"] {
+            let error = #expect(throws: WebImageError.self, "\(bad)") { try TransformSpec.parse(bad) }
+            #expect(error?.code == .invalidArgument)
+        }
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the built `webimage` tool as a subprocess, as a user would.
+struct Tool {
+    let home: URL
+    let cache: URL
+
+    init() {
+        home = temporaryDirectory()
+        cache = home.appendingPathComponent("cache")
+    }
+
+    static var executable: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("webimage").path
+    }
+
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+        var lines: [[String: Any]] {
+            stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+    }
+
+    /// posix_spawn, not Foundation.Process: tests run in parallel and Process races on Linux.
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
+        let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
+        let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
+        try Data((stdin ?? "").utf8).write(to: input)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, input.path, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var env = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        env.merge(environment) { $1 }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([Self.executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, Self.executable, &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        return Result(status: (status >> 8) & 0xFF, stdout: stdout, stderr: stderr)
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(at: home) }
+}
+
+@Suite("The webimage tool, end to end", .serialized)
+struct ToolTests {
+    @Test("samples, then load --json twice: fields and values, second run from disk")
+    func load() throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        #expect(try tool.run(["samples", samples.path]).status == 0)
+        let files = try FileManager.default.contentsOfDirectory(atPath: samples.path).sorted().map { samples.appendingPathComponent($0).path }
+        #expect(files.count == 14)
+
+        let first = try tool.run(["load", "--json"] + files)
+        #expect(first.status == 0, "\(first.stderr)")
+        let lines = first.lines
+        #expect(lines.count == 14)
+        for line in lines {
+            for field in ["input", "key", "cacheType", "pixelWidth", "pixelHeight", "frameCount", "bytes", "output", "milliseconds", "error"] {
+                #expect(line.keys.contains(field), "\(field) missing in \(line)")
+            }
+            #expect(line["cacheType"] as? String == "none" && line["error"] is NSNull)
+        }
+        let spinner = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("spinner.gif") == true })
+        #expect(spinner["frameCount"] as? Int == 8 && spinner["pixelWidth"] as? Int == 96)
+        let rotated = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("oriented-6.jpg") == true })
+        #expect(rotated["pixelWidth"] as? Int == 400 && rotated["pixelHeight"] as? Int == 640, "upright")
+        #expect((rotated["key"] as? String)?.hasPrefix("file://") == true && (rotated["bytes"] as? Int ?? 0) > 0)
+
+        let second = try tool.run(["load", "--json"] + files)
+        #expect(second.lines.count == 14 && second.lines.allSatisfy { $0["cacheType"] as? String == "disk" })
+        #expect(FileManager.default.fileExists(atPath: tool.home.appendingPathComponent(".cache/webimage/data.mdb").path), "default LMDB cache in ~/.cache/webimage")
+
+        let stats = try tool.run(["cache", "stats", "--json"])
+        let info = try #require(stats.lines.first)
+        #expect(info["kind"] as? String == "lmdb" && info["count"] as? Int == 14)
+        let path = try tool.run(["cache", "path", files[0]])
+        #expect(path.status == 0 && path.stdout.contains("data.mdb"))
+        let clear = try tool.run(["cache", "clear"])
+        #expect(clear.status == 0)
+        #expect(try tool.run(["cache", "stats", "--json"]).lines.first?["count"] as? Int == 0)
+    }
+
+    @Test("a missing and a corrupt file: JSON errors, non-zero exit, the others still succeed")
+    func failures() throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try tool.run(["samples", samples.path])
+        let corrupt = tool.home.appendingPathComponent("corrupt.jpg")
+        var bytes = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        bytes = bytes.prefix(bytes.count / 3)
+        try bytes.write(to: corrupt)
+        let inputs = [samples.appendingPathComponent("logo.png").path, tool.home.appendingPathComponent("missing.png").path, corrupt.path,
+                      samples.appendingPathComponent("spinner.gif").path]
+        let result = try tool.run(["load", "--json", "--store", "filesystem", "--cache-dir", tool.cache.path] + inputs)
+        #expect(result.status != 0)
+        let byInput = Dictionary(uniqueKeysWithValues: result.lines.map { ($0["input"] as! String, $0) })
+        #expect(byInput.count == 4)
+        #expect((byInput[inputs[1]]?["error"] as? [String: Any])?["code"] as? String == "notFound")
+        #expect((byInput[inputs[2]]?["error"] as? [String: Any])?["code"] as? String == "decodeFailed")
+        #expect(byInput[inputs[0]]?["error"] is NSNull && byInput[inputs[3]]?["error"] is NSNull)
+    }
+
+    @Test("info on an oriented JPEG and an animated GIF")
+    func info() throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try tool.run(["samples", samples.path])
+        let oriented = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("oriented-8.jpg").path]).lines.first)
+        #expect(oriented["orientation"] as? Int == 8 && oriented["pixelWidth"] as? Int == 400 && oriented["format"] as? String == "jpeg")
+        let gif = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("spinner.gif").path]).lines.first)
+        #expect(gif["frameCount"] as? Int == 8 && gif["loopCount"] as? Int == 0)
+        #expect((gif["frameDurations"] as? [Double])?.allSatisfy { abs($0 - 0.08) < 0.001 } == true)
+        let icon = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("icon@2x.png").path]).lines.first)
+        #expect(icon["scale"] as? Double == 2 && icon["width"] as? Double == 64 && icon["hasAlpha"] as? Bool == true)
+    }
+
+    @Test("inputs from standard input; --out writes thumbnails named after the input")
+    func batchAndOutput() throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try tool.run(["samples", samples.path])
+        let out = tool.home.appendingPathComponent("thumbs")
+        let list = ["photo-1.jpg", "photo-2.jpg", "logo.png"].map { samples.appendingPathComponent($0).path }.joined(separator: "\n") + "\n"
+        let result = try tool.run(["load", "--json", "--input-file", "-", "--thumbnail", "128x128", "--format", "webp", "--out", out.path,
+                                   "--store", "memory"], stdin: list)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.lines.count == 3)
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: out.path)) == ["photo-1.webp", "photo-2.webp", "logo.webp"])
+        let photo = try #require(result.lines.first { ($0["input"] as? String)?.hasSuffix("photo-1.jpg") == true })
+        #expect(photo["pixelWidth"] as? Int == 128 && photo["pixelHeight"] as? Int == 96)
+        #expect((photo["output"] as? String)?.hasSuffix("photo-1.webp") == true)
+    }
+
+    @Test("bad configuration: exit status 2 and a message naming the key")
+    func badConfiguration() throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let byFlag = try tool.run(["cache", "stats", "--store", "redis"])
+        #expect(byFlag.status == 2 && byFlag.stderr.contains("store.kind") && byFlag.stderr.contains("redis"))
+        let byEnvironment = try tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_MAX_AGE": "forever"])
+        #expect(byEnvironment.status == 2 && byEnvironment.stderr.contains("store.maxAge"))
+        let badSet = try tool.run(["load", "x.png", "--set", "novalue"])
+        #expect(badSet.status != 0 && badSet.stderr.contains("key=value"))
+    }
+}
