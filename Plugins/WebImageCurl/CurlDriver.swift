@@ -16,6 +16,8 @@ final class CurlDriver: Sendable {
     }
 
     private let inbox = Mutex(Inbox())
+    /// Transfers waiting for a slot, and transfers running.
+    let counts = Mutex<(queued: Int, active: Int)>((0, 0))
     /// `@unchecked`: the multi handle is used by the driver thread, except for
     /// `curl_multi_wakeup`, which libcurl documents as safe from any thread.
     private struct Multi: @unchecked Sendable { let handle: UnsafeMutableRawPointer }
@@ -37,6 +39,7 @@ final class CurlDriver: Sendable {
         let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.stopped else { return false }
             inbox.submitted.append(transfer)
+            counts.withLock { $0.queued += 1 }
             return true
         }
         if accepted { curl_multi_wakeup(multi.handle) } else {
@@ -75,8 +78,10 @@ final class CurlDriver: Sendable {
                 if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
                     curl_multi_remove_handle(multi.handle, easy)
                     transfer.release()
-                } else {
+                    counts.withLock { $0.active -= 1 }
+                } else if pending.contains(where: { $0 === transfer }) {
                     pending.removeAll { $0 === transfer }
+                    counts.withLock { $0.queued -= 1 }
                 }
                 transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
             }
@@ -98,10 +103,12 @@ final class CurlDriver: Sendable {
                     return order == .fifo ? x.sequence > y.sequence : x.sequence < y.sequence
                 }!
                 let transfer = pending.remove(at: index)
+                counts.withLock { $0.queued -= 1 }
                 if transfer.isCancelled { continue }
                 do {
                     let easy = try transfer.prepare()
                     active[easy] = transfer
+                    counts.withLock { $0.active += 1 }
                     curl_multi_add_handle(multi.handle, easy)
                 } catch {
                     transfer.release()
@@ -117,6 +124,7 @@ final class CurlDriver: Sendable {
                       let transfer = active.removeValue(forKey: easy) else { continue }
                 let code = CCurl_msg_result(message)
                 curl_multi_remove_handle(multi.handle, easy)
+                counts.withLock { $0.active -= 1 }
                 transfer.complete(code)
             }
             curl_multi_poll(multi.handle, nil, 0, 1000, nil)

@@ -1,5 +1,6 @@
 internal import CCurl
 public import Foundation
+import Synchronization
 public import WebImage
 
 /// Loads `http` and `https` URLs with libcurl: one multi handle driven by one
@@ -62,6 +63,9 @@ public final class CurlLoader: Loader {
     }
 
     deinit { driver.shutdown() }
+
+    /// Transfers waiting for a slot, and transfers running: for metrics and tests.
+    public var statistics: (queued: Int, active: Int) { driver.counts.withLock { $0 } }
 
     public func canLoad(_ url: URL) -> Bool {
         guard let scheme = url.scheme?.lowercased() else { return false }

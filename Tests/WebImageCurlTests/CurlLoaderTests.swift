@@ -128,11 +128,12 @@ struct CurlLoaderTests {
             var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 1, order: order)
             configuration.timeout = .seconds(30)
             let loader = CurlLoader(configuration: configuration)
-            var tasks = [Task { try await load(loader, server.url("/slow/400/first")) }]
+            var tasks = [Task { try await load(loader, server.url("/slow/1500/first")) }]
             while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
             for index in 0..<5 {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(index)")) })
-                try await Task.sleep(for: .milliseconds(30))
+                // Queued in submission order: wait until the loader holds this one.
+                while loader.statistics.queued < index + 1 { try await Task.sleep(for: .milliseconds(2)) }
             }
             for task in tasks { _ = try await task.value }
             let arrivals = server.stats.withLock { $0.arrivals }
@@ -144,13 +145,13 @@ struct CurlLoaderTests {
     func priority() async throws {
         try await withServer { server in
             let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 1))
-            var tasks = [Task { try await load(loader, server.url("/slow/300/first")) }]
+            var tasks = [Task { try await load(loader, server.url("/slow/1500/first")) }]
             while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
-            tasks.append(Task { try await load(loader, server.url("/slow/10/low")) { $0.priority = .low } })
-            try await Task.sleep(for: .milliseconds(30))
-            tasks.append(Task { try await load(loader, server.url("/slow/10/normal")) })
-            try await Task.sleep(for: .milliseconds(30))
-            tasks.append(Task { try await load(loader, server.url("/slow/10/high")) { $0.priority = .high } })
+            let priorities: [(String, LoadRequest.Priority)] = [("low", .low), ("normal", .normal), ("high", .high)]
+            for (index, (name, priority)) in priorities.enumerated() {
+                tasks.append(Task { try await load(loader, server.url("/slow/10/\(name)")) { $0.priority = priority } })
+                while loader.statistics.queued < index + 1 { try await Task.sleep(for: .milliseconds(2)) }
+            }
             for task in tasks { _ = try await task.value }
             #expect(server.stats.withLock { $0.arrivals } == ["first", "high", "normal", "low"])
         }

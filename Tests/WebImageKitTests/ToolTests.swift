@@ -5,7 +5,7 @@ import Glibc
 #endif
 
 /// Runs the built `webimage` tool as a subprocess, as a user would.
-struct Tool {
+struct Tool: Sendable {
     let home: URL
     let cache: URL
 
@@ -27,8 +27,17 @@ struct Tool {
         }
     }
 
+    /// Runs the tool and waits for it on a thread of its own, so that waiting never
+    /// blocks a thread of Swift's cooperative pool (other suites run meanwhile).
+    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Swift.Result { try self.runBlocking(arguments, stdin: stdin, environment: environment) }) }
+            thread.start()
+        }
+    }
+
     /// posix_spawn, not Foundation.Process: tests run in parallel and Process races on Linux.
-    func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Result {
+    private func runBlocking(_ arguments: [String], stdin: String?, environment: [String: String]) throws -> Result {
         let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
         let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
         try Data((stdin ?? "").utf8).write(to: input)
@@ -58,15 +67,15 @@ struct Tool {
 @Suite("The webimage tool, end to end", .serialized)
 struct ToolTests {
     @Test("samples, then load --json twice: fields and values, second run from disk")
-    func load() throws {
+    func load() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
         let samples = tool.home.appendingPathComponent("samples")
-        #expect(try tool.run(["samples", samples.path]).status == 0)
+        #expect(try await tool.run(["samples", samples.path]).status == 0)
         let files = try FileManager.default.contentsOfDirectory(atPath: samples.path).sorted().map { samples.appendingPathComponent($0).path }
         #expect(files.count == 14)
 
-        let first = try tool.run(["load", "--json"] + files)
+        let first = try await tool.run(["load", "--json"] + files)
         #expect(first.status == 0, "\(first.stderr)")
         let lines = first.lines
         #expect(lines.count == 14)
@@ -82,33 +91,33 @@ struct ToolTests {
         #expect(rotated["pixelWidth"] as? Int == 400 && rotated["pixelHeight"] as? Int == 640, "upright")
         #expect((rotated["key"] as? String)?.hasPrefix("file://") == true && (rotated["bytes"] as? Int ?? 0) > 0)
 
-        let second = try tool.run(["load", "--json"] + files)
+        let second = try await tool.run(["load", "--json"] + files)
         #expect(second.lines.count == 14 && second.lines.allSatisfy { $0["cacheType"] as? String == "disk" })
         #expect(FileManager.default.fileExists(atPath: tool.home.appendingPathComponent(".cache/webimage/data.mdb").path), "default LMDB cache in ~/.cache/webimage")
 
-        let stats = try tool.run(["cache", "stats", "--json"])
+        let stats = try await tool.run(["cache", "stats", "--json"])
         let info = try #require(stats.lines.first)
         #expect(info["kind"] as? String == "lmdb" && info["count"] as? Int == 14)
-        let path = try tool.run(["cache", "path", files[0]])
+        let path = try await tool.run(["cache", "path", files[0]])
         #expect(path.status == 0 && path.stdout.contains("data.mdb"))
-        let clear = try tool.run(["cache", "clear"])
+        let clear = try await tool.run(["cache", "clear"])
         #expect(clear.status == 0)
-        #expect(try tool.run(["cache", "stats", "--json"]).lines.first?["count"] as? Int == 0)
+        #expect(try await tool.run(["cache", "stats", "--json"]).lines.first?["count"] as? Int == 0)
     }
 
     @Test("a missing and a corrupt file: JSON errors, non-zero exit, the others still succeed")
-    func failures() throws {
+    func failures() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try tool.run(["samples", samples.path])
+        _ = try await tool.run(["samples", samples.path])
         let corrupt = tool.home.appendingPathComponent("corrupt.jpg")
         var bytes = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
         bytes = bytes.prefix(bytes.count / 3)
         try bytes.write(to: corrupt)
         let inputs = [samples.appendingPathComponent("logo.png").path, tool.home.appendingPathComponent("missing.png").path, corrupt.path,
                       samples.appendingPathComponent("spinner.gif").path]
-        let result = try tool.run(["load", "--json", "--store", "filesystem", "--cache-dir", tool.cache.path] + inputs)
+        let result = try await tool.run(["load", "--json", "--store", "filesystem", "--cache-dir", tool.cache.path] + inputs)
         #expect(result.status != 0)
         let byInput = Dictionary(uniqueKeysWithValues: result.lines.map { ($0["input"] as! String, $0) })
         #expect(byInput.count == 4)
@@ -118,29 +127,29 @@ struct ToolTests {
     }
 
     @Test("info on an oriented JPEG and an animated GIF")
-    func info() throws {
+    func info() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try tool.run(["samples", samples.path])
-        let oriented = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("oriented-8.jpg").path]).lines.first)
+        _ = try await tool.run(["samples", samples.path])
+        let oriented = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("oriented-8.jpg").path]).lines.first)
         #expect(oriented["orientation"] as? Int == 8 && oriented["pixelWidth"] as? Int == 400 && oriented["format"] as? String == "jpeg")
-        let gif = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("spinner.gif").path]).lines.first)
+        let gif = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("spinner.gif").path]).lines.first)
         #expect(gif["frameCount"] as? Int == 8 && gif["loopCount"] as? Int == 0)
         #expect((gif["frameDurations"] as? [Double])?.allSatisfy { abs($0 - 0.08) < 0.001 } == true)
-        let icon = try #require(try tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("icon@2x.png").path]).lines.first)
+        let icon = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("icon@2x.png").path]).lines.first)
         #expect(icon["scale"] as? Double == 2 && icon["width"] as? Double == 64 && icon["hasAlpha"] as? Bool == true)
     }
 
     @Test("inputs from standard input; --out writes thumbnails named after the input")
-    func batchAndOutput() throws {
+    func batchAndOutput() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try tool.run(["samples", samples.path])
+        _ = try await tool.run(["samples", samples.path])
         let out = tool.home.appendingPathComponent("thumbs")
         let list = ["photo-1.jpg", "photo-2.jpg", "logo.png"].map { samples.appendingPathComponent($0).path }.joined(separator: "\n") + "\n"
-        let result = try tool.run(["load", "--json", "--input-file", "-", "--thumbnail", "128x128", "--format", "webp", "--out", out.path,
+        let result = try await tool.run(["load", "--json", "--input-file", "-", "--thumbnail", "128x128", "--format", "webp", "--out", out.path,
                                    "--store", "memory"], stdin: list)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.lines.count == 3)
@@ -151,14 +160,14 @@ struct ToolTests {
     }
 
     @Test("bad configuration: exit status 2 and a message naming the key")
-    func badConfiguration() throws {
+    func badConfiguration() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
-        let byFlag = try tool.run(["cache", "stats", "--store", "redis"])
+        let byFlag = try await tool.run(["cache", "stats", "--store", "redis"])
         #expect(byFlag.status == 2 && byFlag.stderr.contains("store.kind") && byFlag.stderr.contains("redis"))
-        let byEnvironment = try tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_MAX_AGE": "forever"])
+        let byEnvironment = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_MAX_AGE": "forever"])
         #expect(byEnvironment.status == 2 && byEnvironment.stderr.contains("store.maxAge"))
-        let badSet = try tool.run(["load", "x.png", "--set", "novalue"])
+        let badSet = try await tool.run(["load", "x.png", "--set", "novalue"])
         #expect(badSet.status != 0 && badSet.stderr.contains("key=value"))
     }
 }

@@ -37,7 +37,9 @@ extension ImageFormat {
             }
         }
         if starts(Array("%PDF-".utf8)) { return .pdf }
-        if starts(Array("BM".utf8)), b.count >= 26 { return .bmp }
+        // "BM", reserved bytes zero, and a DIB header size that exists.
+        if starts(Array("BM".utf8)), b.count >= 26, b[6] == 0, b[7] == 0, b[8] == 0, b[9] == 0,
+           [12, 40, 52, 56, 64, 108, 124].contains(Int(b[14]) | Int(b[15]) << 8), b[16] == 0, b[17] == 0 { return .bmp }
         if looksLikeSVG(b) { return .svg }
         return nil
     }

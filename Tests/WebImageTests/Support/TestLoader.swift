@@ -88,8 +88,10 @@ final class TestClock: Sendable {
     var source: @Sendable () -> Date { { self.date } }
 }
 
-/// Polls until a condition holds, for state reached by background work.
-func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
+/// Polls until a condition holds, for state reached by background work. The
+/// ceiling is generous because CI runs suites in parallel on two cores; the poll
+/// returns as soon as the condition holds.
+func eventually(timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
