@@ -1,0 +1,96 @@
+// webimage-bench: one scenario through swift-web-image, timings as JSON on stdout.
+//
+//   webimage-bench store-fill   lmdb|files DIR COUNT SIZE      write COUNT values of SIZE bytes (keys k0…)
+//   webimage-bench store-get    lmdb|files DIR COUNT GETS      warm gets of random keys; ns per get
+//   webimage-bench manager-hit  memory|lmdb|files DIR COUNT GETS   hits through ImageManager (avoidDecode for disk)
+//   webimage-bench download     URLLIST CONCURRENCY            load every URL with CurlLoader; seconds
+import Foundation
+import WebImage
+import WebImageCurl
+import WebImageLMDB
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("webimage-bench: \(message)\n".utf8))
+    exit(2)
+}
+
+func store(_ kind: String, _ directory: String) throws -> any CacheStore {
+    let url = URL(fileURLWithPath: directory)
+    switch kind {
+    case "lmdb": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30))
+    case "files": return try FileCacheStore(directory: url, limits: .unlimited)
+    default: fail("unknown store \(kind)")
+    }
+}
+
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func printJSON(_ object: [String: Any]) {
+    let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+    print(String(decoding: data, as: UTF8.self))
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2 else { fail("usage: see the comment at the top of main.swift") }
+
+switch arguments[1] {
+case "store-fill":
+    guard arguments.count == 6, let count = Int(arguments[4]), let size = Int(arguments[5]) else { fail("store-fill KIND DIR COUNT SIZE") }
+    let store = try store(arguments[2], arguments[3])
+    var value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    let started = ContinuousClock.now
+    for index in 0..<count {
+        value[0] = UInt8(truncatingIfNeeded: index)
+        try await store.setData(value, forKey: "k\(index)")
+    }
+    printJSON(["scenario": "store-fill", "store": arguments[2], "count": count, "seconds": seconds(ContinuousClock.now - started)])
+
+case "store-get", "manager-hit":
+    guard arguments.count == 6, let count = Int(arguments[4]), let gets = Int(arguments[5]) else { fail("\(arguments[1]) KIND DIR COUNT GETS") }
+    var generator = SystemRandomNumberGenerator()
+    let keys = (0..<gets).map { _ in "k\(Int.random(in: 0..<count, using: &generator))" }
+    var bytes = 0
+    let started: ContinuousClock.Instant
+    if arguments[1] == "store-get" {
+        let store = try store(arguments[2], arguments[3])
+        for key in keys.prefix(1000) { bytes &+= try await store.data(forKey: key)?.count ?? 0 }  // warm
+        started = ContinuousClock.now
+        for key in keys { bytes &+= try await store.data(forKey: key)?.count ?? 0 }
+    } else {
+        var configuration = ImageManager.Configuration()
+        if arguments[2] == "memory" {
+            // Memory hits: images put in the memory cache directly, then loaded through the manager.
+            let cache = MemoryImageCache()
+            let pixels = PixelBuffer(size: PixelSize(64), channels: 4, bytes: [UInt8](repeating: 0, count: 64 * 64 * 4))
+            for index in 0..<count { cache.setImage(Image(pixelSize: PixelSize(64), storage: pixels), forKey: "bench://x/k\(index)") }
+            configuration.memoryCache = cache
+        } else {
+            configuration.store = try store(arguments[2], arguments[3])
+            configuration.memoryCache = nil
+        }
+        let manager = ImageManager(configuration: configuration)
+        let urls = keys.map { URL(string: arguments[2] == "memory" ? "bench://x/\($0)" : $0)! }
+        let options: ImageOptions = arguments[2] == "memory" ? [] : [.avoidDecode, .fromCacheOnly]
+        for url in urls.prefix(1000) { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
+        started = ContinuousClock.now
+        for url in urls { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
+    }
+    let elapsed = seconds(ContinuousClock.now - started)
+    printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
+
+case "download":
+    guard arguments.count == 4, let concurrency = Int(arguments[3]) else { fail("download URLLIST CONCURRENCY") }
+    let urls = try String(contentsOfFile: arguments[2], encoding: .utf8).split(separator: "\n").compactMap { URL(string: String($0)) }
+    let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: concurrency))
+    let started = ContinuousClock.now
+    let bytes = try await withThrowingTaskGroup(of: Int.self) { group in
+        for url in urls { group.addTask { try await loader.load(LoadRequest(url: url)) { _ in }.data.count } }
+        return try await group.reduce(0, +)
+    }
+    printJSON(["scenario": "download", "count": urls.count, "bytes": bytes, "seconds": seconds(ContinuousClock.now - started)])
+
+default:
+    fail("unknown scenario \(arguments[1])")
+}

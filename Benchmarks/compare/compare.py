@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Side-by-side comparisons of swift-web-image with peers, in one run.
+
+    python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
+    python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 1000]
+
+Each comparison runs the same work through this package (webimage-bench, built
+in release) and through a peer, interleaved, for several rounds, and prints the
+median of each and their ratio. Inputs are generated here; peers come from
+Debian packages (gcc + liblmdb-dev for the C loops, nginx and curl for
+downloads), installed if missing. Results are also written as JSON to
+Benchmarks/results/<comparison>.json.
+"""
+import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH = os.path.join(ROOT, "Benchmarks")
+HERE = os.path.join(BENCH, "compare")
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw).stdout
+
+
+def ensure_apt(*packages):
+    missing = [p for p in packages if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    if missing:
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        subprocess.run(sudo + ["apt-get", "update", "-qq"], check=True)
+        subprocess.run(sudo + ["apt-get", "install", "-y", "-qq"] + missing, check=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
+def build_bench():
+    print("building webimage-bench (release)...", file=sys.stderr)
+    subprocess.run(["swift", "build", "-c", "release", "--package-path", BENCH, "--product", "webimage-bench"], check=True)
+    return os.path.join(run(["swift", "build", "-c", "release", "--package-path", BENCH, "--show-bin-path"]).strip(), "webimage-bench")
+
+
+def compile_c(name, *libs):
+    out = os.path.join(tempfile.gettempdir(), name)
+    subprocess.run(["gcc", "-O2", "-o", out, os.path.join(HERE, name + ".c"), *libs], check=True)
+    return out
+
+
+def as_json(output):
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def report(title, rows, results_name, extra):
+    print(f"\n{title}")
+    for name, values, unit in rows:
+        print(f"  {name:<44} median {statistics.median(values):>12.1f} {unit}   (rounds: {', '.join(f'{v:.1f}' for v in values)})")
+    os.makedirs(os.path.join(BENCH, "results"), exist_ok=True)
+    with open(os.path.join(BENCH, "results", results_name + ".json"), "w") as f:
+        json.dump({"rows": [{"name": n, "values": v, "median": statistics.median(v), "unit": u} for n, v, u in rows], **extra}, f, indent=2)
+
+
+def cache_hits(args):
+    ensure_apt("gcc", "liblmdb-dev")
+    bench = build_bench()
+    mdb_loop = compile_c("mdb_get_loop", "-llmdb")
+    file_loop = compile_c("file_read_loop")
+    work = tempfile.mkdtemp(prefix="webimage-bench-")
+    try:
+        lmdb_dir, files_dir = os.path.join(work, "lmdb"), os.path.join(work, "files")
+        for kind, directory in (("lmdb", lmdb_dir), ("files", files_dir)):
+            run([bench, "store-fill", kind, directory, str(args.entries), str(args.size)])
+        file_list = os.path.join(work, "files.txt")
+        with open(file_list, "w") as f:
+            for name in sorted(os.listdir(files_dir)):
+                if name != "tmp" and not name.endswith(".meta"):
+                    f.write(os.path.join(files_dir, name) + "\n")
+        n, gets = str(args.entries), str(args.gets)
+        scenarios = [
+            ("LMDBCacheStore.data(forKey:)", [bench, "store-get", "lmdb", lmdb_dir, n, gets]),
+            ("C loop: mdb_get + memcpy", [mdb_loop, lmdb_dir, n, gets]),
+            ("FileCacheStore.data(forKey:)", [bench, "store-get", "files", files_dir, n, gets]),
+            ("C loop: open/read/close", [file_loop, file_list, gets]),
+            ("ImageManager disk hit (LMDB, bytes)", [bench, "manager-hit", "lmdb", lmdb_dir, n, gets]),
+            ("ImageManager disk hit (files, bytes)", [bench, "manager-hit", "files", files_dir, n, gets]),
+            ("ImageManager memory hit", [bench, "manager-hit", "memory", work, n, gets]),
+        ]
+        results = {name: [] for name, _ in scenarios}
+        for _ in range(args.rounds):
+            for name, cmd in scenarios:
+                results[name].append(as_json(run(cmd))["nsPerGet"])
+        rows = [(name, [v / 1000 for v in values], "µs/get") for name, values in results.items()]
+        med = {name: statistics.median(v) for name, v in results.items()}
+        ratios = {
+            "LMDB store / C mdb_get": med["LMDBCacheStore.data(forKey:)"] / med["C loop: mdb_get + memcpy"],
+            "File store / C open-read-close": med["FileCacheStore.data(forKey:)"] / med["C loop: open/read/close"],
+            "Manager LMDB hit / C mdb_get": med["ImageManager disk hit (LMDB, bytes)"] / med["C loop: mdb_get + memcpy"],
+            "Manager file hit / C open-read-close": med["ImageManager disk hit (files, bytes)"] / med["C loop: open/read/close"],
+        }
+        report(f"Cache hits: {args.entries} entries of {args.size} bytes, {args.gets} random warm gets, {args.rounds} rounds interleaved",
+               rows, "cache-hits", {"ratios": ratios, "entries": args.entries, "size": args.size, "gets": args.gets})
+        for name, ratio in ratios.items():
+            print(f"  ratio {name:<40} {ratio:.2f}x  (target: within 2x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def downloads(args):
+    ensure_apt("nginx", "curl")
+    bench = build_bench()
+    work = tempfile.mkdtemp(prefix="webimage-dl-")
+    nginx = None
+    try:
+        root = os.path.join(work, "www")
+        os.makedirs(root)
+        payload = os.urandom(args.size)
+        for i in range(args.files):
+            with open(os.path.join(root, f"{i}.jpg"), "wb") as f:
+                f.write(payload)
+        port = free_port()
+        conf = os.path.join(work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""daemon off; master_process off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log;
+events {{ worker_connections 1024; }}
+http {{ access_log off; keepalive_requests 100000; sendfile on;
+  client_body_temp_path {work}; proxy_temp_path {work}; fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
+  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
+""")
+        nginx = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        urls = [f"http://127.0.0.1:{port}/{i}.jpg" for i in range(args.files)]
+        url_list = os.path.join(work, "urls.txt")
+        with open(url_list, "w") as f:
+            f.write("\n".join(urls) + "\n")
+        curl_config = os.path.join(work, "curl.txt")
+        with open(curl_config, "w") as f:
+            for url in urls:
+                f.write(f'url = "{url}"\noutput = "/dev/null"\n')
+        ours, peer = [], []
+        for _ in range(args.rounds):
+            ours.append(as_json(run([bench, "download", url_list, "6"]))["seconds"])
+            started = time.perf_counter()
+            subprocess.run(["curl", "--parallel", "--parallel-max", "6", "-s", "-K", curl_config], check=True)
+            peer.append(time.perf_counter() - started)
+        rows = [("CurlLoader, 6 concurrent", [args.files / s for s in ours], "files/s"),
+                ("curl --parallel --parallel-max 6", [args.files / s for s in peer], "files/s")]
+        ratio = statistics.median(peer) / statistics.median(ours)
+        report(f"Downloads: {args.files} files of {args.size} bytes from nginx on loopback, {args.rounds} rounds interleaved",
+               rows, "downloads", {"ratio": ratio, "files": args.files, "size": args.size})
+        print(f"  ratio CurlLoader / curl --parallel (throughput) {ratio:.2f}x  (target: at least 0.9x)")
+    finally:
+        if nginx:
+            nginx.terminate()
+            nginx.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="comparison", required=True)
+    hits = sub.add_parser("cache-hits")
+    hits.add_argument("--rounds", type=int, default=5)
+    hits.add_argument("--entries", type=int, default=2000)
+    hits.add_argument("--size", type=int, default=32 * 1024)
+    hits.add_argument("--gets", type=int, default=20000)
+    dl = sub.add_parser("downloads")
+    dl.add_argument("--rounds", type=int, default=5)
+    dl.add_argument("--files", type=int, default=1000)
+    dl.add_argument("--size", type=int, default=32 * 1024)
+    args = parser.parse_args()
+    {"cache-hits": cache_hits, "downloads": downloads}[args.comparison](args)
+
+
+if __name__ == "__main__":
+    main()
