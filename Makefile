@@ -2,7 +2,7 @@
 SWIFT ?= swift
 APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
 
-.PHONY: deps test build demo clean
+.PHONY: deps test build demo bench clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -30,6 +30,12 @@ demo: deps
 
 test: deps
 	$(SWIFT) test
+
+# Peer comparisons (release build; installs gcc, nginx and curl if missing).
+# Figures and method: docs/performance.md.
+bench: deps
+	python3 Benchmarks/compare/compare.py cache-hits
+	python3 Benchmarks/compare/compare.py downloads
 
 clean:
 	rm -rf .build

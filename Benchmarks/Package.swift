@@ -18,8 +18,7 @@ let package = Package(
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
-            ],
-            swiftSettings: [.unsafeFlags(["-Ounchecked"], .when(configuration: .release))]
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

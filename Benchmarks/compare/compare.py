@@ -73,10 +73,12 @@ def cache_hits(args):
         n, gets = str(args.entries), str(args.gets)
         scenarios = [
             ("LMDBCacheStore.data(forKey:)", [bench, "store-get", "lmdb", lmdb_dir, n, gets]),
+            ("LMDBCacheStore, readsOnCallingThread", [bench, "store-get", "lmdb-inline", lmdb_dir, n, gets]),
             ("C loop: mdb_get + memcpy", [mdb_loop, lmdb_dir, n, gets]),
             ("FileCacheStore.data(forKey:)", [bench, "store-get", "files", files_dir, n, gets]),
             ("C loop: open/read/close", [file_loop, file_list, gets]),
             ("ImageManager disk hit (LMDB, bytes)", [bench, "manager-hit", "lmdb", lmdb_dir, n, gets]),
+            ("ImageManager disk hit (LMDB inline, bytes)", [bench, "manager-hit", "lmdb-inline", lmdb_dir, n, gets]),
             ("ImageManager disk hit (files, bytes)", [bench, "manager-hit", "files", files_dir, n, gets]),
             ("ImageManager memory hit", [bench, "manager-hit", "memory", work, n, gets]),
         ]
@@ -88,6 +90,8 @@ def cache_hits(args):
         med = {name: statistics.median(v) for name, v in results.items()}
         ratios = {
             "LMDB store / C mdb_get": med["LMDBCacheStore.data(forKey:)"] / med["C loop: mdb_get + memcpy"],
+            "LMDB store (readsOnCallingThread) / C mdb_get": med["LMDBCacheStore, readsOnCallingThread"] / med["C loop: mdb_get + memcpy"],
+            "Manager LMDB inline hit / C mdb_get": med["ImageManager disk hit (LMDB inline, bytes)"] / med["C loop: mdb_get + memcpy"],
             "File store / C open-read-close": med["FileCacheStore.data(forKey:)"] / med["C loop: open/read/close"],
             "Manager LMDB hit / C mdb_get": med["ImageManager disk hit (LMDB, bytes)"] / med["C loop: mdb_get + memcpy"],
             "Manager file hit / C open-read-close": med["ImageManager disk hit (files, bytes)"] / med["C loop: open/read/close"],
@@ -141,7 +145,7 @@ http {{ access_log off; keepalive_requests 100000; sendfile on;
         for _ in range(args.rounds):
             ours.append(as_json(run([bench, "download", url_list, "6"]))["seconds"])
             started = time.perf_counter()
-            subprocess.run(["curl", "--parallel", "--parallel-max", "6", "-s", "-K", curl_config], check=True)
+            subprocess.run(["curl", "--parallel", "--parallel-max", "6", "-s", "-K", curl_config], check=True, stderr=subprocess.DEVNULL)
             peer.append(time.perf_counter() - started)
         rows = [("CurlLoader, 6 concurrent", [args.files / s for s in ours], "files/s"),
                 ("curl --parallel --parallel-max 6", [args.files / s for s in peer], "files/s")]

@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &b);
     }
     double ns = ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / gets;
+    if (total == 0) { fprintf(stderr, "read nothing\n"); return 1; }
     printf("{\"scenario\": \"open/read/close loop\", \"nsPerGet\": %.1f, \"bytes\": %zu}\n", ns, total);
     return 0;
 }

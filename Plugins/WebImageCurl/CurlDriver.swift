@@ -61,32 +61,35 @@ final class CurlDriver: Sendable {
     // MARK: The driver thread
 
     private func run(maxConcurrent: Int, order: CurlLoader.Order) {
-        var pending: [CurlTransfer] = []
+        var pending = PendingQueues(order: order)
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
-        var sequence = 0
         while true {
             let (submitted, cancelled, stopped) = inbox.withLock { inbox in
                 defer { inbox.submitted.removeAll(); inbox.cancelled.removeAll() }
                 return (inbox.submitted, inbox.cancelled, inbox.stopped)
             }
             for transfer in submitted {
-                sequence += 1
-                transfer.sequence = sequence
-                pending.append(transfer)
+                transfer.state = .queued
+                pending.push(transfer)
             }
             for transfer in cancelled {
-                if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
-                    curl_multi_remove_handle(multi.handle, easy)
+                switch transfer.state {
+                case .active:
+                    if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
+                        curl_multi_remove_handle(multi.handle, easy)
+                        counts.withLock { $0.active -= 1 }
+                    }
                     transfer.release()
-                    counts.withLock { $0.active -= 1 }
-                } else if pending.contains(where: { $0 === transfer }) {
-                    pending.removeAll { $0 === transfer }
-                    counts.withLock { $0.queued -= 1 }
+                case .queued:
+                    counts.withLock { $0.queued -= 1 }  // left in its queue, skipped when reached
+                case .new, .done:
+                    break
                 }
+                transfer.state = .done
                 transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
             }
             if stopped {
-                for transfer in pending + Array(active.values) {
+                for transfer in pending.drain() + Array(active.values) {
                     if let easy = transfer.easy { curl_multi_remove_handle(multi.handle, easy) }
                     transfer.release()
                     transfer.finish(.failure(WebImageError(.cancelled, "the loader has shut down")))
@@ -96,21 +99,16 @@ final class CurlDriver: Sendable {
             }
 
             // Start queued transfers: higher priority first, then FIFO or LIFO.
-            while active.count < maxConcurrent, !pending.isEmpty {
-                let index = pending.indices.max { a, b in
-                    let x = pending[a], y = pending[b]
-                    if x.request.priority != y.request.priority { return x.request.priority < y.request.priority }
-                    return order == .fifo ? x.sequence > y.sequence : x.sequence < y.sequence
-                }!
-                let transfer = pending.remove(at: index)
+            while active.count < maxConcurrent, let transfer = pending.pop() {
                 counts.withLock { $0.queued -= 1 }
-                if transfer.isCancelled { continue }
                 do {
                     let easy = try transfer.prepare()
+                    transfer.state = .active
                     active[easy] = transfer
                     counts.withLock { $0.active += 1 }
                     curl_multi_add_handle(multi.handle, easy)
                 } catch {
+                    transfer.state = .done
                     transfer.release()
                     transfer.finish(.failure(error))
                 }
@@ -119,15 +117,64 @@ final class CurlDriver: Sendable {
             var running: Int32 = 0
             curl_multi_perform(multi.handle, &running)
             var remaining: Int32 = 0
+            var finished = false
             while let message = curl_multi_info_read(multi.handle, &remaining) {
                 guard CCurl_msg_done(message) != 0, let easy = CCurl_msg_easy(message),
                       let transfer = active.removeValue(forKey: easy) else { continue }
                 let code = CCurl_msg_result(message)
                 curl_multi_remove_handle(multi.handle, easy)
                 counts.withLock { $0.active -= 1 }
+                transfer.state = .done
                 transfer.complete(code)
+                finished = true
             }
+            // Finished transfers made room for queued ones: start them now. Sleeping
+            // here would wait out the poll timeout whenever every running transfer
+            // had finished at once, since no socket would wake the poll.
+            if finished && !pending.isEmpty { continue }
             curl_multi_poll(multi.handle, nil, 0, 1000, nil)
         }
+    }
+}
+
+/// Queued transfers, one queue per priority, so the next one is found in O(1)
+/// however many wait. Cancelled transfers stay in place and are skipped.
+struct PendingQueues {
+    let order: CurlLoader.Order
+    private var queues: [[CurlTransfer]] = [[], [], []]
+    private var heads = [0, 0, 0]
+
+    init(order: CurlLoader.Order) { self.order = order }
+
+    var isEmpty: Bool { (0..<3).allSatisfy { heads[$0] >= queues[$0].count } }
+
+    mutating func push(_ transfer: CurlTransfer) {
+        queues[transfer.request.priority.rawValue].append(transfer)
+    }
+
+    /// The next queued transfer: the highest priority, oldest (FIFO) or newest (LIFO).
+    mutating func pop() -> CurlTransfer? {
+        for priority in (0..<3).reversed() {
+            while heads[priority] < queues[priority].count {
+                let transfer: CurlTransfer
+                if order == .fifo {
+                    transfer = queues[priority][heads[priority]]
+                    heads[priority] += 1
+                    if heads[priority] > 256, heads[priority] * 2 > queues[priority].count {
+                        queues[priority].removeFirst(heads[priority])
+                        heads[priority] = 0
+                    }
+                } else {
+                    transfer = queues[priority].removeLast()
+                }
+                if transfer.state == .queued { return transfer }
+            }
+        }
+        return nil
+    }
+
+    mutating func drain() -> [CurlTransfer] {
+        defer { queues = [[], [], []]; heads = [0, 0, 0] }
+        return (0..<3).flatMap { queues[$0][heads[$0]...] }.filter { $0.state == .queued }
     }
 }

@@ -17,7 +17,8 @@ final class CurlTransfer: @unchecked Sendable {
     private let cancelled = Atomic<Bool>(false)
 
     // Driver thread only.
-    var sequence = 0
+    enum State { case new, queued, active, done }
+    var state = State.new
     private(set) var easy: UnsafeMutableRawPointer?
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var body = Data()
@@ -84,7 +85,8 @@ final class CurlTransfer: @unchecked Sendable {
             CCurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""),
             CCurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)),
             CCurl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)),
-            CCurl_setopt_long(easy, CURLOPT_PIPEWAIT, 1),
+            // Wait for a multiplexed HTTP/2 connection rather than opening another (TLS only).
+            CCurl_setopt_long(easy, CURLOPT_PIPEWAIT, scheme == "https" ? 1 : 0),
             CCurl_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent),
             CCurl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, configuration.allowInsecureTLS ? 0 : 1),
             CCurl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, configuration.allowInsecureTLS ? 0 : 2),
@@ -133,9 +135,12 @@ final class CurlTransfer: @unchecked Sendable {
             let name = line[..<colon].lowercased()
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
             headers[name] = value
-            if name == "content-length", let length = Int64(value), length > limit {
-                tooLarge = true
-                return 0
+            if name == "content-length", let length = Int64(value) {
+                if length > limit {
+                    tooLarge = true
+                    return 0
+                }
+                body.reserveCapacity(Int(length))
             }
         }
         return count

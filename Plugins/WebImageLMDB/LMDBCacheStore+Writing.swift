@@ -63,7 +63,7 @@ extension LMDBCacheStore {
     }
 
     func totals() async throws -> (size: Int, count: Int) {
-        try await readers.run { [environment] in
+        try await read { [environment] in
             try environment.read { txn in
                 let size = try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
                 let count = try get(txn, environment.totals, Array("count".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0

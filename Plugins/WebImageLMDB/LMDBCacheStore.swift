@@ -36,10 +36,21 @@ public final class LMDBCacheStore: CacheStore {
         public var maxMapSize: Int?
         /// How long access dates may wait in memory before they are written.
         public var accessFlushInterval: Duration = .seconds(5)
-        public init(mapSize: Int = 256 << 20, maxMapSize: Int? = nil, accessFlushInterval: Duration = .seconds(5)) {
+        /// Read on the calling thread instead of a thread of the blocking pool.
+        ///
+        /// A warm LMDB read is a lookup in memory-mapped pages and a copy; the hop
+        /// to another thread and back costs several times more than the read
+        /// (docs/performance.md). But a page that is not in memory is read from
+        /// disk by a page fault, which blocks the calling thread, and a blocked
+        /// thread of Swift's cooperative pool stalls other tasks. Turn this on
+        /// when the data file fits in RAM and stays warm (the usual cache server).
+        /// Off by default.
+        public var readsOnCallingThread = false
+        public init(mapSize: Int = 256 << 20, maxMapSize: Int? = nil, accessFlushInterval: Duration = .seconds(5), readsOnCallingThread: Bool = false) {
             self.mapSize = mapSize
             self.maxMapSize = maxMapSize
             self.accessFlushInterval = accessFlushInterval
+            self.readsOnCallingThread = readsOnCallingThread
         }
     }
 
@@ -51,6 +62,7 @@ public final class LMDBCacheStore: CacheStore {
     /// One thread for every write transaction.
     let writer = BlockingThreadPool(threadCount: 1, name: "webimage.lmdb.writer")
     let readers: BlockingThreadPool
+    let readsOnCallingThread: Bool
     /// Access dates not yet written, by database key.
     let pendingAccess = Mutex<[[UInt8]: UInt64]>([:])
     private let sweeper = Mutex<CacheSweeper?>(nil)
@@ -70,6 +82,7 @@ public final class LMDBCacheStore: CacheStore {
         self.limits = limits
         self.clock = clock
         self.readers = readers
+        self.readsOnCallingThread = options.readsOnCallingThread
         let maxMap = options.maxMapSize ?? max(1 << 30, (limits.maxSize ?? (4 << 30)) * 4)
         do {
             environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
@@ -97,6 +110,12 @@ public final class LMDBCacheStore: CacheStore {
 
     deinit { writer.shutdown() }
 
+    /// Runs a read where ``Options/readsOnCallingThread`` says.
+    func read<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        if readsOnCallingThread { return try body() }
+        return try await readers.run(body)
+    }
+
     /// The current map size in bytes.
     public var mapSize: Int { environment.mapSize }
 
@@ -104,7 +123,7 @@ public final class LMDBCacheStore: CacheStore {
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
         let databaseKey = LMDBRecord.databaseKey(key)
-        let found = try await readers.run { [environment] () throws -> CacheEntry? in
+        let found = try await read { [environment] () throws -> CacheEntry? in
             try environment.read { txn in
                 guard let value = try get(txn, environment.entries, databaseKey),
                       let decoded = LMDBRecord.decode(value) else { return nil }
@@ -126,7 +145,7 @@ public final class LMDBCacheStore: CacheStore {
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
         let databaseKey = LMDBRecord.databaseKey(key)
-        return try await readers.run { [environment] () throws -> CacheMetadata? in
+        return try await read { [environment] () throws -> CacheMetadata? in
             try environment.read { txn in
                 guard let value = try get(txn, environment.entries, databaseKey),
                       let decoded = LMDBRecord.decode(value) else { return nil }

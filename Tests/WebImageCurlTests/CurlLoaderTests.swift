@@ -157,6 +157,22 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("queued transfers start as soon as the running ones finish, not after the poll timeout")
+    func noStallBetweenBatches() async throws {
+        try await withServer { server in
+            // With one slot, every transfer finishes alone; a driver that slept in
+            // curl_multi_poll after each would take about a second per request.
+            let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 1))
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<30 { group.addTask { _ = try await load(loader, server.url("/bytes/100")) } }
+                try await group.waitForAll()
+            }
+            #expect(ContinuousClock.now - started < .seconds(10), "30 queued requests took \(ContinuousClock.now - started)")
+            #expect(loader.statistics.queued == 0 && loader.statistics.active == 0)
+        }
+    }
+
     @Test("100 sequential requests reuse connections")
     func connectionReuse() async throws {
         try await withServer { server in

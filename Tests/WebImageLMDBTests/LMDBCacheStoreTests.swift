@@ -44,6 +44,16 @@ struct LMDBCacheStoreTests {
         }.run()
     }
 
+    @Test("passes CacheStoreConformance with reads on the calling thread")
+    func conformanceInline() async throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await CacheStoreConformance {
+            try LMDBCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: .unlimited,
+                               options: .init(readsOnCallingThread: true))
+        }.run()
+    }
+
     @Test("values of 0 bytes to 32 MiB and 10 kB keys")
     func sizes() async throws {
         let directory = temporaryDirectory()
