@@ -128,20 +128,27 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func header(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
         guard !isCancelled, let data else { return 0 }
-        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: count), as: UTF8.self)
-        if line.hasPrefix("HTTP/") {
-            headers.removeAll()  // a new response (after a redirect or a 100 Continue)
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-            headers[name] = value
-            if name == "content-length", let length = Int64(value) {
-                if length > limit {
-                    tooLarge = true
-                    return 0
-                }
-                body.reserveCapacity(Int(length))
+        // Parsed from the bytes: this runs for every header line of every response,
+        // on the one driver thread, so it avoids Foundation's string machinery.
+        let line = UnsafeRawBufferPointer(start: data, count: count)
+        if count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"), line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
+            headers.removeAll(keepingCapacity: true)  // a new response (after a redirect or a 100 Continue)
+            return count
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return count }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var start = colon + 1, end = count
+        while start < end, isSpace(line[start]) { start += 1 }
+        while end > start, isSpace(line[end - 1]) { end -= 1 }
+        let name = String(decoding: line[..<colon].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+        headers[name] = value
+        if name == "content-length", let length = Int64(value) {
+            if length > limit {
+                tooLarge = true
+                return 0
             }
+            body.reserveCapacity(Int(length))
         }
         return count
     }
@@ -168,8 +175,12 @@ final class CurlTransfer: @unchecked Sendable {
         _ = CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         _ = CCurl_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective)
-        let finalURL = effective.flatMap { URL(string: String(cString: $0)) } ?? request.url
         let url = request.url.absoluteString
+        // Parse the final URL only when a redirect changed it.
+        let finalURL = effective.flatMap { pointer in
+            let text = String(cString: pointer)
+            return text == url ? request.url : URL(string: text)
+        } ?? request.url
         guard code == CURLE_OK else {
             finish(.failure(error(for: code, status: status, url: url)))
             return

@@ -14,7 +14,12 @@ public struct LoadResponse: Sendable {
     public init(data: Data, statusCode: Int = 200, headers: [String: String] = [:], url: URL) {
         self.data = data
         self.statusCode = statusCode
-        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        // Loaders usually pass lower-cased names already; only rebuild when they did not.
+        if headers.keys.allSatisfy({ !$0.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } }) {
+            self.headers = headers
+        } else {
+            self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        }
         self.url = url
     }
 
