@@ -57,7 +57,7 @@ let package = Package(
 
         .testTarget(
             name: "WebImageTests",
-            dependencies: ["WebImage", "WebImageTesting"],
+            dependencies: ["WebImage", "WebImageTesting", .product(name: "CoreMetrics", package: "swift-metrics")],
             swiftSettings: upcoming
         ),
         // libvips coders and transformers; the C shim wraps the variadic calls.

@@ -6,14 +6,28 @@ import Metrics
 /// - `webimage_loaded_bytes_total`, `webimage_load_duration_seconds`
 /// - `webimage_decode_duration_seconds`
 /// - `webimage_errors_total{code=...}`, `webimage_store_errors_total`
+///
+/// Every metric also carries the configuration's ``ImageManager/Configuration/metricsDimensions``.
 struct PipelineMetrics: Sendable {
-    private let memoryHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "memory")])
-    private let diskHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "disk")])
-    private let misses = Counter(label: "webimage_cache_misses_total")
-    private let loadedBytes = Counter(label: "webimage_loaded_bytes_total")
-    private let loadTimer = Metrics.Timer(label: "webimage_load_duration_seconds")
-    private let decodeTimer = Metrics.Timer(label: "webimage_decode_duration_seconds")
-    private let storeErrors = Counter(label: "webimage_store_errors_total")
+    private let dimensions: [(String, String)]
+    private let memoryHits: Counter
+    private let diskHits: Counter
+    private let misses: Counter
+    private let loadedBytes: Counter
+    private let loadTimer: Metrics.Timer
+    private let decodeTimer: Metrics.Timer
+    private let storeErrors: Counter
+
+    init(dimensions: [(String, String)] = []) {
+        self.dimensions = dimensions
+        memoryHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "memory")] + dimensions)
+        diskHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "disk")] + dimensions)
+        misses = Counter(label: "webimage_cache_misses_total", dimensions: dimensions)
+        loadedBytes = Counter(label: "webimage_loaded_bytes_total", dimensions: dimensions)
+        loadTimer = Metrics.Timer(label: "webimage_load_duration_seconds", dimensions: dimensions)
+        decodeTimer = Metrics.Timer(label: "webimage_decode_duration_seconds", dimensions: dimensions)
+        storeErrors = Counter(label: "webimage_store_errors_total", dimensions: dimensions)
+    }
 
     func hit(_ tier: CacheType) {
         (tier == .memory ? memoryHits : diskHits).increment()
@@ -25,7 +39,7 @@ struct PipelineMetrics: Sendable {
     }
     func decoded(duration: Duration) { decodeTimer.recordNanoseconds(duration.nanoseconds) }
     func failed(_ code: WebImageError.Code) {
-        Counter(label: "webimage_errors_total", dimensions: [("code", code.rawValue)]).increment()
+        Counter(label: "webimage_errors_total", dimensions: [("code", code.rawValue)] + dimensions).increment()
     }
     func storeError() { storeErrors.increment() }
 }

@@ -38,6 +38,10 @@ extension ImageManager {
         /// Where decoding, transforming and encoding run.
         public var pool: BlockingThreadPool = .shared
         public var logger = Logger(label: "webimage")
+        /// Dimensions added to every metric (swift-metrics), to tell several
+        /// managers apart: `[("pipeline", "avatars")]`. Metrics: hits per tier,
+        /// misses, bytes loaded, load and decode durations, errors by code, store errors.
+        public var metricsDimensions: [(String, String)] = []
 
         public init() {}
     }

@@ -35,10 +35,11 @@ public final class ImageManager: Sendable {
     private let images = Coalescer<String, ImageResult>()
     private let downloads = Coalescer<String, LoadResponse>()
     let slots = Mutex<[String: ImageTask]>([:])
-    private let metrics = PipelineMetrics()
+    private let metrics: PipelineMetrics
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        self.metrics = PipelineMetrics(dimensions: configuration.metricsDimensions)
     }
 
     /// The memory tier, if any.

@@ -1,0 +1,66 @@
+import CoreMetrics
+import Foundation
+import Synchronization
+import Testing
+import WebImage
+
+/// Records counters and timers by label and dimensions.
+final class RecordingMetrics: MetricsFactory, Sendable {
+    static let shared: RecordingMetrics = {
+        let factory = RecordingMetrics()
+        MetricsSystem.bootstrap(factory)
+        return factory
+    }()
+
+    private let values = Mutex<[String: Int64]>([:])
+
+    static func name(_ label: String, _ dimensions: [(String, String)]) -> String {
+        label + dimensions.sorted { $0.0 < $1.0 }.map { "|\($0.0)=\($0.1)" }.joined()
+    }
+
+    func value(_ label: String, _ dimensions: [(String, String)]) -> Int64 { values.withLock { $0[Self.name(label, dimensions)] ?? 0 } }
+    func add(_ name: String, _ amount: Int64) { values.withLock { $0[name, default: 0] += amount } }
+
+    final class Handler: CounterHandler, RecorderHandler, TimerHandler, Sendable {
+        let name: String
+        let factory: RecordingMetrics
+        init(_ name: String, _ factory: RecordingMetrics) { (self.name, self.factory) = (name, factory) }
+        func increment(by amount: Int64) { factory.add(name, amount) }
+        func reset() {}
+        func record(_ value: Int64) { factory.add(name, 1) }
+        func record(_ value: Double) { factory.add(name, 1) }
+        func recordNanoseconds(_ duration: Int64) { factory.add(name, 1) }
+    }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler { Handler(Self.name(label, dimensions), self) }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler { Handler(Self.name(label, dimensions), self) }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler { Handler(Self.name(label, dimensions), self) }
+    func destroyCounter(_ handler: any CounterHandler) {}
+    func destroyRecorder(_ handler: any RecorderHandler) {}
+    func destroyTimer(_ handler: any TimerHandler) {}
+}
+
+@Suite("ImageManager: metrics")
+struct MetricsTests {
+    @Test("hits per tier, misses, bytes loaded, durations and errors are counted")
+    func counted() async throws {
+        let metrics = RecordingMetrics.shared
+        let tag = [("test", UUID().uuidString)]
+        let h = Harness { $0.metricsDimensions = tag }
+        let bytes = TestCoder.encode(width: 4, height: 4)
+        h.loader.serve("test://host/a.timg", data: bytes)
+        _ = try await h.manager.loadImage(with: h.url("a.timg"), options: .waitStoreCache)
+        _ = try await h.manager.loadImage(with: h.url("a.timg"))
+        h.manager.memoryCache?.removeAll()
+        _ = try await h.manager.loadImage(with: h.url("a.timg"))
+        _ = try? await h.manager.loadImage(with: h.url("missing.timg"))
+
+        #expect(metrics.value("webimage_cache_misses_total", tag) == 2)
+        #expect(metrics.value("webimage_cache_hits_total", [("tier", "memory")] + tag) == 1)
+        #expect(metrics.value("webimage_cache_hits_total", [("tier", "disk")] + tag) == 1)
+        #expect(metrics.value("webimage_loaded_bytes_total", tag) == Int64(bytes.count))
+        #expect(metrics.value("webimage_load_duration_seconds", tag) == 1)
+        #expect(metrics.value("webimage_decode_duration_seconds", tag) == 2)
+        #expect(metrics.value("webimage_errors_total", [("code", "notFound")] + tag) == 1)
+    }
+}
