@@ -3,6 +3,7 @@
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 1000]
+    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
 
 Each comparison runs the same work through this package (webimage-bench, built
 in release) and through a peer, interleaved, for several rounds, and prints the
@@ -160,6 +161,69 @@ http {{ access_log off; keepalive_requests 100000; sendfile on;
         shutil.rmtree(work, ignore_errors=True)
 
 
+def timed(cmd):
+    """Wall-clock seconds and peak RSS (KiB) of a command, through GNU time."""
+    result = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed: {result.stderr[-500:]}")
+    seconds, rss = result.stderr.strip().splitlines()[-1].split()
+    return float(seconds), int(rss)
+
+
+def thumbnails(args):
+    ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pillow", "pyvips"], check=True)
+    print("building webimage (release)...", file=sys.stderr)
+    subprocess.run(["swift", "build", "-c", "release", "--package-path", ROOT, "--product", "webimage"], check=True)
+    tool = os.path.join(run(["swift", "build", "-c", "release", "--package-path", ROOT, "--show-bin-path"]).strip(), "webimage")
+    work = tempfile.mkdtemp(prefix="webimage-thumbs-")
+    try:
+        # Photo-sized inputs: the tool's own sample photos, scaled up to about 12 MP.
+        samples = os.path.join(work, "samples")
+        run([tool, "samples", samples])
+        inputs = os.path.join(work, "in")
+        os.makedirs(inputs)
+        sources = [os.path.join(samples, f"photo-{i}.jpg") for i in (1, 2, 3)]
+        for i in range(args.images):
+            source = sources[i % 3]
+            run(["vips", "resize", source, os.path.join(inputs, f"img{i:03}.jpg[Q=90]"), str(2.5 + (i % 5) * 0.1)])
+        files = sorted(os.path.join(inputs, f) for f in os.listdir(inputs))
+        cores = os.cpu_count() or 2
+        here = os.path.dirname(os.path.abspath(__file__))
+
+        def out(name):
+            directory = os.path.join(work, "out-" + name)
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            return directory
+
+        scenarios = [
+            ("webimage load --thumbnail 256x256", lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85",
+                                                            "--out", out("webimage"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
+            ("vipsthumbnail -s 256", lambda: ["vipsthumbnail", "-s", "256", "-o", os.path.join(out("vips"), "%s.jpg[Q=85]"), *files]),
+            (f"Pillow thumbnail() + draft, {cores} processes", lambda: [sys.executable, os.path.join(here, "pillow_thumbs.py"), out("pillow"), str(cores), *files]),
+            ("pyvips thumbnail", lambda: [sys.executable, os.path.join(here, "pyvips_thumbs.py"), out("pyvips"), *files]),
+            ("djpeg -scale 1/8 (decode only, lower bound)", lambda: ["sh", "-c", " ".join(f"djpeg -scale 1/8 {f} > /dev/null &&" for f in files) + " true"]),
+        ]
+        times = {name: [] for name, _ in scenarios}
+        rss = {name: [] for name, _ in scenarios}
+        for _ in range(args.rounds):
+            for name, make in scenarios:
+                seconds, peak = timed(make())
+                times[name].append(len(files) / seconds)
+                rss[name].append(peak / 1024)
+        rows = [(name, values, "images/s") for name, values in times.items()] + [(name + " (peak RSS)", rss[name], "MiB") for name in rss]
+        med = {name: statistics.median(v) for name, v in times.items()}
+        ours = med["webimage load --thumbnail 256x256"]
+        ratios = {f"webimage / {name}": ours / value for name, value in med.items() if not name.startswith("webimage")}
+        report(f"Thumbnails: {len(files)} JPEGs of about 12 MP to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
+               rows, "thumbnails", {"ratios": ratios, "images": len(files)})
+        for name, ratio in ratios.items():
+            print(f"  ratio {name:<60} {ratio:.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="comparison", required=True)
@@ -172,8 +236,11 @@ def main():
     dl.add_argument("--rounds", type=int, default=5)
     dl.add_argument("--files", type=int, default=1000)
     dl.add_argument("--size", type=int, default=32 * 1024)
+    thumbs = sub.add_parser("thumbnails")
+    thumbs.add_argument("--rounds", type=int, default=3)
+    thumbs.add_argument("--images", type=int, default=24)
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails}[args.comparison](args)
 
 
 if __name__ == "__main__":

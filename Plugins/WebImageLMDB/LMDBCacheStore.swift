@@ -90,15 +90,7 @@ public final class LMDBCacheStore: CacheStore {
             writer.shutdown()
             throw error
         }
-        if let interval = limits.sweepInterval {
-            sweeper.withLock {
-                $0 = CacheSweeper(interval: interval) { [weak self] in
-                    guard let self else { return false }
-                    try? await self.removeExpired()
-                    return true
-                }
-            }
-        }
+        sweeper.withLock { $0 = .removingExpired(from: self, every: limits.sweepInterval) }
         flusher.withLock {
             $0 = CacheSweeper(interval: options.accessFlushInterval) { [weak self] in
                 guard let self else { return false }
@@ -122,30 +114,21 @@ public final class LMDBCacheStore: CacheStore {
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        let databaseKey = LMDBRecord.databaseKey(key)
-        let found = try await read { [environment] () throws -> CacheEntry? in
-            try environment.read { txn in
-                guard let value = try get(txn, environment.entries, databaseKey),
-                      let decoded = LMDBRecord.decode(value) else { return nil }
-                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return nil }
-                var metadata = decoded.metadata
-                if let stamp = try get(txn, environment.access, databaseKey) {
-                    metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
-                }
-                let data = Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
-                return CacheEntry(data: data, metadata: metadata)
-            }
-        }
-        guard var found else { return nil }
+        guard var found = try await readEntry(forKey: key, withData: true) else { return nil }
         let now = clock()
         found.metadata.accessedAt = now
-        pendingAccess.withLock { $0[databaseKey] = LMDBRecord.milliseconds(now) }
+        pendingAccess.withLock { $0[LMDBRecord.databaseKey(key)] = LMDBRecord.milliseconds(now) }
         return found
     }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
+        try await readEntry(forKey: key, withData: false)?.metadata
+    }
+
+    /// One read transaction: the entry (its bytes only if asked) and its access date.
+    private func readEntry(forKey key: String, withData: Bool) async throws -> CacheEntry? {
         let databaseKey = LMDBRecord.databaseKey(key)
-        return try await read { [environment] () throws -> CacheMetadata? in
+        return try await read { [environment] () throws -> CacheEntry? in
             try environment.read { txn in
                 guard let value = try get(txn, environment.entries, databaseKey),
                       let decoded = LMDBRecord.decode(value) else { return nil }
@@ -154,7 +137,8 @@ public final class LMDBCacheStore: CacheStore {
                 if let stamp = try get(txn, environment.access, databaseKey) {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
-                return metadata
+                let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
+                return CacheEntry(data: data, metadata: metadata)
             }
         }
     }

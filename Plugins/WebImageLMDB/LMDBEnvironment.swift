@@ -31,18 +31,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
 
     init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else {
-                throw WebImageError(.storeFailed, "LMDB cache directory \(directory.path) exists and is not a directory")
-            }
-        } else {
-            do {
-                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw WebImageError(.storeFailed, "cannot create LMDB cache directory \(directory.path): \(error.localizedDescription)", underlying: error)
-            }
-        }
+        try CacheDirectory.prepare(directory)
         var env: OpaquePointer?
         try Self.check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw WebImageError(.storeFailed, "mdb_env_create returned no environment") }

@@ -1,4 +1,5 @@
-import Foundation
+public import Foundation
+import Synchronization
 public import WebImage
 
 /// Checks the requirements of ``CacheStore`` against a real store.
@@ -6,10 +7,19 @@ public import WebImage
 /// Each check gets a fresh, empty store from `makeStore`. Give it unlimited or
 /// generous ``CacheLimits`` (the suite writes a few MiB and expects them kept).
 public struct CacheStoreConformance: Sendable {
-    public let makeStore: @Sendable () async throws -> any CacheStore
+    /// Makes a fresh, empty store with the given limits and time source (no sweep timer needed).
+    public typealias LimitedStoreFactory = @Sendable (_ limits: CacheLimits, _ clock: @escaping @Sendable () -> Date) async throws -> any CacheStore
 
-    public init(makeStore: @escaping @Sendable () async throws -> any CacheStore) {
+    public let makeStore: @Sendable () async throws -> any CacheStore
+    public let makeLimitedStore: LimitedStoreFactory?
+
+    /// - Parameters:
+    ///   - makeStore: a fresh, empty store with generous limits.
+    ///   - makeLimitedStore: a fresh store honouring the given limits and clock; when
+    ///     given, expiry by last access and trimming to half by access order are checked too.
+    public init(makeStore: @escaping @Sendable () async throws -> any CacheStore, makeLimitedStore: LimitedStoreFactory? = nil) {
         self.makeStore = makeStore
+        self.makeLimitedStore = makeLimitedStore
     }
 
     /// Keys every store must keep apart and find again.
@@ -127,8 +137,51 @@ public struct CacheStoreConformance: Sendable {
             try expect(count == 64, "count after 64 concurrent writes is \(count)")
         }
 
+        if let makeLimitedStore {
+            await checker.check("entries expire by last access, not by write date") {
+                let clock = ManualClock()
+                let store = try await makeLimitedStore(CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: nil), clock.now)
+                try await store.setData(Data([1]), forKey: "read")
+                try await store.setData(Data([2]), forKey: "unread")
+                clock.advance(by: 3000)
+                _ = try await store.entry(forKey: "read")
+                clock.advance(by: 1000)
+                try await store.removeExpired()
+                try expect(try await store.data(forKey: "read") == Data([1]), "an entry read 1000 s ago expired with a 1 h maximum age")
+                try expect(try await store.data(forKey: "unread") == nil, "an entry unread for 4000 s survived a 1 h maximum age")
+                let count = try await store.count
+                try expect(count == 1, "count after expiry is \(count)")
+            }
+
+            await checker.check("over the size limit, trims to half, least recently accessed first") {
+                let clock = ManualClock()
+                let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
+                for index in 0..<9 {
+                    try await store.setData(Data(count: 100), forKey: "k\(index)")
+                    clock.advance(by: 10)
+                }
+                _ = try await store.entry(forKey: "k0")  // k0 becomes the most recent
+                clock.advance(by: 10)
+                try await store.setData(Data(count: 200), forKey: "big")  // 1100 > 1000: trim to 500
+                try await store.removeExpired()
+                var remaining: Set<String> = []
+                for key in ["big"] + (0..<9).map({ "k\($0)" }) where try await store.metadata(forKey: key) != nil { remaining.insert(key) }
+                try expect(remaining == ["big", "k0", "k8", "k7"], "kept \(remaining.sorted()), expected big, k0, k7, k8")
+                let size = try await store.totalSize
+                try expect(size <= 500, "totalSize after trimming is \(size), over half the limit")
+            }
+        }
+
         try checker.finish()
     }
+}
+
+/// A clock the suite moves by hand.
+final class ManualClock: Sendable {
+    private let offset = Mutex<TimeInterval>(0)
+    private let start = Date()
+    func advance(by seconds: TimeInterval) { offset.withLock { $0 += seconds } }
+    var now: @Sendable () -> Date { { [self] in start.addingTimeInterval(offset.withLock { $0 }) } }
 }
 
 /// A small deterministic generator, so failures reproduce.

@@ -39,9 +39,12 @@ struct LMDBCacheStoreTests {
     func conformance() async throws {
         let root = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        try await CacheStoreConformance {
-            try LMDBCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: .unlimited)
-        }.run()
+        try await CacheStoreConformance(
+            makeStore: { try LMDBCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: .unlimited) },
+            makeLimitedStore: { limits, clock in
+                try LMDBCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: limits, clock: clock)
+            }
+        ).run()
     }
 
     @Test("passes CacheStoreConformance with reads on the calling thread")
@@ -93,42 +96,6 @@ struct LMDBCacheStoreTests {
         let tooBig = await #expect(throws: WebImageError.self) { try await store.setData(Data(count: 8 << 20), forKey: "huge") }
         #expect(tooBig?.code == .storeFailed && tooBig?.message.contains("lmdb.maxMapSize") == true)
         #expect(try await store.metadata(forKey: "huge") == nil, "no half-written entry")
-    }
-
-    @Test("expiry by last access, with access dates batched")
-    func expiry() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = TestClock()
-        let store = try LMDBCacheStore(directory: directory, limits: CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: nil), clock: clock.source)
-        try await store.setData(Data([1]), forKey: "read")
-        try await store.setData(Data([2]), forKey: "unread")
-        clock.advance(by: 3000)
-        _ = try await store.entry(forKey: "read")
-        clock.advance(by: 1000)
-        try await store.removeExpired()
-        #expect(try await store.data(forKey: "read") == Data([1]))
-        #expect(try await store.data(forKey: "unread") == nil)
-        #expect(try await store.count == 1)
-    }
-
-    @Test("over the size limit, trims to half, least recently accessed first")
-    func trimOrder() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = TestClock()
-        let store = try LMDBCacheStore(directory: directory, limits: CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock: clock.source)
-        for index in 0..<9 {
-            try await store.setData(Data(count: 100), forKey: "k\(index)")
-            clock.advance(by: 10)
-        }
-        _ = try await store.entry(forKey: "k0")
-        clock.advance(by: 10)
-        try await store.setData(Data(count: 200), forKey: "big")
-        var remaining: Set<String> = []
-        for key in ["big"] + (0..<9).map({ "k\($0)" }) where try await store.metadata(forKey: key) != nil { remaining.insert(key) }
-        #expect(remaining == ["big", "k0", "k8", "k7"])
-        #expect(try await store.totalSize == 500)
     }
 
     @Test("the timer sweeps without any call")

@@ -19,4 +19,16 @@ public final class CacheSweeper: Sendable {
     }
 
     deinit { task.cancel() }
+
+    /// A sweeper that calls `store.removeExpired()` every `interval` while the
+    /// store lives, or nil when `interval` is nil. Errors are ignored: the next
+    /// sweep tries again.
+    public static func removingExpired(from store: some CacheStore & AnyObject, every interval: Duration?) -> CacheSweeper? {
+        guard let interval else { return nil }
+        return CacheSweeper(interval: interval) { [weak store] in
+            guard let store else { return false }
+            try? await store.removeExpired()
+            return true
+        }
+    }
 }

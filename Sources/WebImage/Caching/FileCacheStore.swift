@@ -58,15 +58,7 @@ public final class FileCacheStore: CacheStore {
         self.pool = pool
         self.clock = clock
         try FileCacheStore.prepare(self.directory)
-        if let interval = limits.sweepInterval {
-            sweeper.withLock {
-                $0 = CacheSweeper(interval: interval) { [weak self] in
-                    guard let self else { return false }
-                    try? await self.removeExpired()
-                    return true
-                }
-            }
-        }
+        sweeper.withLock { $0 = .removingExpired(from: self, every: limits.sweepInterval) }
     }
 
     // MARK: CacheStore
@@ -150,20 +142,8 @@ extension FileCacheStore {
     private var tmpDirectory: URL { directory.appendingPathComponent("tmp") }
 
     private static func prepare(_ directory: URL) throws {
-        for url in [directory, directory.appendingPathComponent("tmp")] {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory) {
-                guard isDirectory.boolValue else {
-                    throw WebImageError(.storeFailed, "cache directory \(url.path) exists and is not a directory")
-                }
-            } else {
-                do {
-                    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                } catch {
-                    throw WebImageError(.storeFailed, "cannot create cache directory \(url.path): \(error.localizedDescription)", underlying: error)
-                }
-            }
-        }
+        try CacheDirectory.prepare(directory)
+        try CacheDirectory.prepare(directory.appendingPathComponent("tmp"))
         guard access(directory.path, W_OK | X_OK) == 0 else {
             throw WebImageError(.storeFailed, "cache directory \(directory.path) is not writable: \(String(cString: strerror(errno)))")
         }

@@ -25,15 +25,7 @@ public final class MemoryCacheStore: CacheStore {
     public init(limits: CacheLimits = CacheLimits(), clock: @escaping @Sendable () -> Date = { Date() }) {
         self.limits = limits
         self.clock = clock
-        if let interval = limits.sweepInterval {
-            sweeper.withLock {
-                $0 = CacheSweeper(interval: interval) { [weak self] in
-                    guard let self else { return false }
-                    try? await self.removeExpired()
-                    return true
-                }
-            }
-        }
+        sweeper.withLock { $0 = .removingExpired(from: self, every: limits.sweepInterval) }
     }
 
     public func entry(forKey key: String) async throws -> CacheEntry? {

@@ -9,14 +9,18 @@ struct FileCacheStoreTests {
     func conformance() async throws {
         let root = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
-        try await CacheStoreConformance {
-            try FileCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: .unlimited)
-        }.run()
+        try await CacheStoreConformance(
+            makeStore: { try FileCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: .unlimited) },
+            makeLimitedStore: { limits, clock in try FileCacheStore(directory: root.appendingPathComponent(UUID().uuidString), limits: limits, clock: clock) }
+        ).run()
     }
 
     @Test("MemoryCacheStore passes CacheStoreConformance")
     func memoryConformance() async throws {
-        try await CacheStoreConformance { MemoryCacheStore(limits: .unlimited) }.run()
+        try await CacheStoreConformance(
+            makeStore: { MemoryCacheStore(limits: .unlimited) },
+            makeLimitedStore: { limits, clock in MemoryCacheStore(limits: limits, clock: clock) }
+        ).run()
     }
 
     @Test("directory is 0700; files are named by hash and cannot escape")
@@ -36,42 +40,6 @@ struct FileCacheStoreTests {
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("escape.png").path))
         let url = try await store.fileURL(forKey: "../../escape.png")
         #expect(url?.deletingLastPathComponent().standardizedFileURL.path == directory.standardizedFileURL.path)
-    }
-
-    @Test("entries expire by last access, not by write date")
-    func expiry() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = TestClock()
-        let limits = CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: nil)
-        let store = try FileCacheStore(directory: directory, limits: limits, clock: clock.source)
-        try await store.setData(Data([1]), forKey: "read")
-        try await store.setData(Data([2]), forKey: "unread")
-        clock.advance(by: 3000)
-        _ = try await store.entry(forKey: "read")
-        clock.advance(by: 1000)
-        try await store.removeExpired()
-        #expect(try await store.data(forKey: "read") == Data([1]))
-        #expect(try await store.data(forKey: "unread") == nil)
-        #expect(try await store.count == 1)
-    }
-
-    @Test("over the size limit, trims to half, least recently accessed first")
-    func trimOrder() async throws {
-        let directory = temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let clock = TestClock()
-        let store = try FileCacheStore(directory: directory, limits: CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock: clock.source)
-        for index in 0..<9 {
-            try await store.setData(Data(count: 100), forKey: "k\(index)")
-            clock.advance(by: 10)
-        }
-        _ = try await store.entry(forKey: "k0")  // k0 becomes the most recent
-        clock.advance(by: 10)
-        try await store.setData(Data(count: 200), forKey: "big")  // 1100 > 1000: trim to 500
-        let remaining = try await Set((["big"] + (0..<9).map { "k\($0)" }).asyncFilter { try await store.data(forKey: $0) != nil })
-        #expect(try await store.totalSize <= 500)
-        #expect(remaining == ["big", "k0", "k8", "k7"])
     }
 
     @Test("the timer sweeps without any call")
