@@ -31,11 +31,13 @@ demo: deps
 test: deps
 	$(SWIFT) test
 
-# Peer comparisons (release build; installs gcc, nginx and curl if missing).
+# Peer comparisons (release builds; installs gcc, nginx, curl, GNU time,
+# libjpeg-turbo-progs, Pillow and pyvips if missing).
 # Figures and method: docs/performance.md.
 bench: deps
 	python3 Benchmarks/compare/compare.py cache-hits
 	python3 Benchmarks/compare/compare.py downloads
+	python3 Benchmarks/compare/compare.py thumbnails
 
 clean:
 	rm -rf .build
