@@ -28,8 +28,10 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/webimage load $(SAMPLES)/*
 	$$($(SWIFT) build --show-bin-path)/webimage cache stats
 
+# The package's tests, then each example's (examples are packages of their own).
 test: deps
 	$(SWIFT) test
+	cd Examples/CustomCoder && $(SWIFT) test
 
 # Peer comparisons (release builds; installs gcc, nginx, curl, GNU time,
 # libjpeg-turbo-progs, Pillow and pyvips if missing).
