@@ -2,7 +2,7 @@
 SWIFT ?= swift
 APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
 
-.PHONY: deps test build demo bench clean
+.PHONY: deps test build demo bench docs clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -40,6 +40,15 @@ bench: deps
 	python3 Benchmarks/compare/compare.py cache-hits
 	python3 Benchmarks/compare/compare.py downloads
 	python3 Benchmarks/compare/compare.py thumbnails
+
+# DocC for each public module; fails on any warning (broken links, undocumented parameters).
+DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl
+docs: deps
+	@for t in $(DOC_TARGETS); do \
+		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \
+		if echo "$$out" | grep -q "warning:"; then echo "$$out" | grep -A2 "warning:"; echo "DocC warnings in $$t"; exit 1; fi; \
+		echo "docs: $$t ok"; \
+	done
 
 clean:
 	rm -rf .build

@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        // `swift package generate-documentation` (DocC catalogs in each public module).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         // Tests only: the real HTTP server the curl loader is tested against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],

@@ -3,7 +3,7 @@ public import Foundation
 public import WebImage
 import Synchronization
 
-/// A ``CacheStore`` in an LMDB environment: a memory-mapped B-tree that several
+/// A `CacheStore` in an LMDB environment: a memory-mapped B-tree that several
 /// processes on one host share safely, and that a crash cannot corrupt.
 ///
 /// ```swift
@@ -27,7 +27,7 @@ import Synchronization
 ///   grown by another process is adopted (`MDB_MAP_RESIZED`).
 /// - Readers left by crashed processes are cleared at open (`mdb_reader_check`).
 public final class LMDBCacheStore: CacheStore {
-    /// Settings beyond the common ``CacheLimits``.
+    /// Settings beyond the common `CacheLimits`.
     public struct Options: Sendable {
         /// The initial map size. Default 256 MiB (address space, not disk).
         public var mapSize: Int = 256 << 20
@@ -69,7 +69,7 @@ public final class LMDBCacheStore: CacheStore {
     private let flusher = Mutex<CacheSweeper?>(nil)
 
     /// Opens (creating if needed) the store in `directory`.
-    /// - Throws: ``WebImageError/Code/storeFailed`` with LMDB's message: a path that
+    /// - Throws: `WebImageError/Code/storeFailed` with LMDB's message: a path that
     ///   is a file, an unwritable directory, a corrupt or foreign data file.
     public init(
         directory: URL,

@@ -10,7 +10,7 @@ public import WebImage
 /// ```
 ///
 /// - Decoded images are upright (EXIF orientation applied) unless
-///   ``DecodeOptions/keepOrientation``; ``Image/storedOrientation`` keeps the tag.
+///   `DecodeOptions/keepOrientation`; `Image/storedOrientation` keeps the tag.
 /// - Animated GIF and WebP keep every frame, their durations (delays under 11 ms
 ///   become 100 ms, as browsers do) and loop count (0 = forever; a GIF without a
 ///   loop extension plays once).
@@ -18,7 +18,7 @@ public import WebImage
 ///   factor (2, 4, 8) that keeps the result at least the requested size, then one
 ///   Lanczos resize gives the exact size; other formats use `vips_thumbnail_buffer`.
 /// - The pixel limit is checked from the header, before any pixel is decoded.
-/// - Truncated data is an error unless ``DecodeOptions/allowTruncated``.
+/// - Truncated data is an error unless `DecodeOptions/allowTruncated`.
 /// - Untrusted loaders (SVG, PDF, and the others libvips marks untrusted) are
 ///   refused unless ``Options/allowUntrusted``.
 ///

@@ -3,7 +3,7 @@ import Foundation
 public import WebImage
 
 /// Pixel operations over libvips, applied to every frame of an animated image.
-/// Each has a stable ``ImageTransformer/key`` used in derived cache keys.
+/// Each has a stable `ImageTransformer/key` used in derived cache keys.
 ///
 /// ```swift
 /// let context = ImageContext(transformer: .pipeline([

@@ -3,7 +3,7 @@ public import Foundation
 /// The disk tier: bytes in, bytes out, with metadata per entry.
 ///
 /// The manager stores original bytes under a URL's plain key, and encoded
-/// transformed results under derived keys (see ``CacheKey``).
+/// transformed results under derived keys (see ``ImageManager/resultKey(for:options:context:)``).
 ///
 /// ## Implementation requirements
 /// - Any `String` is a valid key: long, empty-looking, `../../etc/passwd`, with NUL

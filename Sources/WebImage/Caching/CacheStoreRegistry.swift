@@ -32,8 +32,11 @@ public final class CacheStoreRegistry: Sendable {
     }
 
     /// Registers a factory under a name.
-    /// - Parameter extraKeys: store-specific settings the factory reads from
-    ///   ``CacheStoreSettings/extra`` (configuration reads them as `store.<key>`).
+    /// - Parameters:
+    ///   - name: the name configuration selects it by (`store.kind`).
+    ///   - extraKeys: store-specific settings the factory reads from
+    ///     ``CacheStoreSettings/extra`` (configuration reads them as `store.<key>`).
+    ///   - factory: makes the store from its settings.
     @discardableResult
     public func register(name: String, extraKeys: [String] = [], factory: @escaping Factory) -> RegistrationToken {
         registry.register(Entry(factory: factory, extraKeys: extraKeys), names: [name])

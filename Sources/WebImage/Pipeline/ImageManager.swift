@@ -61,7 +61,12 @@ public final class ImageManager: Sendable {
     }
 
     /// Loads an image. See the type's discussion for the steps.
-    /// - Parameter progress: called with bytes received as a download proceeds.
+    /// - Parameters:
+    ///   - url: an `http(s)://` or `file://` URL, or a path.
+    ///   - options: switches such as ``ImageOptions/retryFailed`` or ``ImageOptions/fromCacheOnly``.
+    ///   - context: values such as a thumbnail size or a transformer.
+    ///   - progress: called with bytes received as a download proceeds.
+    /// - Returns: the image (nil with ``ImageOptions/avoidDecode``), its bytes when at hand, and where it came from.
     /// - Throws: ``WebImageError``.
     public func loadImage(
         with url: URL,

@@ -30,7 +30,11 @@ public struct ImagePrefetcher: Sendable {
     public let options: ImageOptions
     public let context: ImageContext
 
-    /// - Parameter options: default `.lowPriority`, so live requests go first.
+    /// - Parameters:
+    ///   - manager: the manager whose caches are warmed.
+    ///   - maxConcurrent: loads at once; default 3.
+    ///   - options: default `.lowPriority`, so live requests go first.
+    ///   - context: applied to every load (a thumbnail size, for instance).
     public init(manager: ImageManager, maxConcurrent: Int = 3, options: ImageOptions = [.lowPriority], context: ImageContext = ImageContext()) {
         self.manager = manager
         self.maxConcurrent = max(1, maxConcurrent)

@@ -38,9 +38,13 @@ public final class ImageTask: Sendable {
 extension ImageManager {
     /// Starts a load and returns its handle.
     ///
-    /// - Parameter slot: an owner key, such as a connection or view identifier. A
-    ///   new load in the same slot cancels the one before it, as a reused view
-    ///   cancels its old request.
+    /// - Parameters:
+    ///   - url: as for ``loadImage(with:options:context:progress:)``.
+    ///   - options: as for ``loadImage(with:options:context:progress:)``.
+    ///   - context: as for ``loadImage(with:options:context:progress:)``.
+    ///   - slot: an owner key, such as a connection or view identifier. A new load
+    ///     in the same slot cancels the one before it, as a reused view cancels its
+    ///     old request.
     public func imageTask(
         with url: URL,
         options: ImageOptions = [],
