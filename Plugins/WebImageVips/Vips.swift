@@ -11,6 +11,13 @@ enum Vips {
     /// the caller's buffers, alive past their owners.
     private static let initialization: Result<Void, WebImageError> = {
         guard CVips_init() == 0 else { return .failure(error(.decodeFailed, "vips_init")) }
+        // libvips builds its table of classes lazily on the first lookup, and two
+        // threads doing that first lookup at once trip an assertion
+        // (vips_class_build_hash_cb). Build it here, once, before anyone else can.
+        _ = vips_type_find("VipsOperation", "jpegload_buffer")
+        var probe: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0]
+        _ = vips_foreign_find_load_buffer(&probe, probe.count)
+        vips_error_clear()
         vips_block_untrusted_set(1)
         vips_cache_set_max(0)
         vips_concurrency_set(1)

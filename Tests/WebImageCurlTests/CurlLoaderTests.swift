@@ -15,13 +15,20 @@ func withServer(_ body: (TestHTTPServer) async throws -> Void) async throws {
     await server.shutdown()
 }
 
+/// Polls a condition for at most 10 s: a disturbed run fails its assertions
+/// afterwards instead of hanging here.
+func waitUntil(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
+}
+
 func load(_ loader: CurlLoader, _ url: URL, _ configure: (inout LoadRequest) -> Void = { _ in }) async throws -> LoadResponse {
     var request = LoadRequest(url: url)
     configure(&request)
     return try await loader.load(request) { _ in }
 }
 
-@Suite("CurlLoader against a real HTTP server")
+@Suite("CurlLoader against a real HTTP server", .timeLimit(.minutes(2)))
 struct CurlLoaderTests {
     @Test("passes LoaderConformance")
     func conformance() async throws {
@@ -128,12 +135,12 @@ struct CurlLoaderTests {
             var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 1, order: order)
             configuration.timeout = .seconds(30)
             let loader = CurlLoader(configuration: configuration)
-            var tasks = [Task { try await load(loader, server.url("/slow/1500/first")) }]
+            var tasks = [Task { try await load(loader, server.url("/slow/4000/first")) }]
             while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
             for index in 0..<5 {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(index)")) })
-                // Queued in submission order: wait until the loader holds this one.
-                while loader.statistics.queued < index + 1 { try await Task.sleep(for: .milliseconds(2)) }
+                // Queued in submission order: wait (boundedly) until the loader holds this one.
+                try await waitUntil { loader.statistics.queued >= index + 1 }
             }
             for task in tasks { _ = try await task.value }
             let arrivals = server.stats.withLock { $0.arrivals }
@@ -145,12 +152,12 @@ struct CurlLoaderTests {
     func priority() async throws {
         try await withServer { server in
             let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 1))
-            var tasks = [Task { try await load(loader, server.url("/slow/1500/first")) }]
+            var tasks = [Task { try await load(loader, server.url("/slow/4000/first")) }]
             while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
             let priorities: [(String, LoadRequest.Priority)] = [("low", .low), ("normal", .normal), ("high", .high)]
             for (index, (name, priority)) in priorities.enumerated() {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(name)")) { $0.priority = priority } })
-                while loader.statistics.queued < index + 1 { try await Task.sleep(for: .milliseconds(2)) }
+                try await waitUntil { loader.statistics.queued >= index + 1 }
             }
             for task in tasks { _ = try await task.value }
             #expect(server.stats.withLock { $0.arrivals } == ["first", "high", "normal", "low"])
@@ -202,7 +209,8 @@ struct CurlLoaderTests {
             let started = ContinuousClock.now
             let error = await #expect(throws: WebImageError.self) { try await task.value }
             #expect(error?.code == .cancelled)
-            #expect(ContinuousClock.now - started < .seconds(1))
+            // /stall never finishes: without cancellation the load would last until the 15 s timeout.
+            #expect(ContinuousClock.now - started < .seconds(5))
             var closed = false
             for _ in 0..<200 where !closed {
                 closed = server.stats.withLock { $0.connectionsClosed } > closedBefore

@@ -64,7 +64,7 @@ struct Tool: Sendable {
     func cleanUp() { try? FileManager.default.removeItem(at: home) }
 }
 
-@Suite("The webimage tool, end to end", .serialized)
+@Suite("The webimage tool, end to end", .serialized, .timeLimit(.minutes(2)))
 struct ToolTests {
     @Test("samples, then load --json twice: fields and values, second run from disk")
     func load() async throws {

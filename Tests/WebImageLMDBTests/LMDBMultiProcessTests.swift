@@ -12,7 +12,7 @@ func startHelper(_ arguments: [String]) throws -> Child {
     try Child.spawn(helperURL().path, arguments)
 }
 
-@Suite("LMDBCacheStore across processes", .serialized)
+@Suite("LMDBCacheStore across processes", .serialized, .timeLimit(.minutes(2)))
 struct LMDBMultiProcessTests {
     @Test("two writer processes and a reader share one store: nothing lost, nothing partial")
     func twoProcesses() async throws {

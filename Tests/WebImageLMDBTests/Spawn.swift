@@ -27,10 +27,16 @@ struct Child {
         return signal == 0 ? (status >> 8) & 0xFF : nil
     }
 
-    /// Whether the child is still running (reaps it if it has exited).
+    /// Whether the child has exited (reaps it if so). A child that is no longer
+    /// ours to wait for (ECHILD) counts as exited, with an unknown status, so a
+    /// polling loop can never spin forever.
     func hasExited(status: inout Int32?) -> Bool {
         var raw: Int32 = 0
         let result = waitpid(pid, &raw, WNOHANG)
+        if result == -1 && errno == ECHILD {
+            status = nil
+            return true
+        }
         guard result == pid else { return false }
         status = (raw & 0x7F) == 0 ? (raw >> 8) & 0xFF : nil
         return true

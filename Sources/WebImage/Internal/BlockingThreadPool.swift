@@ -8,9 +8,9 @@ import Synchronization
 /// let pixels = try await BlockingThreadPool.shared.run { try decodeWithC(bytes) }
 /// ```
 ///
-/// Jobs run in the order they were submitted. A task already cancelled when it
-/// calls ``run(_:)`` throws `CancellationError` without queueing; a queued job runs
-/// to the end (a C call cannot be interrupted), so callers check cancellation after.
+/// Jobs run in the order they were submitted. A task cancelled while its job
+/// still waits in the queue gets `CancellationError` at once and the job never
+/// runs; a job that has started runs to the end (a C call cannot be interrupted).
 public final class BlockingThreadPool: Sendable {
     /// The pool the core and its plugins share: one thread per core.
     public static let shared = BlockingThreadPool(threadCount: ProcessInfo.processInfo.activeProcessorCount, name: "webimage.blocking")
@@ -50,20 +50,31 @@ public final class BlockingThreadPool: Sendable {
     /// Runs `body` on one of the pool's threads and returns its result.
     public func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try Task.checkCancellation()
-        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            let job = Job {
-                continuation.resume(with: Result { try body() })
+        let ticket = Ticket<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                guard ticket.attach(continuation) else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                let job = Job {
+                    // Claimed here or by cancellation, never both.
+                    guard let continuation = ticket.claim() else { return }
+                    continuation.resume(with: Result { try body() })
+                }
+                let accepted = queue.withLock { queue -> Bool in
+                    guard !queue.stopped else { return false }
+                    queue.jobs.append(job)
+                    return true
+                }
+                if accepted {
+                    available.signal()
+                } else {
+                    ticket.claim()?.resume(throwing: WebImageError(.invalidArgument, "the blocking thread pool has been shut down"))
+                }
             }
-            let accepted = queue.withLock { queue -> Bool in
-                guard !queue.stopped else { return false }
-                queue.jobs.append(job)
-                return true
-            }
-            if accepted {
-                available.signal()
-            } else {
-                continuation.resume(throwing: WebImageError(.invalidArgument, "the blocking thread pool has been shut down"))
-            }
+        } onCancel: {
+            ticket.cancel()?.resume(throwing: CancellationError())
         }
     }
 
@@ -85,6 +96,44 @@ public final class BlockingThreadPool: Sendable {
                 continue
             }
             job.run()
+        }
+    }
+}
+
+/// One job's continuation, taken exactly once: by the pool thread that starts
+/// the job, or by cancellation while it still waits.
+private final class Ticket<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Stores the continuation; false if the task was cancelled before.
+    func attach(_ continuation: CheckedContinuation<T, any Error>) -> Bool {
+        state.withLock { state in
+            guard !state.cancelled else { return false }
+            state.continuation = continuation
+            return true
+        }
+    }
+
+    /// Takes the continuation to run the job; nil if cancellation took it.
+    @discardableResult
+    func claim() -> CheckedContinuation<T, any Error>? {
+        state.withLock { state in
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+    }
+
+    /// Marks the job cancelled and takes the continuation if it has not started.
+    func cancel() -> CheckedContinuation<T, any Error>? {
+        state.withLock { state in
+            state.cancelled = true
+            defer { state.continuation = nil }
+            return state.continuation
         }
     }
 }

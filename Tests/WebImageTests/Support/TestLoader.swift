@@ -112,14 +112,19 @@ func makeWritable(_ directory: URL) {
     try? FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: directory.path)
 }
 
+/// Runs a command to the end with posix_spawn (Foundation's Process reaps
+/// children it did not start, and races when started from parallel tests).
 func run(_ executable: String, _ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    try process.run()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw WebImageError(.invalidArgument, "\(executable) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)")
+    var pid: pid_t = 0
+    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    guard posix_spawn(&pid, executable, nil, nil, argv, environ) == 0 else {
+        throw WebImageError(.invalidArgument, "cannot start \(executable)")
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    guard status == 0 else {
+        throw WebImageError(.invalidArgument, "\(executable) \(arguments.joined(separator: " ")) exited with status \(status)")
     }
 }
 
