@@ -63,6 +63,9 @@ final class CurlDriver: Sendable {
     private func run(maxConcurrent: Int, order: CurlLoader.Order) {
         var pending = PendingQueues(order: order)
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+        // Easy handles of finished transfers, reset and kept for the next ones:
+        // making and freeing one per transfer costs the one driver thread dearly.
+        var spares: [UnsafeMutableRawPointer] = []
         while true {
             let (submitted, cancelled, stopped) = inbox.withLock { inbox in
                 defer { inbox.submitted.removeAll(); inbox.cancelled.removeAll() }
@@ -94,6 +97,7 @@ final class CurlDriver: Sendable {
                     transfer.release()
                     transfer.finish(.failure(WebImageError(.cancelled, "the loader has shut down")))
                 }
+                spares.forEach { curl_easy_cleanup($0) }
                 curl_multi_cleanup(multi.handle)
                 return
             }
@@ -102,7 +106,7 @@ final class CurlDriver: Sendable {
             while active.count < maxConcurrent, let transfer = pending.pop() {
                 counts.withLock { $0.queued -= 1 }
                 do {
-                    let easy = try transfer.prepare()
+                    let easy = try transfer.prepare(reusing: spares.popLast())
                     transfer.state = .active
                     active[easy] = transfer
                     counts.withLock { $0.active += 1 }
@@ -126,6 +130,14 @@ final class CurlDriver: Sendable {
                 counts.withLock { $0.active -= 1 }
                 transfer.state = .done
                 transfer.complete(code)
+                if let handle = transfer.detachHandle() {
+                    if spares.count < maxConcurrent * 2 {
+                        curl_easy_reset(handle)
+                        spares.append(handle)
+                    } else {
+                        curl_easy_cleanup(handle)
+                    }
+                }
                 finished = true
             }
             // Finished transfers made room for queued ones: start them now. Sleeping

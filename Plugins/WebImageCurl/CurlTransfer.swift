@@ -65,9 +65,17 @@ final class CurlTransfer: @unchecked Sendable {
         headerList = nil
     }
 
-    /// Makes and configures the easy handle.
-    func prepare() throws -> UnsafeMutableRawPointer {
-        guard let easy = curl_easy_init() else { throw WebImageError(.loadFailed, "curl_easy_init failed") }
+    /// Hands the easy handle back for reuse (the driver resets it), freeing the rest.
+    func detachHandle() -> UnsafeMutableRawPointer? {
+        defer { easy = nil }
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        return easy
+    }
+
+    /// Configures an easy handle: a reset one from the driver, or a new one.
+    func prepare(reusing spare: UnsafeMutableRawPointer? = nil) throws -> UnsafeMutableRawPointer {
+        guard let easy = spare ?? curl_easy_init() else { throw WebImageError(.loadFailed, "curl_easy_init failed") }
         self.easy = easy
         let context = Unmanaged.passUnretained(self).toOpaque()
         let scheme = request.url.scheme?.lowercased() ?? "https"
@@ -165,8 +173,9 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: Completion (driver thread)
 
+    /// Resumes the caller with the response or the error. The driver takes the
+    /// handle back afterwards.
     func complete(_ code: CURLcode) {
-        defer { release() }
         guard let easy, !isCancelled else {
             finish(.failure(WebImageError(.cancelled, "cancelled")))
             return
