@@ -106,7 +106,6 @@ struct LoadJob: Sendable {
     func run(_ input: String) async -> Record {
         let started = ContinuousClock.now
         var record = Record(input: input, milliseconds: 0)
-        defer { _ = record }
         do {
             guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
             let result = try await manager.loadImage(with: url, options: [.waitStoreCache], context: context)

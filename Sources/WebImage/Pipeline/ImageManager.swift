@@ -149,9 +149,10 @@ public final class ImageManager: Sendable {
 
         if options.contains(.avoidDecode) {
             if source.cacheType == .none {
-                guard (context.coder.map { $0.canDecode(source.data) } ?? (configuration.coders.decoder(for: source.data) != nil))
-                        || configuration.coders.coders.isEmpty
-                else {
+                // Bytes only, but still images: some coder must recognise them before
+                // they are cached (a pipeline with no coders at all stores anything).
+                let recognised = context.coder.map { $0.canDecode(source.data) } ?? (configuration.coders.decoder(for: source.data) != nil)
+                guard recognised || configuration.coders.coders.isEmpty else {
                     throw recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
                 }
                 try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)

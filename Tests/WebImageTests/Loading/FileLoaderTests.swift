@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WebImage
+@testable import WebImage
 import WebImageTesting
 
 @Suite("FileLoader")
@@ -59,5 +59,15 @@ struct FileLoaderTests {
         #expect(again.isNotModified && again.data.isEmpty)
         let stale = try await loader.load(LoadRequest(url: file, ifModifiedSince: "Mon, 01 Jan 2001 00:00:00 GMT")) { _ in }
         #expect(stale.statusCode == 200 && !stale.data.isEmpty)
+    }
+}
+
+@Suite("HTTP dates")
+struct HTTPDateTests {
+    @Test("IMF-fixdate, as RFC 9110 writes it")
+    func format() {
+        // The RFC's own example.
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 0)) == "Thu, 01 Jan 1970 00:00:00 GMT")
     }
 }
