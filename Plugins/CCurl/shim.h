@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -71,20 +72,70 @@ static inline int CCurl_is_internal_address(const struct sockaddr *addr) {
     return 1;  // anything else (unix sockets) is internal
 }
 
+/// The guard's state for one transfer: whether it refused an address (so the
+/// loader can say why the load failed), and up to 16 address ranges exempt from it
+/// (an origin on a private network that a deployment means to reach).
+typedef struct {
+    int blocked;
+    int count;
+    struct { int family; int prefix; uint8_t bytes[16]; } exempt[16];
+} CCurl_guard;
+
+/// Adds a range (`family` AF_INET or AF_INET6, `bytes` 4 or 16 long, `prefix` bits);
+/// returns 0, or -1 when the table is full or the range is malformed.
+static inline int CCurl_guard_exempt(CCurl_guard *g, int family, int prefix, const uint8_t *bytes) {
+    int length = family == AF_INET ? 4 : family == AF_INET6 ? 16 : 0;
+    if (length == 0 || prefix < 0 || prefix > length * 8 || g->count >= 16) return -1;
+    g->exempt[g->count].family = family;
+    g->exempt[g->count].prefix = prefix;
+    memcpy(g->exempt[g->count].bytes, bytes, length);
+    g->count += 1;
+    return 0;
+}
+
+static inline int CCurl_prefix_matches(const uint8_t *a, const uint8_t *b, int bits) {
+    int whole = bits / 8, rest = bits % 8;
+    if (memcmp(a, b, whole) != 0) return 0;
+    if (rest == 0) return 1;
+    uint8_t mask = (uint8_t) (0xFF << (8 - rest));
+    return (a[whole] & mask) == (b[whole] & mask);
+}
+
+/// Whether an address falls in one of the guard's exempt ranges (an IPv4-mapped
+/// IPv6 address is matched against the IPv4 ranges).
+static inline int CCurl_guard_is_exempt(const CCurl_guard *g, const struct sockaddr *addr) {
+    const uint8_t *bytes = NULL;
+    int family = addr->sa_family;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+    if (family == AF_INET) {
+        bytes = (const uint8_t *) &((const struct sockaddr_in *) addr)->sin_addr.s_addr;
+    } else if (family == AF_INET6) {
+        bytes = ((const struct sockaddr_in6 *) addr)->sin6_addr.s6_addr;
+        if (memcmp(bytes, mapped, 12) == 0) { bytes += 12; family = AF_INET; }
+    } else {
+        return 0;
+    }
+    for (int i = 0; i < g->count; i++) {
+        if (g->exempt[i].family == family && CCurl_prefix_matches(bytes, g->exempt[i].bytes, g->exempt[i].prefix)) return 1;
+    }
+    return 0;
+}
+
 /// curl's open-socket callback for the guard: refuses internal addresses after
-/// DNS resolution (so a public name pointing inside is caught too), and sets
-/// *blocked so the loader can report why.
-static inline curl_socket_t CCurl_guarded_open(void *blocked, curlsocktype purpose, struct curl_sockaddr *address) {
+/// DNS resolution (so a public name pointing inside is caught too), unless a range
+/// exempts them, and sets `blocked` so the loader can report why.
+static inline curl_socket_t CCurl_guarded_open(void *context, curlsocktype purpose, struct curl_sockaddr *address) {
     (void) purpose;
-    if (CCurl_is_internal_address(&address->addr)) {
-        *(int *) blocked = 1;
+    CCurl_guard *g = (CCurl_guard *) context;
+    if (CCurl_is_internal_address(&address->addr) && !CCurl_guard_is_exempt(g, &address->addr)) {
+        g->blocked = 1;
         return CURL_SOCKET_BAD;
     }
     return socket(address->family, address->socktype, address->protocol);
 }
 
-static inline CURLcode CCurl_enable_address_guard(CURL *h, int *blocked) {
-    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, (void *) blocked);
+static inline CURLcode CCurl_enable_address_guard(CURL *h, CCurl_guard *g) {
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, (void *) g);
     return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, CCurl_guarded_open);
 }
 #endif

@@ -38,6 +38,9 @@ public final class CurlLoader: Loader {
         /// addresses after DNS resolution. Off by default for the library; turn it
         /// on for any server that loads URLs its users give it.
         public var blockPrivateAddresses = false
+        /// Ranges the guard lets through though they are internal: an origin on a
+        /// private network the deployment means to reach (at most 16). Empty by default.
+        public var exemptAddresses: [AddressRange] = []
         /// Skip TLS certificate verification. For tests only.
         public var allowInsecureTLS = false
         /// The least time between two progress reports of one transfer.

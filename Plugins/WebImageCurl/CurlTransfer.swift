@@ -26,19 +26,20 @@ final class CurlTransfer: @unchecked Sendable {
     private var tooLarge = false
     private var lastReport = ContinuousClock.now
     private var reported: Int64 = -1
-    private let blocked = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    private let guardState = UnsafeMutablePointer<CCurl_guard>.allocate(capacity: 1)
     private var limit: Int64 { min(request.maxResponseSize ?? configuration.maxResponseSize, configuration.maxResponseSize) }
 
     init(request: LoadRequest, configuration: CurlLoader.Configuration, progress: @escaping @Sendable (LoadProgress) -> Void) {
         self.request = request
         self.configuration = configuration
         self.progress = progress
-        blocked.initialize(to: 0)
+        guardState.initialize(to: CCurl_guard())
+        for range in configuration.exemptAddresses.prefix(16) { _ = range.exempt(in: guardState) }
     }
 
     deinit {
         release()
-        blocked.deallocate()
+        guardState.deallocate()
     }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
@@ -111,7 +112,7 @@ final class CurlTransfer: @unchecked Sendable {
         if let failed = checks.first(where: { $0 != CURLE_OK }) {
             throw WebImageError(.loadFailed, "configuring curl: \(String(cString: curl_easy_strerror(failed)))")
         }
-        if configuration.blockPrivateAddresses { _ = CCurl_enable_address_guard(easy, blocked) }
+        if configuration.blockPrivateAddresses { _ = CCurl_enable_address_guard(easy, guardState) }
         var fields = request.headers
         if let etag = request.ifNoneMatch { fields["If-None-Match"] = etag }
         if let date = request.ifModifiedSince { fields["If-Modified-Since"] = date }
@@ -212,7 +213,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func error(for code: CURLcode, status: Int, url: String) -> WebImageError {
         let text = String(cString: curl_easy_strerror(code))
-        if blocked.pointee != 0 {
+        if guardState.pointee.blocked != 0 {
             return WebImageError(.forbidden, "\(url) resolves to an internal address, which the SSRF guard refuses")
         }
         if tooLarge || code == CURLE_FILESIZE_EXCEEDED {

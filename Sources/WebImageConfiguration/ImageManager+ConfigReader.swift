@@ -18,8 +18,8 @@ extension ImageManager.Configuration {
     /// `store.path`, `store.maxSize`, `store.maxAge`, `store.sweepInterval`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
-    /// `loader.order`, `loader.blockPrivateAddresses`, `decode.pixelLimit`,
-    /// `blocklist.ttl`, and each plugin's own keys (`vips.allowUntrusted`).
+    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, and each plugin's own
+    /// keys (`vips.allowUntrusted`, `loader.blockPrivateAddresses`, `loader.exemptAddresses`).
     ///
     /// - Parameter defaultStorePath: where a store goes when `store.path` is not set.
     /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key, for an

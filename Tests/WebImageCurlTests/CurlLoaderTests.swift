@@ -237,6 +237,30 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("exempt ranges let an internal origin through the guard, and only that range")
+    func ssrfGuardExemptions() async throws {
+        try await withServer { server in
+            var configuration = CurlLoader.Configuration(blockPrivateAddresses: true)
+            configuration.exemptAddresses = [try #require(CurlLoader.AddressRange("127.0.0.1/32"))]
+            let loader = CurlLoader(configuration: configuration)
+            let allowed = try await load(loader, server.url("/bytes/10"))
+            #expect(allowed.data.count == 10)
+            // 127.0.0.2 is loopback too (the server listens on 127.0.0.1 only, so the
+            // guard must refuse before any connection is tried: forbidden, not refused).
+            let other = await #expect(throws: WebImageError.self) {
+                try await load(loader, URL(string: "http://127.0.0.2:\(server.port)/bytes/10")!)
+            }
+            #expect(other?.code == .forbidden, "\(String(describing: other))")
+            let wide = CurlLoader.AddressRange("10.0.0.0/8")
+            #expect(wide?.description == "10.0.0.0/8")
+            #expect(CurlLoader.AddressRange("fd00::/8")?.description == "fd00::/8")
+            #expect(CurlLoader.AddressRange("::1")?.description == "::1/128")
+            for bad in ["", "10.0.0.0/33", "10.0.0/8", "fd00::/129", "host.example", "1.2.3.4/x", "1.2.3.4/8/9"] {
+                #expect(CurlLoader.AddressRange(bad) == nil, "'\(bad)' is not a range")
+            }
+        }
+    }
+
     @Test("request headers, Accept, and refusal of URLs it cannot load")
     func headers() async throws {
         try await withServer { server in

@@ -89,6 +89,8 @@ struct ConfigurationTests {
         (["loader.maxConcurrent": "0"], "loader.maxConcurrent"),
         (["loader.order": "random"], "loader.order"),
         (["loader.blockPrivateAddresses": "maybe"], "loader.blockPrivateAddresses"),
+        (["loader.exemptAddresses": "10.0.0.0/33"], "loader.exemptAddresses"),
+        (["loader.exemptAddresses": "intranet"], "loader.exemptAddresses"),
         (["coders": "vips,heic2000"], "coders"),
         (["loaders": "gopher"], "loaders"),
         (["decode.pixelLimit": "lots"], "decode.pixelLimit"),
