@@ -1,10 +1,8 @@
 import ArgumentParser
 import Foundation
-import WebImage
-import WebImageVips
+import WebImageKit
 
-/// Writes the demo's sample images: photo-like JPEGs, a PNG with alpha, an @2x
-/// icon, an animated GIF, and JPEGs tagged with each EXIF orientation.
+/// Writes the demo's sample images (``SampleImages``).
 struct SamplesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "samples", abstract: "Write sample images into a directory (for the demo and tests).")
 
@@ -12,71 +10,6 @@ struct SamplesCommand: AsyncParsableCommand {
     var directory: String
 
     func run() async throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let coder = VipsImageCoder()
-        func write(_ name: String, _ image: Image, _ format: ImageFormat, _ options: EncodeOptions = EncodeOptions(quality: 90)) throws {
-            let data = try coder.encode(image, as: format, options: options)
-            let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
-            guard FileManager.default.createFile(atPath: path, contents: data) else { throw WebImageError(.storeFailed, "cannot write \(path)") }
-            print(name)
-        }
-        for (index, size) in [PixelSize(width: 1600, height: 1200), PixelSize(width: 1200, height: 1600), PixelSize(width: 2400, height: 1350)].enumerated() {
-            try write("photo-\(index + 1).jpg", Image(pixelSize: size, storage: Self.landscape(size, seed: index)), .jpeg)
-        }
-        let logo = Self.disc(PixelSize(512))
-        try write("logo.png", Image(pixelSize: logo.size, hasAlpha: true, storage: logo), .png)
-        let icon = Self.disc(PixelSize(128))
-        try write("icon@2x.png", Image(pixelSize: icon.size, hasAlpha: true, storage: icon), .png)
-        let frames = 8
-        var bytes: [UInt8] = []
-        for frame in 0..<frames { bytes += Self.landscape(PixelSize(96), seed: frame * 3).bytes }
-        let spinner = PixelBuffer(size: PixelSize(96), channels: 3, bytes: bytes)
-        try write("spinner.gif", Image(pixelSize: spinner.size, frames: Array(repeating: Image.Frame(duration: .milliseconds(80)), count: frames), loopCount: 0, storage: spinner), .gif)
-        let base = Self.landscape(PixelSize(width: 640, height: 400), seed: 9)
-        for orientation in 1...8 {
-            let image = Image(pixelSize: base.size, orientation: ImageOrientation(exif: orientation), storage: base)
-            try write("oriented-\(orientation).jpg", image, .jpeg, EncodeOptions(quality: 90, keepMetadata: true))
-        }
-    }
-
-    /// A photo-like picture: a sky gradient, hills, and a sun.
-    static func landscape(_ size: PixelSize, seed: Int) -> PixelBuffer {
-        let w = size.width, h = size.height
-        var bytes = [UInt8](repeating: 0, count: w * h * 3)
-        let sunX = Double((seed * 37) % 100) / 100 * Double(w), sunY = Double(h) * 0.3, sunR = Double(min(w, h)) * 0.08
-        bytes.withUnsafeMutableBufferPointer { pixels in
-            for y in 0..<h {
-                let t = Double(y) / Double(h)
-                for x in 0..<w {
-                    let hill = Double(h) * (0.6 + 0.1 * sin(Double(x) / Double(w) * 6.28 * 2 + Double(seed)))
-                    var (r, g, b): (Double, Double, Double) = Double(y) > hill ? (40 + 60 * t, 110 + 40 * t, 50) : (90 + 100 * t, 150 + 60 * t, 235)
-                    let dx = Double(x) - sunX, dy = Double(y) - sunY
-                    if dx * dx + dy * dy < sunR * sunR { (r, g, b) = (255, 220, 90) }
-                    let noise = Double((x &* 73_856_093 ^ y &* 19_349_663 ^ seed) & 15) - 7
-                    let i = (y * w + x) * 3
-                    pixels[i] = UInt8(max(0, min(255, r + noise)))
-                    pixels[i + 1] = UInt8(max(0, min(255, g + noise)))
-                    pixels[i + 2] = UInt8(max(0, min(255, b + noise)))
-                }
-            }
-        }
-        return PixelBuffer(size: size, channels: 3, bytes: bytes)
-    }
-
-    /// A coloured disc on transparency.
-    static func disc(_ size: PixelSize) -> PixelBuffer {
-        var bytes = [UInt8](repeating: 0, count: size.area * 4)
-        let c = Double(size.width) / 2
-        for y in 0..<size.height {
-            for x in 0..<size.width {
-                let d = ((Double(x) - c) * (Double(x) - c) + (Double(y) - c) * (Double(y) - c)).squareRoot()
-                let i = (y * size.width + x) * 4
-                bytes[i] = UInt8(Double(x) / Double(size.width) * 255)
-                bytes[i + 1] = 120
-                bytes[i + 2] = UInt8(Double(y) / Double(size.height) * 255)
-                bytes[i + 3] = d < c - 1 ? 255 : d < c ? UInt8((c - d) * 255) : 0
-            }
-        }
-        return PixelBuffer(size: size, channels: 4, bytes: bytes)
+        for name in try SampleImages.write(to: URL(fileURLWithPath: directory)) { print(name) }
     }
 }
