@@ -7,13 +7,16 @@ import WebImageConfiguration
 
 /// The configuration layers of the `webimage` tool and of services built like it,
 /// highest precedence first: command-line flags, `WEBIMAGE_*` environment
-/// variables, a JSON file, then the built-in defaults.
+/// variables, a JSON file, then a service's own defaults, then the built-in ones.
 public enum ConfigLayers {
     /// - Parameters:
     ///   - flags: values set on the command line, by configuration key (`store.kind`).
     ///   - file: a JSON configuration file, if any.
     ///   - environment: the environment (the process's by default).
-    public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) async throws -> ConfigReader {
+    ///   - defaults: values below every layer, by key: a service's own defaults
+    ///     (the thumbnail server example turns `loader.blockPrivateAddresses` on here).
+    public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                              defaults: [String: String] = [:]) async throws -> ConfigReader {
         var providers: [any ConfigProvider] = []
         var values: [AbsoluteConfigKey: ConfigValue] = [:]
         for (key, value) in flags { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
@@ -28,6 +31,11 @@ public enum ConfigLayers {
             } catch {
                 throw WebImageError(.invalidArgument, "--config \(file): \(error)")
             }
+        }
+        if !defaults.isEmpty {
+            var values: [AbsoluteConfigKey: ConfigValue] = [:]
+            for (key, value) in defaults { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
+            providers.append(InMemoryProvider(name: "defaults", values: values))
         }
         return ConfigReader(providers: providers)
     }

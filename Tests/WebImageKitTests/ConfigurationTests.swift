@@ -67,6 +67,16 @@ struct ConfigurationTests {
         #expect(unprefixed.store is LMDBCacheStore, "only WEBIMAGE_* variables count")
     }
 
+    @Test("a service's defaults sit below the environment and the file")
+    func serviceDefaults() async throws {
+        let defaults = ["loader.timeout": "3s", "store.kind": "memory", "decode.pixelLimit": "99"]
+        let alone = ConfigValues(try await ConfigLayers.reader(flags: [:], file: nil, environment: [:], defaults: defaults))
+        #expect(try alone.duration("loader.timeout") == .seconds(3) && alone.text("store.kind") == "memory")
+        let over = ConfigValues(try await ConfigLayers.reader(flags: ["store.kind": "none"], file: nil,
+                                                              environment: ["WEBIMAGE_LOADER_TIMEOUT": "8s"], defaults: defaults))
+        #expect(try over.duration("loader.timeout") == .seconds(8) && over.text("store.kind") == "none" && try over.int("decode.pixelLimit") == 99)
+    }
+
     @Test("sizes, durations and lists parse in their usual spellings")
     func parsing() async throws {
         let directory = temporaryDirectory()

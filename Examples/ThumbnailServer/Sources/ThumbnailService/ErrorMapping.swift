@@ -1,0 +1,32 @@
+import HTTPTypes
+import WebImage
+
+extension WebImageError {
+    /// The HTTP status a thumbnail service answers with for this failure:
+    ///
+    /// | code | status |
+    /// | --- | --- |
+    /// | `invalidURL`, `invalidArgument` | 400 Bad Request |
+    /// | `forbidden` (allow-list, SSRF guard) | 403 Forbidden |
+    /// | `notFound` (upstream 404/410) | 404 Not Found |
+    /// | `tooLarge`, `pixelLimitExceeded` | 413 Content Too Large |
+    /// | `unsupportedFormat`, `decodeFailed` | 415 Unsupported Media Type |
+    /// | `badStatus`, `loadFailed` (upstream errors, refused connections) | 502 Bad Gateway |
+    /// | `timedOut` | 504 Gateway Timeout |
+    /// | `blockedURL` | the status of the failure that blocked it |
+    /// | anything else | 500 Internal Server Error |
+    public var httpStatus: HTTPResponse.Status {
+        switch code {
+        case .invalidURL, .invalidArgument: .badRequest
+        case .forbidden: .forbidden
+        case .notFound: .notFound
+        case .tooLarge, .pixelLimitExceeded: .contentTooLarge
+        case .unsupportedFormat, .decodeFailed: .unsupportedMediaType
+        case .badStatus, .loadFailed: .badGateway
+        case .timedOut: .gatewayTimeout
+        case .blockedURL: (underlying as? WebImageError)?.httpStatus ?? .badGateway
+        case .cancelled: .init(code: 499, reasonPhrase: "Client Closed Request")
+        default: .internalServerError
+        }
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+
+/// The hosts the service fetches from: `images.example.com` (any port),
+/// `images.example.com:8443` (that port only), `*.example.com` (any subdomain,
+/// not the domain itself), or `*` (any host). Empty refuses everything.
+///
+/// The list is checked against the URL a client asks for, before any network
+/// access. It complements the loader's SSRF guard, which checks the address each
+/// connection (and each redirect) actually goes to.
+public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
+    enum Entry: Hashable {
+        case any
+        case suffix(String)
+        case host(String, port: Int?)
+    }
+
+    let entries: [Entry]
+    /// The entries as written.
+    public let patterns: [String]
+
+    /// Parses `patterns`; nil (naming nothing) if one is malformed.
+    public init?(_ patterns: [String]) {
+        var entries: [Entry] = []
+        for raw in patterns {
+            let pattern = raw.trimmingCharacters(in: .whitespaces).lowercased()
+            if pattern == "*" { entries.append(.any); continue }
+            if pattern.hasPrefix("*.") {
+                let suffix = String(pattern.dropFirst(1))
+                guard suffix.count > 1, !suffix.contains(":"), !suffix.contains("*") else { return nil }
+                entries.append(.suffix(suffix))
+                continue
+            }
+            guard !pattern.isEmpty, !pattern.contains("*"), !pattern.contains("/") else { return nil }
+            // host, host:port, [v6], [v6]:port
+            if pattern.hasPrefix("[") {
+                guard let close = pattern.firstIndex(of: "]") else { return nil }
+                let host = String(pattern[...close])
+                let rest = pattern[pattern.index(after: close)...]
+                if rest.isEmpty { entries.append(.host(host, port: nil)); continue }
+                guard rest.hasPrefix(":"), let port = Int(rest.dropFirst()), (1...65_535).contains(port) else { return nil }
+                entries.append(.host(host, port: port))
+            } else if let colon = pattern.lastIndex(of: ":") {
+                guard let port = Int(pattern[pattern.index(after: colon)...]), (1...65_535).contains(port), colon != pattern.startIndex else { return nil }
+                entries.append(.host(String(pattern[..<colon]), port: port))
+            } else {
+                entries.append(.host(pattern, port: nil))
+            }
+        }
+        self.entries = entries
+        self.patterns = patterns
+    }
+
+    /// Whether `url`'s host (and port) is on the list.
+    public func allows(_ url: URL) -> Bool {
+        guard var host = url.host?.lowercased(), !host.isEmpty else { return false }
+        if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }   // Foundation strips an IPv6 literal's brackets
+        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+        return entries.contains { entry in
+            switch entry {
+            case .any: true
+            case .suffix(let suffix): host.hasSuffix(suffix) && host.count > suffix.count
+            case .host(let name, let only): name == host && (only == nil || only == port)
+            }
+        }
+    }
+
+    public var description: String { patterns.isEmpty ? "(empty)" : patterns.joined(separator: ", ") }
+}

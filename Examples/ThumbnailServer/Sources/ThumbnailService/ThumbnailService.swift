@@ -1,0 +1,186 @@
+import Foundation
+public import Hummingbird
+import HTTPTypes
+import Logging
+import NIOCore
+public import Prometheus
+import Synchronization
+public import WebImage
+import WebImageKit
+
+/// A thumbnail service: `GET /thumbnail?url=…&w=…&h=…&format=…` through an
+/// ``ImageManager``, a gallery page at `/`, Prometheus metrics at `/metrics`, the
+/// bundled samples at `/samples/NAME`, and `/health`.
+///
+/// ```swift
+/// let config = try await ThumbnailSettings.reader(file: "thumbnail-server.json")
+/// let service = try ThumbnailService(manager: try ConfigLayers.manager(config: config),
+///                                    settings: try ThumbnailSettings(config: config),
+///                                    metrics: registry)
+/// try await service.application().runService()
+/// ```
+public struct ThumbnailService: Sendable {
+    public let manager: ImageManager
+    public let settings: ThumbnailSettings
+    let metrics: PrometheusCollectorRegistry?
+    let samples: (directory: URL, names: [String])?
+    /// The address the server is listening on, once it is (for the gallery's default sources).
+    let origin = OriginBox()
+
+    /// - Parameters:
+    ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
+    ///   - settings: the service's own settings.
+    ///   - metrics: the registry `/metrics` renders (the one swift-metrics was
+    ///     bootstrapped with); nil answers `/metrics` with 404.
+    /// - Throws: when the samples cannot be written.
+    public init(manager: ImageManager, settings: ThumbnailSettings, metrics: PrometheusCollectorRegistry?) throws {
+        self.manager = manager
+        self.settings = settings
+        self.metrics = metrics
+        if settings.gallerySources == nil {
+            let directory = settings.samplesDirectory
+                ?? FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-server-samples-\(getpid())")
+            samples = (directory, try SampleImages.write(to: directory))
+        } else {
+            samples = nil
+        }
+    }
+
+    /// The routes, with request metrics (swift-metrics) and request logging.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: LogRequestsMiddleware(.debug))
+        router.get("/thumbnail") { request, context in await self.thumbnail(request, logger: context.logger) }
+        router.get("/") { _, _ in self.galleryPage() }
+        router.get("/samples/{name}") { _, context in try self.sample(named: context.parameters.require("name")) }
+        router.get("/metrics") { _, _ in self.metricsPage() }
+        router.get("/health") { _, _ in "ok\n" }
+        return router
+    }
+
+    /// A Hummingbird application serving ``router()`` on `settings.host:settings.port`.
+    /// Run it with `runService()` (stops gracefully on SIGTERM and SIGINT) or inside
+    /// a `ServiceGroup` of your own.
+    /// - Parameter onServerRunning: called with the bound port once the server listens.
+    public func application(logger: Logger = Logger(label: "thumbnail-server"),
+                            onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let origin = origin
+        let host = settings.host
+        return Application(
+            router: router(),
+            configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: "swift-web-image ThumbnailServer"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                origin.set(URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")!)
+                await onServerRunning(port)
+            },
+            logger: logger
+        )
+    }
+
+    // MARK: Handlers
+
+    func thumbnail(_ request: Request, logger: Logger) async -> Response {
+        let started = ContinuousClock.now
+        do {
+            let parameters = request.uri.queryParameters
+            let query = try ThumbnailQuery({ parameters[Substring($0)].map(String.init) }, settings: settings)
+            guard settings.allowedHosts.allows(query.url) else {
+                throw WebImageError(.forbidden, "\(query.url.host ?? "the host") is not on thumbnail.allowedHosts (\(settings.allowedHosts))")
+            }
+            var context = ImageContext()
+            context.thumbnailPixelSize = query.box
+            context.encodeFormat = query.format
+            let result = try await manager.loadImage(with: query.url, options: [.waitStoreCache, .queryMemoryData], context: context)
+            let bytes = try await encodedBytes(of: result, as: query.format)
+            let elapsed = ContinuousClock.now - started
+            let source = result.cacheType == .none ? "network" : result.cacheType.rawValue
+            let etag = "\"\(Self.digest(bytes))\""
+            var headers: HTTPFields = [
+                .contentType: ImageFormat.sniff(bytes)?.mimeType ?? query.format.mimeType,
+                .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)",
+                .eTag: etag,
+                .serverTiming: "\(source);dur=\(String(format: "%.1f", elapsed.milliseconds))",
+                .imageSource: source,
+            ]
+            if let size = result.image?.pixelSize { headers[.imageSize] = "\(size.width)x\(size.height)" }
+            if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
+                return Response(status: .notModified, headers: headers)
+            }
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "serving a thumbnail")
+            let status = failure.httpStatus
+            logger.log(level: status.code >= 500 ? .warning : .info, "thumbnail failed",
+                       metadata: ["status": "\(status.code)", "error": "\(failure)", "query": "\(request.uri.query ?? "")"])
+            return Self.errorResponse(status, failure)
+        }
+    }
+
+    /// The finished bytes: the result's own, else the derived entry the manager just
+    /// stored, else (no disk tier) encoded here.
+    private func encodedBytes(of result: ImageResult, as format: ImageFormat) async throws -> Data {
+        if let data = result.data { return data }
+        if let store = manager.store, let data = try? await store.data(forKey: result.key) { return data }
+        guard let image = result.image, let coder = manager.configuration.coders.encoder(for: format) else {
+            throw WebImageError(.encodeFailed, "no coder writes \(format)")
+        }
+        return try await BlockingThreadPool.shared.run { try coder.encode(image, as: format, options: EncodeOptions()) }
+    }
+
+    private func sample(named name: String) throws -> Response {
+        guard let samples, samples.names.contains(name),
+              let data = FileManager.default.contents(atPath: samples.directory.appendingPathComponent(name).path)
+        else { throw HTTPError(.notFound, message: "no sample named \(name)") }
+        let type = ImageFormat.sniff(data)?.mimeType ?? "application/octet-stream"
+        return Response(status: .ok, headers: [.contentType: type, .cacheControl: "public, max-age=3600"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    private func metricsPage() -> Response {
+        guard let metrics else { return Response(status: .notFound) }
+        return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics.emitToBuffer())))
+    }
+
+    /// The URLs the gallery shows: `gallery.sources`, else the bundled samples.
+    var gallerySources: [URL] {
+        if let sources = settings.gallerySources { return sources }
+        guard let samples, let origin = origin.get() else { return [] }
+        return samples.names.map { origin.appendingPathComponent("samples").appendingPathComponent($0) }
+    }
+
+    static func errorResponse(_ status: HTTPResponse.Status, _ error: WebImageError) -> Response {
+        let body: [String: String] = ["error": error.code.rawValue, "message": error.message]
+        let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// FNV-1a, 64 bits: a validator that changes when the bytes do.
+    static func digest(_ data: Data) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in data { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return String(hash, radix: 16) + "-" + String(data.count, radix: 16)
+    }
+}
+
+/// The bound address, set once the server listens.
+final class OriginBox: Sendable {
+    private let value = Mutex<URL?>(nil)
+    func set(_ url: URL) { value.withLock { $0 = url } }
+    func get() -> URL? { value.withLock { $0 } }
+}
+
+extension HTTPField.Name {
+    static let serverTiming = HTTPField.Name("Server-Timing")!
+    /// Where the thumbnail came from: `network`, `disk` or `memory`.
+    static let imageSource = HTTPField.Name("X-Image-Source")!
+    /// The thumbnail's size in pixels, `WxH`.
+    static let imageSize = HTTPField.Name("X-Image-Size")!
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}

@@ -1,0 +1,85 @@
+public import Configuration
+public import Foundation
+public import WebImage
+import WebImageConfiguration
+import WebImageKit
+
+/// The service's own settings, read from the same configuration as the pipeline.
+///
+/// | key | default | meaning |
+/// | --- | --- | --- |
+/// | `http.host` | `127.0.0.1` | address to listen on |
+/// | `http.port` | `8080` | port to listen on (0: any free port) |
+/// | `thumbnail.allowedHosts` | empty: nothing | hosts `/thumbnail` fetches from (``HostAllowList``) |
+/// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted |
+/// | `thumbnail.defaultFormat` | `webp` | the format when the request names none |
+/// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
+/// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
+/// | `gallery.size` | `256` | the gallery's thumbnail box |
+/// | `samples.path` | a temporary directory | where the bundled samples are written |
+///
+/// The pipeline's keys (`store.*`, `memory.*`, `loader.*`, `decode.*`, …) are in
+/// the package's docs/configuration.md; the service turns the SSRF guard
+/// (`loader.blockPrivateAddresses`) on unless the configuration turns it off.
+public struct ThumbnailSettings: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var allowedHosts = HostAllowList([])!
+    public var maxDimension = 2048
+    public var defaultFormat = ImageFormat.webp
+    public var cacheMaxAge: Duration = .seconds(86_400)
+    /// Nil: the bundled samples, served by the service itself under `/samples/`.
+    public var gallerySources: [URL]?
+    public var gallerySize = 256
+    public var samplesDirectory: URL?
+
+    public init() {}
+
+    /// Reads the settings from `config`.
+    /// - Throws: `WebImageError(.invalidArgument)` naming the key of a bad value.
+    public init(config: ConfigReader) throws {
+        let values = ConfigValues(config)
+        if let host = values.text("http.host") { self.host = host }
+        if let port = try values.int("http.port", minimum: 0) {
+            guard port <= 65_535 else { throw values.invalid("http.port", String(port), "a port number") }
+            self.port = port
+        }
+        if let patterns = values.list("thumbnail.allowedHosts") {
+            guard let list = HostAllowList(patterns) else {
+                throw values.invalid("thumbnail.allowedHosts", patterns.joined(separator: ","), "a list of host, host:port, *.domain or *")
+            }
+            allowedHosts = list
+        }
+        if let size = try values.int("thumbnail.maxDimension", minimum: 1) { maxDimension = size }
+        if let name = values.text("thumbnail.defaultFormat") {
+            guard let format = ImageFormat(name: name), ThumbnailQuery.formats.contains(format) else {
+                throw values.invalid("thumbnail.defaultFormat", name, "webp, jpeg or png")
+            }
+            defaultFormat = format
+        }
+        if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
+        if let sources = values.list("gallery.sources") {
+            gallerySources = try sources.map { text in
+                guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+                    throw values.invalid("gallery.sources", text, "an http or https URL")
+                }
+                return url
+            }
+        }
+        if let size = try values.int("gallery.size", minimum: 16) { gallerySize = min(size, maxDimension) }
+        if let path = values.text("samples.path") { samplesDirectory = URL(fileURLWithPath: path) }
+    }
+
+    /// The layers a deployment configures the service with, highest precedence
+    /// first: `flags` (values set in code, by key), `WEBIMAGE_*` environment
+    /// variables (`WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS`), a JSON file, then the
+    /// service's defaults (SSRF guard on, its own cache directory), then the library's.
+    public static func reader(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                              flags: [String: String] = [:]) async throws -> ConfigReader {
+        let defaults: [String: String] = [
+            "loader.blockPrivateAddresses": "true",
+            "store.path": WebImageKit.defaultCacheDirectory.deletingLastPathComponent().appendingPathComponent("thumbnail-server").path,
+        ]
+        return try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults)
+    }
+}

@@ -1,0 +1,171 @@
+import Configuration
+import Foundation
+import Hummingbird
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+import ThumbnailService
+import WebImage
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import WebImageKit
+import WebImageVips
+
+/// swift-metrics is bootstrapped once per process; every test's service renders this registry.
+let metricsRegistry: PrometheusCollectorRegistry = {
+    let registry = PrometheusCollectorRegistry()
+    MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+    return registry
+}()
+
+/// The services' logger in tests: errors only, so a failing test's output shows what matters.
+let quietLogger: Logger = {
+    var logger = Logger(label: "thumbnail-server-tests")
+    logger.logLevel = .error
+    return logger
+}()
+
+/// Runs a Hummingbird application on 127.0.0.1 (any free port) for `body`, then
+/// shuts it down gracefully.
+func withApplication<App: ApplicationProtocol, T: Sendable>(
+    _ make: (@escaping @Sendable (Int) async -> Void) -> App,
+    _ body: @Sendable (Int) async throws -> T
+) async throws -> T {
+    let (ports, continuation) = AsyncStream<Int>.makeStream()
+    let app = make { port in continuation.yield(port) }
+    let group = ServiceGroup(configuration: .init(services: [app], logger: Logger(label: "test")))
+    return try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw WebImageError(.loadFailed, "the server did not start") }
+        do {
+            let value = try await body(port)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return value
+        } catch {
+            await group.triggerGracefulShutdown()
+            throw error
+        }
+    }
+}
+
+/// The upstream origin the service fetches from: real images made with libvips,
+/// and the failures a real origin has. Counts requests by path.
+final class Upstream: Sendable {
+    let requests = Mutex<[String: Int]>([:])
+    let photo: Data      // 1600x1200 JPEG
+    let logo: Data       // 512x512 PNG with alpha
+
+    init() throws {
+        let coder = VipsImageCoder()
+        let size = PixelSize(width: 1600, height: 1200)
+        photo = try coder.encode(Image(pixelSize: size, storage: SampleImages.landscape(size, seed: 3)), as: .jpeg, options: EncodeOptions(quality: 85))
+        let disc = SampleImages.disc(PixelSize(512))
+        logo = try coder.encode(Image(pixelSize: disc.size, hasAlpha: true, storage: disc), as: .png, options: EncodeOptions())
+    }
+
+    func count(_ path: String) -> Int { requests.withLock { $0[path] ?? 0 } }
+
+    func application(onServerRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
+        let router = Router()
+        router.middlewares.add(CountingMiddleware(upstream: self))
+        let photo = photo, logo = logo
+        router.get("/img/photo.jpg") { _, _ in Self.image(photo, "image/jpeg") }
+        router.get("/img/logo.png") { _, _ in Self.image(logo, "image/png") }
+        // 2 MiB that starts like a JPEG: refused on its Content-Length, over the 1 MiB limit.
+        router.get("/img/huge.jpg") { _, _ in Self.image(photo.prefix(64) + Data(count: 2 << 20), "image/jpeg") }
+        router.get("/img/slow.jpg") { _, _ in
+            try await Task.sleep(for: .seconds(3))
+            return Self.image(photo, "image/jpeg")
+        }
+        router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }
+        router.get("/img/broken.jpg") { _, _ in Self.image(Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 500), "image/jpeg") }
+        router.get("/img/error.jpg") { _, _ in Response(status: .internalServerError) }
+        return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                           onServerRunning: { await onServerRunning($0.localAddress?.port ?? 0) }, logger: quietLogger)
+    }
+
+    static func image(_ data: Data, _ type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+struct CountingMiddleware<Context: RequestContext>: RouterMiddleware {
+    let upstream: Upstream
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        upstream.requests.withLock { $0[request.uri.path, default: 0] += 1 }
+        return try await next(request, context)
+    }
+}
+
+/// The service under test with its configuration as a deployment would write it:
+/// the SSRF guard on, loopback 127.0.0.1 exempt (the upstream lives there), an
+/// allow-list, short limits so failures are quick, and a real LMDB store.
+func makeService(directory: URL, overrides: [String: String] = [:]) async throws -> ThumbnailService {
+    var values: [String: String] = [
+        "http.port": "0",
+        "thumbnail.allowedHosts": "127.0.0.1,127.0.0.2",
+        "loader.exemptAddresses": "127.0.0.1/32",
+        "loader.timeout": "1s",
+        "loader.maxResponseSize": "1MiB",
+        "store.kind": "lmdb",
+        "store.path": directory.appendingPathComponent("cache").path,
+        "samples.path": directory.appendingPathComponent("samples").path,
+    ]
+    for (key, value) in overrides { values[key] = value }
+    // The service's own defaults layer (guard on) is under these values, as in production.
+    let config = try await ThumbnailSettings.reader(file: nil, environment: [:], flags: values)
+    return try ThumbnailService(manager: try ConfigLayers.manager(config: config), settings: try ThumbnailSettings(config: config), metrics: metricsRegistry)
+}
+
+/// An HTTP client: Foundation's URLSession (libcurl underneath on Linux), without
+/// a cache, so every status and header reaches the test as the server sent it.
+struct Client: Sendable {
+    struct Response: Sendable {
+        var statusCode: Int
+        var headers: [String: String]
+        var data: Data
+        var contentType: String? { headers["content-type"] }
+        var etag: String? { headers["etag"] }
+    }
+
+    let port: Int
+
+    func get(_ path: String, headers: [String: String] = [:]) async throws -> Response {
+        guard let url = URL(string: "http://127.0.0.1:\(port)\(path)") else { throw WebImageError(.invalidURL, path) }
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 30)
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        let session = URLSession(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw WebImageError(.loadFailed, "not an HTTP response") }
+        var fields: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String { fields[name.lowercased()] = value }
+        }
+        return Response(statusCode: http.statusCode, headers: fields, data: data)
+    }
+
+    /// `/thumbnail?url=…` with the source URL percent-encoded, plus `rest`.
+    func thumbnail(_ source: String, _ rest: String = "") async throws -> Response {
+        let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+        return try await get("/thumbnail?url=\(source.addingPercentEncoding(withAllowedCharacters: unreserved)!)\(rest)")
+    }
+}
+
+func temporaryDirectory() -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-tests-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+/// Decodes a response body with libvips, to check what a client would see.
+func decode(_ data: Data) throws -> Image {
+    try VipsImageCoder().decode(data, options: DecodeOptions())
+}

@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+import ThumbnailService
+import WebImage
+import WebImageConfiguration
+
+/// The service over real HTTP on loopback, fetching from a second real server.
+@Suite("ThumbnailServer over HTTP", .serialized, .timeLimit(.minutes(2)))
+struct ThumbnailServiceTests {
+    /// Runs the upstream and the service, and hands `body` a client and the upstream.
+    func withServers(_ overrides: [String: String] = [:],
+                     _ body: @Sendable (Client, Upstream, _ upstreamPort: Int) async throws -> Void) async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let upstream = try Upstream()
+        try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
+            let service = try await makeService(directory: directory, overrides: overrides)
+            try await withApplication({ service.application(logger: quietLogger, onServerRunning: $0) }) { port in
+                try await body(Client(port: port), upstream, upstreamPort)
+            }
+        }
+    }
+
+    @Test("sizes and formats: the box is fitted, the format is the one asked for")
+    func sizesAndFormats() async throws {
+        try await withServers { client, _, upstream in
+            let photo = "http://127.0.0.1:\(upstream)/img/photo.jpg"
+            let cases: [(String, String, PixelSize, ImageFormat)] = [
+                (photo, "&w=256&h=256&format=webp", PixelSize(width: 256, height: 192), .webp),
+                (photo, "&w=256&h=256&format=jpeg", PixelSize(width: 256, height: 192), .jpeg),
+                (photo, "&w=300", PixelSize(width: 300, height: 225), .webp),           // webp by default, width only
+                (photo, "&h=120&format=png", PixelSize(width: 160, height: 120), .png),
+                ("http://127.0.0.1:\(upstream)/img/logo.png", "&w=100&h=100&format=png", PixelSize(100), .png),
+            ]
+            for (source, rest, size, format) in cases {
+                let response = try await client.thumbnail(source, rest)
+                #expect(response.statusCode == 200, "\(rest): \(String(decoding: response.data, as: UTF8.self))")
+                #expect(response.contentType == format.mimeType, "\(rest)")
+                #expect(ImageFormat.sniff(response.data) == format, "\(rest): the bytes are \(format)")
+                let image = try decode(response.data)
+                #expect(image.pixelSize == size, "\(rest): \(image.pixelSize)")
+                #expect(response.headers["x-image-size"] == "\(size.width)x\(size.height)")
+                #expect(response.headers["cache-control"] == "public, max-age=86400")
+            }
+            let logo = try decode(try await client.thumbnail("http://127.0.0.1:\(upstream)/img/logo.png", "&w=64&format=png").data)
+            #expect(logo.hasAlpha, "alpha survives")
+        }
+    }
+
+    @Test("the second request is served from the cache, with the same ETag, and If-None-Match gets 304")
+    func caching() async throws {
+        try await withServers { client, upstream, port in
+            let photo = "http://127.0.0.1:\(port)/img/photo.jpg"
+            let first = try await client.thumbnail(photo, "&w=200&h=200")
+            #expect(first.statusCode == 200 && first.headers["x-image-source"] == "network")
+            #expect(first.headers["server-timing"]?.hasPrefix("network;dur=") == true)
+            let second = try await client.thumbnail(photo, "&w=200&h=200")
+            #expect(second.statusCode == 200 && second.headers["x-image-source"] == "memory")
+            #expect(second.data == first.data && second.etag == first.etag && first.etag != nil)
+            #expect(upstream.count("/img/photo.jpg") == 1, "one upstream request for both")
+            // Another size of the same source: a new thumbnail, from the original on disk.
+            let other = try await client.thumbnail(photo, "&w=64&h=64")
+            #expect(other.headers["x-image-source"] == "disk" && upstream.count("/img/photo.jpg") == 1)
+            let revalidated = try await client.thumbnail(photo, "&w=200&h=200").etag
+            let notModified = try await client.get(
+                "/thumbnail?url=\(photo.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=200&h=200",
+                headers: ["If-None-Match": try #require(revalidated)])
+            #expect(notModified.statusCode == 304 && notModified.data.isEmpty)
+        }
+    }
+
+    @Test("bad input gets the status that says what was wrong, and a JSON error")
+    func errors() async throws {
+        try await withServers { client, upstream, port in
+            let base = "http://127.0.0.1:\(port)"
+            let cases: [(path: String?, source: String?, rest: String, status: Int, code: String)] = [
+                ("/thumbnail?w=10", nil, "", 400, "invalidArgument"),                          // no url
+                (nil, "ftp://127.0.0.1/x.jpg", "&w=10", 400, "invalidURL"),
+                (nil, "not a url", "&w=10", 400, "invalidURL"),
+                (nil, "\(base)/img/photo.jpg", "", 400, "invalidArgument"),                     // no size
+                (nil, "\(base)/img/photo.jpg", "&w=0", 400, "invalidArgument"),
+                (nil, "\(base)/img/photo.jpg", "&w=99999", 400, "invalidArgument"),
+                (nil, "\(base)/img/photo.jpg", "&w=abc", 400, "invalidArgument"),
+                (nil, "\(base)/img/photo.jpg", "&w=10&format=bmp", 400, "invalidArgument"),
+                (nil, "http://example.com/photo.jpg", "&w=10", 403, "forbidden"),              // not on the allow-list
+                (nil, "http://127.0.0.2:\(port)/img/photo.jpg", "&w=10", 403, "forbidden"),    // allowed host, private address
+                (nil, "\(base)/img/missing.jpg", "&w=10", 404, "notFound"),
+                (nil, "\(base)/img/huge.jpg", "&w=10", 413, "tooLarge"),
+                (nil, "\(base)/img/text", "&w=10", 415, "unsupportedFormat"),
+                (nil, "\(base)/img/broken.jpg", "&w=10", 415, "decodeFailed"),
+                (nil, "http://127.0.0.1:1/img/photo.jpg", "&w=10", 502, "loadFailed"),         // upstream down
+                (nil, "\(base)/img/error.jpg", "&w=10", 502, "badStatus"),
+                (nil, "\(base)/img/slow.jpg", "&w=10", 504, "timedOut"),
+            ]
+            for item in cases {
+                let response = if let path = item.path { try await client.get(path) } else { try await client.thumbnail(item.source!, item.rest) }
+                let body = try JSONSerialization.jsonObject(with: response.data) as? [String: String]
+                #expect(response.statusCode == item.status, "\(item.source ?? item.path ?? "")\(item.rest): \(body ?? [:])")
+                #expect(body?["error"] == item.code, "\(item.source ?? item.path ?? "")\(item.rest): \(body ?? [:])")
+                #expect(body?["message"]?.isEmpty == false && response.headers["cache-control"] == "no-store")
+            }
+            #expect(upstream.count("/img/photo.jpg") == 0, "refused requests never reached the upstream")
+            // A permanent failure is blocked for a while; asking again keeps its status.
+            let again = try await client.thumbnail("\(base)/img/missing.jpg", "&w=10")
+            #expect(again.statusCode == 404 && upstream.count("/img/missing.jpg") == 1)
+        }
+    }
+
+    @Test("an empty allow-list refuses everything; * allows any host the guard lets through")
+    func allowList() async throws {
+        try await withServers(["thumbnail.allowedHosts": ""]) { client, _, port in
+            let response = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=10")
+            #expect(response.statusCode == 403)
+        }
+        try await withServers(["thumbnail.allowedHosts": "*"]) { client, _, port in
+            let allowed = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=10")
+            #expect(allowed.statusCode == 200)
+            let metadata = try await client.thumbnail("http://169.254.169.254/latest/meta-data", "&w=10")
+            #expect(metadata.statusCode == 403, "the guard still refuses")
+        }
+    }
+
+    @Test("/metrics shows the pipeline's and the server's metrics; /health answers")
+    func metrics() async throws {
+        try await withServers { client, _, port in
+            _ = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=32")
+            _ = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=32")
+            let page = try await client.get("/metrics")
+            let text = String(decoding: page.data, as: UTF8.self)
+            #expect(page.statusCode == 200 && page.contentType?.hasPrefix("text/plain") == true)
+            for name in ["webimage_cache_hits_total{tier=\"memory\"}", "webimage_cache_misses_total", "webimage_loaded_bytes_total",
+                         "webimage_decode_duration_seconds_bucket", "hb_requests"] {
+                #expect(text.contains(name), "\(name) in /metrics")
+            }
+            let health = try await client.get("/health")
+            let noSample = try await client.get("/samples/nothing.jpg")
+            #expect(health.statusCode == 200 && noSample.statusCode == 404)
+        }
+    }
+}
+
+@Suite("Parsing the service's input")
+struct ParsingTests {
+    @Test("allow-list patterns")
+    func allowList() throws {
+        let list = try #require(HostAllowList(["images.example.com", "cdn.example.org:8443", "*.photos.test", "[::1]:9000"]))
+        let allowed = ["https://images.example.com/a.jpg", "http://images.example.com:81/a", "https://cdn.example.org:8443/x",
+                       "http://a.photos.test/x", "http://a.b.photos.test/x", "http://[::1]:9000/x", "http://IMAGES.example.com/a"]
+        let refused = ["https://cdn.example.org/x", "http://photos.test/x", "http://evilphotos.test/x", "http://example.com/",
+                       "http://[::1]:9001/x", "http://images.example.com.evil.test/"]
+        for url in allowed { #expect(list.allows(URL(string: url)!), "\(url)") }
+        for url in refused { #expect(!list.allows(URL(string: url)!), "\(url)") }
+        #expect(HostAllowList(["*"])!.allows(URL(string: "http://anything.test/")!))
+        #expect(!HostAllowList([])!.allows(URL(string: "http://anything.test/")!))
+        for bad in ["", "a.com:0", "a.com:70000", "*.", "a*.com", "http://a.com", "[::1", "a.com:x"] {
+            #expect(HostAllowList([bad]) == nil, "'\(bad)' is refused")
+        }
+    }
+
+    @Test("settings: bad values name their key")
+    func settings() async throws {
+        for (key, value) in [("thumbnail.allowedHosts", "a.com:99999"), ("thumbnail.maxDimension", "0"), ("thumbnail.defaultFormat", "gif"),
+                             ("thumbnail.cacheMaxAge", "forever"), ("gallery.sources", "ftp://x/y"), ("http.port", "70000")] {
+            let config = try await ThumbnailSettings.reader(file: nil, environment: [:], flags: [key: value])
+            let error = #expect(throws: WebImageError.self) { try ThumbnailSettings(config: config) }
+            #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(key): \(String(describing: error))")
+        }
+        let config = try await ThumbnailSettings.reader(file: nil, environment: ["WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "a.test,b.test"])
+        let settings = try ThumbnailSettings(config: config)
+        #expect(settings.allowedHosts.patterns == ["a.test", "b.test"] && settings.defaultFormat == .webp)
+        #expect(try ConfigValues(config).bool("loader.blockPrivateAddresses") == true, "the service turns the SSRF guard on")
+    }
+}
