@@ -1,12 +1,21 @@
 # The plain entry points. `make test` is the README's test command and what CI runs.
 SWIFT ?= swift
 APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
+# The ThumbnailServer example's gallery test drives a real browser.
+EXAMPLE_APT_PACKAGES := chromium
 
-.PHONY: deps test build demo bench docs clean
+.PHONY: deps example-deps apt-install test build demo serve bench docs clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+
+# What the examples' tests need beyond the libraries (a headless browser).
+example-deps:
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(EXAMPLE_APT_PACKAGES)"
+
+apt-install:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -29,9 +38,14 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/webimage cache stats
 
 # The package's tests, then each example's (examples are packages of their own).
-test: deps
+test: deps example-deps
 	$(SWIFT) test
 	cd Examples/CustomCoder && $(SWIFT) test
+	cd Examples/ThumbnailServer && $(SWIFT) test
+
+# The thumbnail server example on http://127.0.0.1:8080/ (gallery at /).
+serve: deps
+	cd Examples/ThumbnailServer && $(SWIFT) run ThumbnailServer
 
 # Peer comparisons (release builds; installs gcc, nginx, curl, GNU time,
 # libjpeg-turbo-progs, Pillow and pyvips if missing).
@@ -51,4 +65,4 @@ docs: deps
 	done
 
 clean:
-	rm -rf .build
+	rm -rf .build Examples/*/.build Benchmarks/.build
