@@ -8,6 +8,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "swift-web-image", path: ".."),
+        // ordo-one's package-benchmark, with its malloc interposer for allocation counts
+        // (the runtime interposer trait is left off: its package is not needed on 6.3).
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         // Runs one scenario through the package and prints its timings as JSON, so
@@ -19,6 +22,19 @@ let package = Package(
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
             ]
+        ),
+        // The package-benchmark suite: `swift package benchmark` in this directory.
+        .executableTarget(
+            name: "WebImageBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "WebImage", package: "swift-web-image"),
+                .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "WebImageLMDB", package: "swift-web-image"),
+                .product(name: "WebImageVips", package: "swift-web-image"),
+            ],
+            path: "Benchmarks/WebImageBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],
     swiftLanguageModes: [.v6]

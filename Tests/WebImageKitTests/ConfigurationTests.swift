@@ -71,10 +71,12 @@ struct ConfigurationTests {
     func serviceDefaults() async throws {
         let defaults = ["loader.timeout": "3s", "store.kind": "memory", "decode.pixelLimit": "99"]
         let alone = ConfigValues(try await ConfigLayers.reader(flags: [:], file: nil, environment: [:], defaults: defaults))
-        #expect(try alone.duration("loader.timeout") == .seconds(3) && alone.text("store.kind") == "memory")
+        let aloneTimeout = try alone.duration("loader.timeout")
+        #expect(aloneTimeout == .seconds(3) && alone.text("store.kind") == "memory")
         let over = ConfigValues(try await ConfigLayers.reader(flags: ["store.kind": "none"], file: nil,
                                                               environment: ["WEBIMAGE_LOADER_TIMEOUT": "8s"], defaults: defaults))
-        #expect(try over.duration("loader.timeout") == .seconds(8) && over.text("store.kind") == "none" && try over.int("decode.pixelLimit") == 99)
+        let overTimeout = try over.duration("loader.timeout"), limit = try over.int("decode.pixelLimit")
+        #expect(overTimeout == .seconds(8) && over.text("store.kind") == "none" && limit == 99)
     }
 
     @Test("sizes, durations and lists parse in their usual spellings")
