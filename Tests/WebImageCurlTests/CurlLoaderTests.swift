@@ -17,8 +17,10 @@ func withServer(_ body: (TestHTTPServer) async throws -> Void) async throws {
 
 /// Polls a condition for at most 10 s: a disturbed run fails its assertions
 /// afterwards instead of hanging here.
+/// Waits for `condition`, boundedly (generous: a loaded CI machine can starve the
+/// cooperative pool for seconds); the caller's expectations then say what went wrong.
 func waitUntil(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + .seconds(60)
     while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
 }
 
@@ -133,15 +135,18 @@ struct CurlLoaderTests {
     func order(_ order: CurlLoader.Order) async throws {
         try await withServer { server in
             var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 1, order: order)
-            configuration.timeout = .seconds(30)
+            configuration.timeout = .seconds(90)
             let loader = CurlLoader(configuration: configuration)
-            var tasks = [Task { try await load(loader, server.url("/slow/4000/first")) }]
-            while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+            // The first transfer holds the only slot until the gate opens, however slow the machine.
+            var tasks = [Task { try await load(loader, server.url("/gate/first")) }]
+            try await waitUntil { !server.stats.withLock { $0.arrivals.isEmpty } }
             for index in 0..<5 {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(index)")) })
                 // Queued in submission order: wait (boundedly) until the loader holds this one.
                 try await waitUntil { loader.statistics.queued >= index + 1 }
             }
+            #expect(loader.statistics.queued == 5)
+            server.openGate()
             for task in tasks { _ = try await task.value }
             let arrivals = server.stats.withLock { $0.arrivals }
             #expect(arrivals == ["first"] + (order == .fifo ? ["0", "1", "2", "3", "4"] : ["4", "3", "2", "1", "0"]))
@@ -151,14 +156,18 @@ struct CurlLoaderTests {
     @Test("high priority jumps the queue")
     func priority() async throws {
         try await withServer { server in
-            let loader = CurlLoader(configuration: .init(maxConcurrentDownloads: 1))
-            var tasks = [Task { try await load(loader, server.url("/slow/4000/first")) }]
-            while server.stats.withLock({ $0.arrivals.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 1)
+            configuration.timeout = .seconds(90)
+            let loader = CurlLoader(configuration: configuration)
+            var tasks = [Task { try await load(loader, server.url("/gate/first")) }]
+            try await waitUntil { !server.stats.withLock { $0.arrivals.isEmpty } }
             let priorities: [(String, LoadRequest.Priority)] = [("low", .low), ("normal", .normal), ("high", .high)]
             for (index, (name, priority)) in priorities.enumerated() {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(name)")) { $0.priority = priority } })
                 try await waitUntil { loader.statistics.queued >= index + 1 }
             }
+            #expect(loader.statistics.queued == 3)
+            server.openGate()
             for task in tasks { _ = try await task.value }
             #expect(server.stats.withLock { $0.arrivals } == ["first", "high", "normal", "low"])
         }

@@ -12,6 +12,7 @@ import Synchronization
 /// (headers, then nothing), `/big` (10 MB declared), `/big-chunked` (endless
 /// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
 /// `/slow/MS/ID` (answers after MS ms; records ID on arrival).
+/// `/gate/ID` (records ID on arrival; answers when the test calls `openGate()`).
 final class TestHTTPServer: Sendable {
     struct Stats {
         var connectionsOpened = 0
@@ -23,6 +24,8 @@ final class TestHTTPServer: Sendable {
     }
 
     let stats = Mutex(Stats())
+    /// Responses held by `/gate` until `openGate()`, and whether it is open.
+    private let gate = Mutex<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
     private let channel: Mutex<(any Channel)?> = Mutex(nil)
     let port: Int
     static let gzipBody: Data = makeGzip(bytes(5000))
@@ -54,6 +57,26 @@ final class TestHTTPServer: Sendable {
     func shutdown() async {
         let channel = self.channel.withLock { $0 }
         try? await channel?.close()
+    }
+
+    /// Answers every held `/gate` request, and any that come later at once.
+    func openGate() {
+        let waiting = gate.withLock { gate in
+            gate.open = true
+            defer { gate.waiting = [] }
+            return gate.waiting
+        }
+        for (loop, answer) in waiting { loop.execute(answer) }
+    }
+
+    /// Holds `answer` until the gate opens (runs it now if it is open).
+    func whenGateOpens(on loop: any EventLoop, _ answer: @escaping @Sendable () -> Void) {
+        let now = gate.withLock { gate -> Bool in
+            if gate.open { return true }
+            gate.waiting.append((loop, answer))
+            return false
+        }
+        if now { loop.execute(answer) }
     }
 
     func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
@@ -170,6 +193,12 @@ final class TestHTTPServer: Sendable {
                 let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: .milliseconds(delay)) {
                     server.stats.withLock { $0.inFlight -= 1 }
+                    self.send(bound.value, status: .ok, body: TestHTTPServer.bytes(100))
+                }
+            case "gate":
+                server.stats.withLock { $0.arrivals.append(parts.count > 1 ? parts[1] : "") }
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                server.whenGateOpens(on: context.eventLoop) {
                     self.send(bound.value, status: .ok, body: TestHTTPServer.bytes(100))
                 }
             default:
