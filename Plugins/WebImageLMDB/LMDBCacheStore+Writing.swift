@@ -3,6 +3,20 @@ import Foundation
 import Synchronization
 import WebImage
 
+/// A write waiting for the next group commit.
+struct PendingWrite: Sendable {
+    let databaseKey: [UInt8]
+    let header: [UInt8]
+    let data: Data
+    let stamp: UInt64
+    let continuation: CheckedContinuation<Bool, any Error>
+}
+
+/// The batch one commit took, kept for its retries.
+final class TakenBatch: Sendable {
+    let batch = Mutex<[PendingWrite]?>(nil)
+}
+
 extension LMDBCacheStore {
     /// Runs a write transaction on the writer thread, growing the map (or, at its
     /// maximum, trimming) when LMDB says it is full, then trying once more.
@@ -27,6 +41,59 @@ extension LMDBCacheStore {
             }
             throw WebImageError(.storeFailed, "LMDB stayed full after growing to \(environment.maxMapSize) bytes")
         }
+    }
+
+    /// Commits every pending write in one transaction. The batch is taken when the
+    /// transaction starts on the writer thread, so writes that arrive while an
+    /// earlier one commits wait for this one. If the batch fails as a whole, each
+    /// write is tried alone, so that one value that cannot fit fails by itself.
+    func commitPendingWrites() async {
+        let taken = TakenBatch()
+        let takeBatch: @Sendable () -> [PendingWrite] = { [self] in
+            taken.batch.withLock { batch in
+                if let batch { return batch }
+                let drained = pendingWrites.withLock { state in
+                    defer { state = ([], false) }
+                    return state.items
+                }
+                batch = drained
+                return drained
+            }
+        }
+        do {
+            let overLimit = try await writeGrowing { [self] txn in try write(takeBatch(), txn) }
+            for item in takeBatch() { item.continuation.resume(returning: overLimit) }
+        } catch {
+            let batch = takeBatch()
+            if batch.count == 1 {
+                batch[0].continuation.resume(throwing: error)
+                return
+            }
+            for item in batch {
+                do {
+                    let overLimit = try await writeGrowing { [self] txn in try write([item], txn) }
+                    item.continuation.resume(returning: overLimit)
+                } catch {
+                    item.continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Puts a batch of entries in one transaction; returns whether the store is now over its size limit.
+    private func write(_ batch: [PendingWrite], _ txn: OpaquePointer) throws -> Bool {
+        try applyPendingAccess(txn)
+        var size: Int64 = 0
+        for item in batch {
+            try removeRecord(txn, item.databaseKey)
+            try putReserved(txn, environment.entries, item.databaseKey, count: item.header.count + item.data.count) { buffer in
+                buffer.copyBytes(from: item.header)
+                item.data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[item.header.count...]).copyMemory(from: $0) }
+            }
+            try setAccess(txn, item.databaseKey, stamp: item.stamp, size: UInt64(item.data.count))
+            size = try adjustTotals(txn, size: Int64(item.data.count), count: 1).size
+        }
+        return limits.maxSize.map { Int(size) > $0 } ?? false
     }
 
     /// Deletes an entry and its index records; returns the bytes freed (0 if absent).

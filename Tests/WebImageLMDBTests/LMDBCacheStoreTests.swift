@@ -98,6 +98,50 @@ struct LMDBCacheStoreTests {
         #expect(try await store.metadata(forKey: "huge") == nil, "no half-written entry")
     }
 
+    @Test("concurrent writes share commits and all land")
+    func groupCommit() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LMDBCacheStore(directory: directory, limits: .unlimited)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<300 {
+                group.addTask { try await store.setData(Data(repeating: UInt8(index % 251), count: 1000 + index), forKey: "g-\(index % 250)") }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await store.count == 250, "keys written twice in one batch count once")
+        for index in 0..<250 {
+            let data = try await store.data(forKey: "g-\(index)")
+            // g-0..g-49 were written twice (by index and index + 250): either write may be last.
+            let expected = index < 50 ? [1000 + index, 1250 + index] : [1000 + index]
+            #expect(data.map { expected.contains($0.count) } == true, "g-\(index): \(data?.count ?? -1) bytes")
+        }
+        let sizes = try await (0..<250).asyncMap { try await store.data(forKey: "g-\($0)")?.count ?? 0 }.reduce(0, +)
+        #expect(try await store.totalSize == sizes, "the size total matches the entries")
+    }
+
+    @Test("in a batch, a value that cannot fit fails alone; the writes beside it succeed")
+    func groupCommitFailure() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LMDBCacheStore(directory: directory, limits: .unlimited, options: .init(mapSize: 1 << 20, maxMapSize: 8 << 20))
+        let failures = try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                do { try await store.setData(Data(count: 16 << 20), forKey: "huge"); return nil } catch { return "huge" }
+            }
+            for index in 0..<50 {
+                group.addTask {
+                    do { try await store.setData(Data(repeating: 7, count: 10_000), forKey: "s-\(index)"); return nil } catch { return "s-\(index): \(error)" }
+                }
+            }
+            return try await group.reduce(into: [String]()) { if let failure = $1 { $0.append(failure) } }
+        }
+        #expect(failures == ["huge"], "only the value too large for the map failed: \(failures)")
+        #expect(try await store.metadata(forKey: "huge") == nil)
+        try await store.setData(Data(count: 10), forKey: "after")
+        #expect(try await store.data(forKey: "after")?.count == 10, "the store still works")
+    }
+
     @Test("the timer sweeps without any call")
     func timer() async throws {
         let directory = temporaryDirectory()
@@ -157,4 +201,12 @@ func setImmutable(_ directory: URL, _ on: Bool) throws {
     try FileManager.default.setAttributes([.posixPermissions: on ? 0o500 : 0o700], ofItemAtPath: directory.path)
     guard getuid() == 0 else { return }
     try run("/usr/bin/chattr", [on ? "+i" : "-i", directory.path])
+}
+
+extension Sequence where Element: Sendable {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
 }

@@ -42,15 +42,24 @@ try await Task.detached { try await runScenario(arguments) }.value
 @Sendable func runScenario(_ arguments: [String]) async throws {
 switch arguments[1] {
 case "store-fill":
-    guard arguments.count == 6, let count = Int(arguments[4]), let size = Int(arguments[5]) else { fail("store-fill KIND DIR COUNT SIZE") }
+    // store-fill KIND DIR COUNT SIZE [IN-FLIGHT]: writes COUNT entries, IN-FLIGHT at once (default 1).
+    guard (6...7).contains(arguments.count), let count = Int(arguments[4]), let size = Int(arguments[5]) else { fail("store-fill KIND DIR COUNT SIZE [IN-FLIGHT]") }
+    let inFlight = arguments.count == 7 ? max(1, Int(arguments[6]) ?? 1) : 1
     let store = try store(arguments[2], arguments[3])
-    var value = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+    let base = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) })
     let started = ContinuousClock.now
-    for index in 0..<count {
-        value[0] = UInt8(truncatingIfNeeded: index)
-        try await store.setData(value, forKey: "k\(index)")
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<count {
+            if index >= inFlight { try await group.next() }
+            group.addTask {
+                var value = base
+                value[0] = UInt8(truncatingIfNeeded: index)
+                try await store.setData(value, forKey: "k\(index)")
+            }
+        }
+        try await group.waitForAll()
     }
-    printJSON(["scenario": "store-fill", "store": arguments[2], "count": count, "seconds": seconds(ContinuousClock.now - started)])
+    printJSON(["scenario": "store-fill", "store": arguments[2], "count": count, "inFlight": inFlight, "seconds": seconds(ContinuousClock.now - started)])
 
 case "store-get", "manager-hit":
     guard arguments.count == 6, let count = Int(arguments[4]), let gets = Int(arguments[5]) else { fail("\(arguments[1]) KIND DIR COUNT GETS") }
