@@ -4,7 +4,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
 # The ThumbnailServer example's gallery test drives a real browser.
 EXAMPLE_APT_PACKAGES := chromium
 
-.PHONY: deps example-deps apt-install test build demo serve bench docs clean
+.PHONY: deps example-deps apt-install test build demo serve bench bench-suite bench-build docs clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -47,13 +47,26 @@ test: deps example-deps
 serve: deps
 	cd Examples/ThumbnailServer && $(SWIFT) run ThumbnailServer
 
-# Peer comparisons (release builds; installs gcc, nginx, curl, GNU time,
-# libjpeg-turbo-progs, Pillow and pyvips if missing).
+# The benchmark suite, then the peer comparisons and their plots (release builds;
+# installs gcc, nginx, curl, GNU time, libjpeg-turbo-progs, Pillow, pyvips and
+# matplotlib if missing). About 15 minutes.
 # Figures and method: docs/performance.md.
-bench: deps
+bench: deps bench-suite
 	python3 Benchmarks/compare/compare.py cache-hits
 	python3 Benchmarks/compare/compare.py downloads
 	python3 Benchmarks/compare/compare.py thumbnails
+	python3 Benchmarks/compare/compare.py scaling
+	python3 Benchmarks/compare/compare.py plots
+
+# The package-benchmark suite (time, mallocs, peak memory per benchmark), as a
+# Markdown table in Benchmarks/results/suite.md.
+bench-suite: deps
+	cd Benchmarks && $(SWIFT) package --disable-sandbox benchmark --no-progress --format markdown > results/suite.md
+	@cat Benchmarks/results/suite.md
+
+# CI keeps the benchmarks compiling without running them.
+bench-build: deps
+	$(SWIFT) build --package-path Benchmarks
 
 # DocC for each public module; fails on any warning (broken links, undocumented parameters).
 DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl

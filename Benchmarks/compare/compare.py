@@ -4,6 +4,8 @@
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 1000]
     python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
+    python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
+    python3 Benchmarks/compare/compare.py plots      (PNG charts of the results, into docs/images)
 
 Each comparison runs the same work through this package (webimage-bench, built
 in release) and through a peer, interleaved, for several rounds, and prints the
@@ -224,6 +226,123 @@ def thumbnails(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def scaling(args):
+    """Cache-hit latency against the number of entries (10^3 .. 10^6)."""
+    ensure_apt("gcc", "liblmdb-dev")
+    bench = build_bench()
+    mdb_loop = compile_c("mdb_get_loop", "-llmdb")
+    work = tempfile.mkdtemp(prefix="webimage-scaling-")
+    try:
+        counts = [n for n in (1_000, 10_000, 100_000, 1_000_000) if n <= args.max_entries]
+        gets = str(args.gets)
+        scenarios = []  # (name, entries, command)
+        for n in counts:
+            lmdb_dir = os.path.join(work, f"lmdb-{n}")
+            fill = as_json(run([bench, "store-fill", "lmdb", lmdb_dir, str(n), str(args.size), "512"]))
+            print(f"  filled LMDB with {n} entries in {fill['seconds']:.1f} s", file=sys.stderr)
+            scenarios += [
+                ("LMDBCacheStore.data(forKey:)", n, [bench, "store-get", "lmdb", lmdb_dir, str(n), gets]),
+                ("ImageManager disk hit (LMDB)", n, [bench, "manager-hit", "lmdb", lmdb_dir, str(n), gets]),
+                ("C loop: mdb_get + memcpy", n, [mdb_loop, lmdb_dir, str(n), gets]),
+            ]
+            if n <= args.max_file_entries:
+                files_dir = os.path.join(work, f"files-{n}")
+                fill = as_json(run([bench, "store-fill", "files", files_dir, str(n), str(args.size), "64"]))
+                print(f"  filled the file store with {n} entries in {fill['seconds']:.1f} s", file=sys.stderr)
+                scenarios.append(("FileCacheStore.data(forKey:)", n, [bench, "store-get", "files", files_dir, str(n), gets]))
+        results = {(name, n): [] for name, n, _ in scenarios}
+        for _ in range(args.rounds):
+            for name, n, cmd in scenarios:
+                results[(name, n)].append(as_json(run(cmd))["nsPerGet"] / 1000)
+        rows = [(f"{name} @ {n:>9,} entries", values, "µs/get") for (name, n), values in results.items()]
+        series = {}
+        for (name, n), values in results.items():
+            series.setdefault(name, {})[n] = statistics.median(values)
+        ratios = {name: points[max(points)] / points[min(points)] for name, points in series.items() if len(points) > 1}
+        report(f"Cache-hit latency against entries ({', '.join(f'{n:,}' for n in counts)}) of {args.size} bytes, "
+               f"{args.gets} random warm gets, {args.rounds} rounds interleaved",
+               rows, "scaling", {"series": {name: {str(n): v for n, v in points.items()} for name, points in series.items()},
+                                 "ratios": ratios, "size": args.size, "gets": args.gets})
+        for name, ratio in ratios.items():
+            points = series[name]
+            print(f"  ratio {name:<34} {max(points):>9,} vs {min(points):,} entries: {ratio:.2f}x  (target: within 1.5x)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def plots(args):
+    """PNG charts of Benchmarks/results/*.json, into docs/images."""
+    try:
+        import matplotlib
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+        import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    results = os.path.join(BENCH, "results")
+    images = os.path.join(ROOT, "docs", "images")
+    os.makedirs(images, exist_ok=True)
+
+    def load(name):
+        path = os.path.join(results, name + ".json")
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    def bars(ax, rows, unit, title, highlight="webimage"):
+        names = [r["name"] for r in rows]
+        values = [r["median"] for r in rows]
+        colors = ["#d2691e" if highlight.lower() in n.lower() or "Store" in n or "Manager" in n or "CurlLoader" in n else "#7f8c9a" for n in names]
+        ax.barh(range(len(rows)), values, color=colors)
+        ax.set_yticks(range(len(rows)), names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel(unit)
+        ax.set_title(title, fontsize=10)
+        for i, v in enumerate(values):
+            ax.text(v, i, f" {v:.1f}", va="center", fontsize=8)
+
+    written = []
+    data = load("thumbnails")
+    if data:
+        speed = [r for r in data["rows"] if r["unit"] == "images/s"]
+        memory = [dict(r, name=r["name"].replace(" (peak RSS)", "")) for r in data["rows"] if r["unit"] == "MiB"]
+        fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.6))
+        bars(a, speed, "images/s (higher is better)", "Thumbnails: throughput")
+        bars(b, memory, "MiB (lower is better)", "Thumbnails: peak RSS")
+        fig.tight_layout()
+        fig.savefig(os.path.join(images, "thumbnails.png"), dpi=110)
+        written.append("thumbnails.png")
+    data = load("cache-hits")
+    if data:
+        fig, a = plt.subplots(figsize=(9, 3.8))
+        bars(a, data["rows"], "µs per get (lower is better)", "Cache hits, 32 KiB entries, warm")
+        fig.tight_layout()
+        fig.savefig(os.path.join(images, "cache-hits.png"), dpi=110)
+        written.append("cache-hits.png")
+    data = load("downloads")
+    if data:
+        fig, a = plt.subplots(figsize=(8, 2.2))
+        bars(a, data["rows"], "files/s (higher is better)", "Downloads from nginx on loopback, 6 at once")
+        fig.tight_layout()
+        fig.savefig(os.path.join(images, "downloads.png"), dpi=110)
+        written.append("downloads.png")
+    data = load("scaling")
+    if data:
+        fig, a = plt.subplots(figsize=(8, 4))
+        for name, points in data["series"].items():
+            xs = sorted(int(n) for n in points)
+            a.plot(xs, [points[str(x)] for x in xs], marker="o", label=name)
+        a.set_xscale("log")
+        a.set_xlabel("entries in the store")
+        a.set_ylabel("µs per get (median)")
+        a.set_ylim(bottom=0)
+        a.set_title(f"Cache-hit latency against entry count ({data['size']} B entries, random warm gets)", fontsize=10)
+        a.legend(fontsize=8)
+        a.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(images, "cache-scaling.png"), dpi=110)
+        written.append("cache-scaling.png")
+    print("wrote " + ", ".join(os.path.join("docs/images", w) for w in written))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="comparison", required=True)
@@ -239,8 +358,15 @@ def main():
     thumbs = sub.add_parser("thumbnails")
     thumbs.add_argument("--rounds", type=int, default=3)
     thumbs.add_argument("--images", type=int, default=24)
+    scale = sub.add_parser("scaling")
+    scale.add_argument("--rounds", type=int, default=3)
+    scale.add_argument("--max-entries", type=int, default=1_000_000)
+    scale.add_argument("--max-file-entries", type=int, default=100_000)
+    scale.add_argument("--size", type=int, default=1024)
+    scale.add_argument("--gets", type=int, default=20000)
+    sub.add_parser("plots")
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "plots": plots}[args.comparison](args)
 
 
 if __name__ == "__main__":
