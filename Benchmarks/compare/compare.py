@@ -310,20 +310,15 @@ def plots(args):
         fig.tight_layout()
         fig.savefig(os.path.join(images, "thumbnails.png"), dpi=110)
         written.append("thumbnails.png")
-    data = load("cache-hits")
-    if data:
-        fig, a = plt.subplots(figsize=(9, 3.8))
-        bars(a, data["rows"], "µs per get (lower is better)", "Cache hits, 32 KiB entries, warm")
-        fig.tight_layout()
-        fig.savefig(os.path.join(images, "cache-hits.png"), dpi=110)
-        written.append("cache-hits.png")
-    data = load("downloads")
-    if data:
-        fig, a = plt.subplots(figsize=(8, 2.2))
-        bars(a, data["rows"], "files/s (higher is better)", "Downloads from nginx on loopback, 6 at once")
-        fig.tight_layout()
-        fig.savefig(os.path.join(images, "downloads.png"), dpi=110)
-        written.append("downloads.png")
+    for name, size, unit, title in (("cache-hits", (9, 3.8), "µs per get (lower is better)", "Cache hits, 32 KiB entries, warm"),
+                                    ("downloads", (8, 2.2), "files/s (higher is better)", "Downloads from nginx on loopback, 6 at once")):
+        data = load(name)
+        if data:
+            fig, a = plt.subplots(figsize=size)
+            bars(a, data["rows"], unit, title)
+            fig.tight_layout()
+            fig.savefig(os.path.join(images, name + ".png"), dpi=110)
+            written.append(name + ".png")
     data = load("scaling")
     if data:
         fig, a = plt.subplots(figsize=(8, 4))
