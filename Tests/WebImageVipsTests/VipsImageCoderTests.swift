@@ -122,6 +122,38 @@ struct VipsImageCoderTests {
         #expect(oriented.pixelSize == PixelSize(width: 32, height: 64), "orientation applied to thumbnails")
     }
 
+    @Test("a PNG thumbnail with alpha: exact size, colours kept, no bleed from transparent pixels")
+    func pngThumbnail() throws {
+        // Left half opaque red; right half fully transparent *green* (invisible, and
+        // it must stay so: a filter without premultiplied alpha smears it into the red).
+        let width = 1000, height = 600
+        var bytes = [UInt8](repeating: 0, count: width * height * 4)
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * 4
+                if x < width / 2 { (bytes[i], bytes[i + 3]) = (255, 255) } else { bytes[i + 1] = 255 }
+            }
+        }
+        let data = try Fixtures.encode(PixelBuffer(size: PixelSize(width: width, height: height), channels: 4, bytes: bytes), as: .png)
+        for (box, fill, expected) in [(PixelSize(256), false, PixelSize(width: 256, height: 154)),
+                                      (PixelSize(width: 333, height: 100), false, PixelSize(width: 167, height: 100)),
+                                      (PixelSize(100), true, PixelSize(100))] {
+            let image = try coder.decode(data, options: DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: !fill))
+            #expect(image.pixelSize == expected && image.hasAlpha, "\(box) fill \(fill): \(image.pixelSize)")
+            let pixels = try Fixtures.pixels(image)
+            #expect(pixels.channels == 4)
+            let w = pixels.size.width, row = pixels.size.height / 2
+            // Premultiplied, the invisible green is 0 everywhere, so no visible pixel, even
+            // the half-transparent ones along the edge, may have any green in it.
+            var greenInRed = 0
+            for x in 0..<w where pixels.bytes[(row * w + x) * 4 + 3] > 0 && pixels.bytes[(row * w + x) * 4 + 1] > 2 { greenInRed += 1 }
+            #expect(greenInRed == 0, "\(box): no green bleeds into visible pixels (\(greenInRed) do)")
+            let left = (row * w + 2) * 4, right = (row * w + w - 3) * 4
+            #expect(pixels.bytes[left] >= 250 && pixels.bytes[left + 3] == 255, "opaque red stays opaque red")
+            #expect(pixels.bytes[right + 3] == 0, "the transparent half stays transparent")
+        }
+    }
+
     @Test("the pixel limit is checked from the header; scaleDownLargeImages fits it instead")
     func pixelLimit() throws {
         let claim = Fixtures.pngHeader(width: 100_000, height: 100_000)
