@@ -2,7 +2,7 @@
 """Side-by-side comparisons of swift-web-image with peers, in one run.
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
-    python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 1000]
+    python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
     python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py plots      (PNG charts of the results, into docs/images)
@@ -348,7 +348,7 @@ def main():
     hits.add_argument("--gets", type=int, default=20000)
     dl = sub.add_parser("downloads")
     dl.add_argument("--rounds", type=int, default=5)
-    dl.add_argument("--files", type=int, default=1000)
+    dl.add_argument("--files", type=int, default=5000)
     dl.add_argument("--size", type=int, default=32 * 1024)
     thumbs = sub.add_parser("thumbnails")
     thumbs.add_argument("--rounds", type=int, default=3)
