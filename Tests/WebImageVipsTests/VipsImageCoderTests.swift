@@ -4,6 +4,7 @@ import WebImage
 import WebImageTesting
 import WebImageVips
 
+extension VipsTests {
 @Suite("VipsImageCoder")
 struct VipsImageCoderTests {
     let coder = VipsImageCoder()
@@ -222,4 +223,5 @@ struct VipsImageCoderTests {
         #expect(again.bytes == (try Fixtures.pixels(image)).bytes, "lossless WebP keeps every pixel")
         #expect(throws: WebImageError.self) { try coder.encode(image, as: .pdf, options: EncodeOptions()) }
     }
+}
 }

@@ -3,6 +3,7 @@ import Testing
 import WebImage
 import WebImageVips
 
+extension VipsTests {
 @Suite("Vips transformers")
 struct VipsTransformerTests {
     let coder = VipsImageCoder()
@@ -99,7 +100,9 @@ struct VipsTransformerTests {
         #expect(try ImageTransformers.Flip().transform(image).pixelSize == PixelSize(width: 8, height: 4))
     }
 }
+}
 
+extension VipsTests {
 @Suite("Vips through the manager")
 struct VipsManagerTests {
     func manager(store: (any CacheStore)? = MemoryCacheStore(limits: .unlimited)) -> ImageManager {
@@ -153,10 +156,12 @@ struct VipsManagerTests {
         #expect(serializer.serialize(alpha, "k", coders).flatMap(ImageFormat.sniff) == .png)
     }
 }
+}
 
 /// The real images in ../shared/corpus, when the checkout has them beside it
 /// (CI does; a user's fresh clone does not, and the fixtures above cover the same
 /// properties there).
+extension VipsTests {
 @Suite("Shared corpus", .enabled(if: SharedCorpus.directory != nil))
 struct SharedCorpusTests {
     let coder = VipsImageCoder()
@@ -202,6 +207,7 @@ struct SharedCorpusTests {
             #expect(error?.message.contains("untrusted") == true, "\(vector): \(String(describing: error))")
         }
     }
+}
 }
 
 enum SharedCorpus {
