@@ -127,7 +127,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "webimage",
+            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage",
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

@@ -31,12 +31,49 @@ public enum SampleImages {
         for frame in 0..<frames { bytes += landscape(PixelSize(96), seed: frame * 3).bytes }
         let spinner = PixelBuffer(size: PixelSize(96), channels: 3, bytes: bytes)
         try write("spinner.gif", Image(pixelSize: spinner.size, frames: Array(repeating: Image.Frame(duration: .milliseconds(80)), count: frames), loopCount: 0, storage: spinner), .gif)
+        // Each stored so that, with its EXIF orientation applied, it shows the same
+        // upright 640x400 landscape (as the usual EXIF test sets do): a viewer that
+        // shows eight identical pictures handles orientation.
         let base = landscape(PixelSize(width: 640, height: 400), seed: 9)
         for orientation in 1...8 {
-            let image = Image(pixelSize: base.size, orientation: ImageOrientation(exif: orientation), storage: base)
+            let stored = storedPixels(showing: base, orientation: orientation)
+            let image = Image(pixelSize: stored.size, orientation: ImageOrientation(exif: orientation), storage: stored)
             try write("oriented-\(orientation).jpg", image, .jpeg, EncodeOptions(quality: 90, keepMetadata: true))
         }
         return names
+    }
+
+    /// The pixels to store with EXIF `orientation` so that applying it shows `upright`.
+    public static func storedPixels(showing upright: PixelBuffer, orientation: Int) -> PixelBuffer {
+        // Orientations 6 and 8 undo each other; the others undo themselves.
+        transform(upright, orientation: orientation == 6 ? 8 : orientation == 8 ? 6 : orientation)
+    }
+
+    /// `buffer` with EXIF orientation `orientation`'s display transform applied
+    /// (2: mirror, 3: rotate 180°, 4: flip, 5: transpose, 6: rotate 90° clockwise,
+    /// 7: transverse, 8: rotate 90° counter-clockwise).
+    public static func transform(_ buffer: PixelBuffer, orientation: Int) -> PixelBuffer {
+        let w = buffer.size.width, h = buffer.size.height, c = buffer.channels
+        let swaps = orientation >= 5
+        let out = swaps ? PixelSize(width: h, height: w) : buffer.size
+        var bytes = [UInt8](repeating: 0, count: buffer.bytes.count)
+        for y in 0..<out.height {
+            for x in 0..<out.width {
+                let (sx, sy): (Int, Int) = switch orientation {
+                case 2: (w - 1 - x, y)
+                case 3: (w - 1 - x, h - 1 - y)
+                case 4: (x, h - 1 - y)
+                case 5: (y, x)
+                case 6: (y, h - 1 - x)
+                case 7: (w - 1 - y, h - 1 - x)
+                case 8: (w - 1 - y, x)
+                default: (x, y)
+                }
+                let from = (sy * w + sx) * c, to = (y * out.width + x) * c
+                for k in 0..<c { bytes[to + k] = buffer.bytes[from + k] }
+            }
+        }
+        return PixelBuffer(size: out, channels: c, bytes: bytes)
     }
 
     /// A photo-like picture: a sky gradient, hills, and a sun (`seed` moves the sun).

@@ -88,7 +88,8 @@ struct ToolTests {
         let spinner = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("spinner.gif") == true })
         #expect(spinner["frameCount"] as? Int == 8 && spinner["pixelWidth"] as? Int == 96)
         let rotated = try #require(lines.first { ($0["input"] as? String)?.hasSuffix("oriented-6.jpg") == true })
-        #expect(rotated["pixelWidth"] as? Int == 400 && rotated["pixelHeight"] as? Int == 640, "upright")
+        // Stored 400x640 with tag 6: upright, it is the same 640x400 landscape as the others.
+        #expect(rotated["pixelWidth"] as? Int == 640 && rotated["pixelHeight"] as? Int == 400, "upright")
         #expect((rotated["key"] as? String)?.hasPrefix("file://") == true && (rotated["bytes"] as? Int ?? 0) > 0)
 
         let second = try await tool.run(["load", "--json"] + files)
@@ -133,7 +134,7 @@ struct ToolTests {
         let samples = tool.home.appendingPathComponent("samples")
         _ = try await tool.run(["samples", samples.path])
         let oriented = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("oriented-8.jpg").path]).lines.first)
-        #expect(oriented["orientation"] as? Int == 8 && oriented["pixelWidth"] as? Int == 400 && oriented["format"] as? String == "jpeg")
+        #expect(oriented["orientation"] as? Int == 8 && oriented["pixelWidth"] as? Int == 640 && oriented["format"] as? String == "jpeg")
         let gif = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("spinner.gif").path]).lines.first)
         #expect(gif["frameCount"] as? Int == 8 && gif["loopCount"] as? Int == 0)
         #expect((gif["frameDurations"] as? [Double])?.allSatisfy { abs($0 - 0.08) < 0.001 } == true)

@@ -27,6 +27,10 @@ struct ProcessTests {
                 #expect((image.caption?.width ?? 0) > 0 && (image.caption?.height ?? 0) > 0, "\(image.name) natural size: \(image.info)")
             }
             #expect(first.images.first { $0.name == "photo-1.jpg" }?.caption.map { ($0.width, $0.height) } ?? (0, 0) == (256, 192))
+            // The eight EXIF-oriented samples show one upright landscape once their tags are applied.
+            let oriented = first.images.filter { $0.name.hasPrefix("oriented-") }
+            #expect(oriented.count == 8 && oriented.allSatisfy { $0.caption.map { ($0.width, $0.height) } ?? (0, 0) == (256, 160) },
+                    "oriented samples upright: \(oriented.map(\.info))")
 
             let screenshot = directory.appendingPathComponent("gallery.png")
             try await browser.screenshot(page, to: screenshot, width: 1280, height: 1100)
