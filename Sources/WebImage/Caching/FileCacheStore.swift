@@ -36,6 +36,8 @@ import Glibc
 public final class FileCacheStore: CacheStore {
     /// The directory the store owns.
     public let directory: URL
+    /// `directory.path` with a trailing slash, computed once (hits build paths from it).
+    private let directoryPrefix: String
     private let limits: CacheLimits
     private let pool: BlockingThreadPool
     private let clock: @Sendable () -> Date
@@ -54,6 +56,7 @@ public final class FileCacheStore: CacheStore {
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.directory = directory.standardizedFileURL
+        self.directoryPrefix = self.directory.path.hasSuffix("/") ? self.directory.path : self.directory.path + "/"
         self.limits = limits
         self.pool = pool
         self.clock = clock
@@ -159,8 +162,7 @@ extension FileCacheStore {
     }
 
     private func readRecord(hash: String) throws -> Record? {
-        let url = directory.appendingPathComponent(hash + ".meta")
-        guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
+        guard let data = Self.readFile(directoryPrefix + hash + ".meta") else { return nil }
         // A meta file that does not parse is treated as absent (and swept later).
         return try? JSONDecoder().decode(Record.self, from: data)
     }
@@ -170,12 +172,12 @@ extension FileCacheStore {
         guard var record = try readRecord(hash: hash), record.key == key else { return nil }
         var data = Data()
         if withData {
-            guard let bytes = FileManager.default.contents(atPath: directory.appendingPathComponent(record.dataFile).path),
+            guard let bytes = Self.readFile(directoryPrefix + record.dataFile, expectedSize: record.metadata.size),
                   bytes.count == record.metadata.size
             else { return nil }  // replaced or removed under us: a miss
             data = bytes
             let now = clock()
-            touch(directory.appendingPathComponent(hash + ".meta"), at: now)
+            touch(directoryPrefix + hash + ".meta", at: now)
             record.metadata.accessedAt = now
         }
         return CacheEntry(data: data, metadata: record.metadata)
@@ -211,7 +213,7 @@ extension FileCacheStore {
         }
         let url = directory.appendingPathComponent(hash + ".meta")
         try writeAtomically(json, to: url)
-        touch(url, at: record.metadata.accessedAt)
+        touch(url.path, at: record.metadata.accessedAt)
     }
 
     /// Writes to `tmp/`, then renames over `destination`.
@@ -228,13 +230,42 @@ extension FileCacheStore {
         }
     }
 
-    private func touch(_ url: URL, at date: Date) {
+    /// A whole file by open/read/close (Foundation's reader adds a path `stat` and
+    /// its own bookkeeping to every hit). With `expectedSize`, reads one byte more
+    /// than expected so that a longer file is noticed; nil when the file is missing.
+    static func readFile(_ path: String, expectedSize: Int? = nil) -> Data? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var capacity = (expectedSize ?? 4096) + 1
+        var data = Data(count: capacity)
+        var filled = 0
+        while true {
+            let count = data.withUnsafeMutableBytes { buffer in
+                read(descriptor, buffer.baseAddress! + filled, capacity - filled)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if count == 0 { break }
+            filled += count
+            if filled == capacity {
+                capacity *= 2
+                data.count = capacity
+            }
+        }
+        data.count = filled
+        return data
+    }
+
+    private func touch(_ path: String, at date: Date) {
         let seconds = date.timeIntervalSince1970
         var times = [timespec](repeating: timespec(), count: 2)
         times[0].tv_sec = Int(seconds)
         times[0].tv_nsec = Int((seconds - seconds.rounded(.down)) * 1e9)
         times[1] = times[0]
-        _ = utimensat(AT_FDCWD, url.path, times, 0)
+        _ = utimensat(AT_FDCWD, path, times, 0)
     }
 
     private func removeEntry(hash: String, dataFiles: [String]) throws {
