@@ -2,6 +2,7 @@ import Foundation
 public import Hummingbird
 import HTTPTypes
 import Logging
+import Metrics
 import NIOCore
 public import Prometheus
 import Synchronization
@@ -26,6 +27,8 @@ public struct ThumbnailService: Sendable {
     let samples: (directory: URL, names: [String])?
     /// The address the server is listening on, once it is (for the gallery's default sources).
     let origin = OriginBox()
+    /// Finished thumbnails in memory (`thumbnail.memoryCacheSize`).
+    let encoded: EncodedCache
 
     /// - Parameters:
     ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
@@ -37,6 +40,7 @@ public struct ThumbnailService: Sendable {
         self.manager = manager
         self.settings = settings
         self.metrics = metrics
+        self.encoded = EncodedCache(limit: settings.memoryCacheSize)
         if settings.gallerySources == nil {
             let directory = settings.samplesDirectory
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-server-samples-\(getpid())")
@@ -92,11 +96,31 @@ public struct ThumbnailService: Sendable {
             var context = ImageContext()
             context.thumbnailPixelSize = query.box
             context.encodeFormat = query.format
-            let result = try await manager.loadImage(with: query.url, options: [.waitStoreCache, .queryMemoryData], context: context)
-            let bytes = try await encodedBytes(of: result, as: query.format)
+            // Bytes first: the finished thumbnail from memory, else from the disk store
+            // (no decode: it is already encoded), else made by the manager.
+            let key = manager.resultKey(for: query.url, context: context)
+            var source = "memory"
+            var cached = encoded.entry(forKey: key)
+            if cached == nil, let store = manager.store, let data = try? await store.data(forKey: key), !data.isEmpty {
+                source = "disk"
+                cached = EncodedCache.Entry(data: data, etag: "\"\(Self.digest(data))\"", size: nil)
+                encoded.set(cached!, forKey: key)
+            }
+            if cached == nil {
+                // The decoded thumbnail is not kept in the manager's memory cache: this
+                // service keeps the encoded bytes instead.
+                context.storeCacheTiers = [.disk]
+                context.queryCacheTiers = [.disk]
+                let result = try await manager.loadImage(with: query.url, options: [.waitStoreCache], context: context)
+                let data = try await encodedBytes(of: result, as: query.format)
+                source = result.cacheType == .none ? "network" : result.cacheType.rawValue
+                cached = EncodedCache.Entry(data: data, etag: "\"\(Self.digest(data))\"",
+                                            size: result.image.map { "\($0.pixelSize.width)x\($0.pixelSize.height)" })
+                encoded.set(cached!, forKey: key)
+            }
+            guard let thumbnail = cached else { throw WebImageError(.loadFailed, "no thumbnail made") }
+            let bytes = thumbnail.data, etag = thumbnail.etag
             let elapsed = ContinuousClock.now - started
-            let source = result.cacheType == .none ? "network" : result.cacheType.rawValue
-            let etag = "\"\(Self.digest(bytes))\""
             var headers: HTTPFields = [
                 .contentType: ImageFormat.sniff(bytes)?.mimeType ?? query.format.mimeType,
                 .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)",
@@ -104,7 +128,8 @@ public struct ThumbnailService: Sendable {
                 .serverTiming: "\(source);dur=\(String(format: "%.1f", elapsed.milliseconds))",
                 .imageSource: source,
             ]
-            if let size = result.image?.pixelSize { headers[.imageSize] = "\(size.width)x\(size.height)" }
+            if let size = thumbnail.size { headers[.imageSize] = size }
+            Counter(label: "thumbnail_responses_total", dimensions: [("source", source)]).increment()
             if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
                 return Response(status: .notModified, headers: headers)
             }
@@ -118,8 +143,8 @@ public struct ThumbnailService: Sendable {
         }
     }
 
-    /// The finished bytes: the result's own, else the derived entry the manager just
-    /// stored, else (no disk tier) encoded here.
+    /// The finished bytes of a load: the derived entry the manager just stored, else
+    /// (no disk tier) encoded here.
     private func encodedBytes(of result: ImageResult, as format: ImageFormat) async throws -> Data {
         if let data = result.data { return data }
         if let store = manager.store, let data = try? await store.data(forKey: result.key) { return data }

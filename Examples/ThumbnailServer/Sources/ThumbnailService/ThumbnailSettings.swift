@@ -14,6 +14,7 @@ import WebImageKit
 /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted |
 /// | `thumbnail.defaultFormat` | `webp` | the format when the request names none |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
+/// | `thumbnail.memoryCacheSize` | `64MiB` | finished (encoded) thumbnails kept in memory |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
 /// | `samples.path` | a temporary directory | where the bundled samples are written |
@@ -28,6 +29,8 @@ public struct ThumbnailSettings: Sendable {
     public var maxDimension = 2048
     public var defaultFormat = ImageFormat.webp
     public var cacheMaxAge: Duration = .seconds(86_400)
+    /// Bytes of encoded thumbnails kept in memory.
+    public var memoryCacheSize = 64 << 20
     /// Nil: the bundled samples, served by the service itself under `/samples/`.
     public var gallerySources: [URL]?
     public var gallerySize = 256
@@ -58,6 +61,7 @@ public struct ThumbnailSettings: Sendable {
             defaultFormat = format
         }
         if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
+        if let size = try values.bytes("thumbnail.memoryCacheSize") { memoryCacheSize = size }
         if let sources = values.list("gallery.sources") {
             gallerySources = try sources.map { text in
                 guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
@@ -73,11 +77,15 @@ public struct ThumbnailSettings: Sendable {
     /// The layers a deployment configures the service with, highest precedence
     /// first: `flags` (values set in code, by key), `WEBIMAGE_*` environment
     /// variables (`WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS`), a JSON file, then the
-    /// service's defaults (SSRF guard on, its own cache directory), then the library's.
+    /// service's defaults (SSRF guard on, no decoded-image memory cache, its own
+    /// cache directory), then the library's.
     public static func reader(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                               flags: [String: String] = [:]) async throws -> ConfigReader {
         let defaults: [String: String] = [
             "loader.blockPrivateAddresses": "true",
+            // The service keeps encoded thumbnails in memory (thumbnail.memoryCacheSize),
+            // not decoded images.
+            "memory.costLimit": "0",
             "store.path": WebImageKit.defaultCacheDirectory.deletingLastPathComponent().appendingPathComponent("thumbnail-server").path,
         ]
         return try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults)
