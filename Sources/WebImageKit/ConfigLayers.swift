@@ -17,10 +17,7 @@ public enum ConfigLayers {
     ///     (the thumbnail server example turns `loader.blockPrivateAddresses` on here).
     public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                               defaults: [String: String] = [:]) async throws -> ConfigReader {
-        var providers: [any ConfigProvider] = []
-        var values: [AbsoluteConfigKey: ConfigValue] = [:]
-        for (key, value) in flags { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
-        providers.append(InMemoryProvider(name: "flags", values: values))
+        var providers: [any ConfigProvider] = [inMemory("flags", flags)]
         providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))
         if let file {
             guard FileManager.default.fileExists(atPath: file) else {
@@ -32,12 +29,15 @@ public enum ConfigLayers {
                 throw WebImageError(.invalidArgument, "--config \(file): \(error)")
             }
         }
-        if !defaults.isEmpty {
-            var values: [AbsoluteConfigKey: ConfigValue] = [:]
-            for (key, value) in defaults { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
-            providers.append(InMemoryProvider(name: "defaults", values: values))
-        }
+        if !defaults.isEmpty { providers.append(inMemory("defaults", defaults)) }
         return ConfigReader(providers: providers)
+    }
+
+    /// Text values by key (`store.kind`) as a provider.
+    private static func inMemory(_ name: String, _ pairs: [String: String]) -> InMemoryProvider {
+        var values: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in pairs { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
+        return InMemoryProvider(name: name, values: values)
     }
 
     /// A manager with every plugin of the package, configured by `config`; the store

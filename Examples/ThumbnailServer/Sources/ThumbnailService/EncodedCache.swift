@@ -12,6 +12,24 @@ final class EncodedCache: Sendable {
         var data: Data
         var etag: String
         var size: String?
+
+        init(data: Data, etag: String, size: String?) {
+            self.data = data
+            self.etag = etag
+            self.size = size
+        }
+
+        /// An entry whose strong ETag is a digest of the bytes.
+        init(data: Data, size: String?) {
+            self.init(data: data, etag: "\"\(Self.digest(data))\"", size: size)
+        }
+
+        /// FNV-1a, 64 bits, and the length: a validator that changes when the bytes do.
+        static func digest(_ data: Data) -> String {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in data { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+            return String(hash, radix: 16) + "-" + String(data.count, radix: 16)
+        }
     }
 
     private struct State {

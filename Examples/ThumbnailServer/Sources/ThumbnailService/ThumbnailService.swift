@@ -103,7 +103,7 @@ public struct ThumbnailService: Sendable {
             var cached = encoded.entry(forKey: key)
             if cached == nil, let store = manager.store, let data = try? await store.data(forKey: key), !data.isEmpty {
                 source = "disk"
-                cached = EncodedCache.Entry(data: data, etag: "\"\(Self.digest(data))\"", size: nil)
+                cached = EncodedCache.Entry(data: data, size: nil)
                 encoded.set(cached!, forKey: key)
             }
             if cached == nil {
@@ -114,7 +114,7 @@ public struct ThumbnailService: Sendable {
                 let result = try await manager.loadImage(with: query.url, options: [.waitStoreCache], context: context)
                 let data = try await encodedBytes(of: result, as: query.format)
                 source = result.cacheType == .none ? "network" : result.cacheType.rawValue
-                cached = EncodedCache.Entry(data: data, etag: "\"\(Self.digest(data))\"",
+                cached = EncodedCache.Entry(data: data,
                                             size: result.image.map { "\($0.pixelSize.width)x\($0.pixelSize.height)" })
                 encoded.set(cached!, forKey: key)
             }
@@ -181,13 +181,6 @@ public struct ThumbnailService: Sendable {
         let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
         return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                         body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
-    }
-
-    /// FNV-1a, 64 bits: a validator that changes when the bytes do.
-    static func digest(_ data: Data) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return String(hash, radix: 16) + "-" + String(data.count, radix: 16)
     }
 }
 
