@@ -13,9 +13,10 @@ public struct LoaderConformance: Sendable {
         public var existingData: Data
         /// A resource that does not exist.
         public var missing: URL
-        /// A resource that takes at least 3 s to load, so that a cancellation lands
-        /// mid-load and must end it well before; without one, the check only asks
-        /// that a cancelled load does not hang.
+        /// A resource that takes long to load (20 s is safe: the check cancels after
+        /// 200 ms, and a loaded CI machine can delay that by seconds), so that the
+        /// cancellation lands mid-load and must end it within 2.5 s; without one,
+        /// the check only asks that a cancelled load does not hang.
         public var slow: URL?
 
         public init(existing: URL, existingData: Data, missing: URL, slow: URL? = nil) {

@@ -35,9 +35,12 @@ struct CurlLoaderTests {
     @Test("passes LoaderConformance")
     func conformance() async throws {
         try await withServer { server in
-            try await LoaderConformance(loader: CurlLoader(), fixtures: .init(
+            // The slow load takes 20 s: the check cancels it after 200 ms, and a loaded
+            // CI machine can starve the checking task for seconds before it gets to
+            // cancel (with 3 s, the load once finished first).
+            try await LoaderConformance(loader: CurlLoader(configuration: .init(timeout: .seconds(60))), fixtures: .init(
                 existing: server.url("/bytes/4096"), existingData: TestHTTPServer.bytes(4096),
-                missing: server.url("/status/404"), slow: server.url("/slow/3000/c")
+                missing: server.url("/status/404"), slow: server.url("/slow/20000/c")
             )).run()
         }
     }
