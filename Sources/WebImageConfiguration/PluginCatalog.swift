@@ -1,4 +1,5 @@
 public import Configuration
+import Foundation
 public import WebImage
 
 /// What configuration can choose from by name: store factories, and coder and
@@ -28,7 +29,17 @@ public struct PluginCatalog: Sendable {
     public static var core: PluginCatalog {
         var catalog = PluginCatalog()
         catalog.registerLoader(name: "file", schemes: ["file"]) { config in
-            FileLoader(maxFileSize: Int64(try ConfigValues(config).bytes("loader.maxResponseSize") ?? 64 << 20))
+            let values = ConfigValues(config)
+            // In the untrusted-URL mode (the SSRF guard on), files are refused unless
+            // a root confines them; a root confines them in any mode.
+            var access = FileLoader.Access.unrestricted
+            if let root = values.text("loader.fileRoot"), !root.isEmpty {
+                access = .within(URL(fileURLWithPath: (root as NSString).expandingTildeInPath))
+            } else if try values.bool("loader.blockPrivateAddresses") == true {
+                access = .refused
+            }
+            return FileLoader(maxFileSize: Int64(try values.bytes("loader.maxResponseSize") ?? 64 << 20), access: access,
+                              timeout: try values.duration("loader.timeout") ?? .seconds(15))
         }
         return catalog
     }

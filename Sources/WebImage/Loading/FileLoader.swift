@@ -1,21 +1,50 @@
 public import Foundation
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// Loads `file://` URLs and plain paths, with the limits of any loader.
 ///
-/// Refuses directories, unreadable files and files over the size limit with
-/// typed errors; reads on the blocking pool. Responses carry a `Content-Type`
-/// from sniffing and a `Last-Modified` from the file's modification time, so a
-/// `.refreshCached` load of a file that has not changed is answered 304.
+/// Only regular files (and symbolic links to them) are read: a FIFO, a device or
+/// a socket is refused with ``WebImageError/Code/invalidURL`` before any read, so
+/// none of them can hang a load or hold a pool thread. Directories, unreadable
+/// files and files over the size limit get typed errors too. Reads run on the
+/// blocking pool, in chunks, within the request's timeout (default 15 s).
+///
+/// Responses carry a `Content-Type` from sniffing and a `Last-Modified` from the
+/// file's modification time, so a `.refreshCached` load of a file that has not
+/// changed is answered 304.
+///
+/// A server that loads URLs its users choose restricts what the loader may read
+/// with ``Access``: ``Access/refused`` refuses every file, ``Access/within(_:)``
+/// confines loads to one directory (checked on the resolved path, so neither
+/// `..` nor a symbolic link leads out of it).
 public struct FileLoader: Loader {
+    /// Which files the loader may read.
+    public enum Access: Sendable, Hashable {
+        /// Any file the process can read (a tool, a trusted batch job).
+        case unrestricted
+        /// Only files whose resolved path lies inside this directory.
+        case within(URL)
+        /// No file at all: the untrusted-URL mode of a server with no file root.
+        case refused
+    }
+
     /// The largest file loaded, in bytes. Default 64 MiB, as for network loads.
     public var maxFileSize: Int64
+    /// Which files may be read. Default ``Access/unrestricted``.
+    public var access: Access
+    /// How long a load may take when the request sets no timeout. Default 15 s.
+    public var timeout: Duration
     private let pool: BlockingThreadPool
 
-    public init(maxFileSize: Int64 = 64 << 20, pool: BlockingThreadPool = .shared) {
+    public init(maxFileSize: Int64 = 64 << 20, access: Access = .unrestricted, timeout: Duration = .seconds(15),
+                pool: BlockingThreadPool = .shared) {
         self.maxFileSize = maxFileSize
+        self.access = access
+        self.timeout = timeout
         self.pool = pool
     }
 
@@ -27,44 +56,103 @@ public struct FileLoader: Loader {
         let url = request.url
         let path = url.isFileURL ? url.path : url.relativeString.removingPercentEncoding ?? url.relativeString
         let limit = min(request.maxResponseSize ?? maxFileSize, maxFileSize)
+        let deadline = ContinuousClock.now + (request.timeout ?? timeout)
+        let access = access
         let response = try await pool.run { () throws -> LoadResponse in
-            var info = stat()
-            guard stat(path, &info) == 0 else {
-                let code = errno
-                throw WebImageError(code == ENOENT || code == ENOTDIR ? .notFound : .loadFailed,
-                                    "\(path): \(String(cString: strerror(code)))", isTransient: false)
-            }
-            guard (info.st_mode & S_IFMT) != S_IFDIR else {
-                throw WebImageError(.invalidURL, "\(path) is a directory, not an image file")
-            }
-            guard Int64(info.st_size) <= limit else {
-                throw WebImageError(.tooLarge, "\(path) is \(info.st_size) bytes, over the limit of \(limit)")
-            }
-            let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec))
-            let lastModified = HTTPDate.format(modified)
-            if let since = request.ifModifiedSince, since == lastModified {
-                return LoadResponse(data: Data(), statusCode: 304, headers: ["last-modified": lastModified], url: url)
-            }
-            guard let handle = FileHandle(forReadingAtPath: path) else {
-                throw WebImageError(.forbidden, "\(path) is not readable: \(String(cString: strerror(errno)))")
-            }
-            defer { try? handle.close() }
-            let data: Data
-            do {
-                data = try handle.read(upToCount: Int(limit) + 1) ?? Data()
-            } catch {
-                throw WebImageError(.loadFailed, "cannot read \(path): \(error.localizedDescription)", isTransient: false, underlying: error)
-            }
-            guard data.count <= limit else {
-                throw WebImageError(.tooLarge, "\(path) grew past the limit of \(limit) bytes while being read")
-            }
-            var headers = ["last-modified": lastModified, "content-length": String(data.count)]
-            if let format = ImageFormat.sniff(data) { headers["content-type"] = format.mimeType }
-            return LoadResponse(data: data, statusCode: 200, headers: headers, url: url)
+            let path = try Self.permittedPath(path, access: access)
+            return try Self.read(path, url: url, limit: limit, deadline: deadline, ifModifiedSince: request.ifModifiedSince)
         }
         try Task.checkCancellation()
         progress(LoadProgress(received: Int64(response.data.count), expected: Int64(response.data.count)))
         return response
+    }
+
+    /// The path to open: `path` itself, or under ``Access/within(_:)`` its resolved
+    /// form, which must lie inside the root.
+    static func permittedPath(_ path: String, access: Access) throws -> String {
+        switch access {
+        case .unrestricted:
+            return path
+        case .refused:
+            throw WebImageError(.forbidden, "file loads are refused in this configuration (\(path)); set a file root (loader.fileRoot) to allow a directory")
+        case .within(let root):
+            guard let resolvedRoot = realpath(root.path, nil) else {
+                throw WebImageError(.forbidden, "the file root \(root.path) does not exist: \(String(cString: strerror(errno)))")
+            }
+            let rootPath = String(cString: resolvedRoot)
+            free(resolvedRoot)
+            guard let resolved = realpath(path, nil) else {
+                let code = errno
+                throw WebImageError(code == ENOENT || code == ENOTDIR ? .notFound : .forbidden,
+                                    "\(path): \(String(cString: strerror(code)))", isTransient: false)
+            }
+            let resolvedPath = String(cString: resolved)
+            free(resolved)
+            let prefix = rootPath.hasSuffix("/") ? rootPath : rootPath + "/"
+            guard resolvedPath.hasPrefix(prefix) else {
+                throw WebImageError(.forbidden, "\(path) resolves to \(resolvedPath), outside the file root \(rootPath)")
+            }
+            return resolvedPath
+        }
+    }
+
+    /// Opens without blocking (a FIFO would wait for a writer), checks on the open
+    /// descriptor that it is a regular file (no race with a swapped path), then
+    /// reads in chunks until the end, the size limit or the deadline.
+    static func read(_ path: String, url: URL, limit: Int64, deadline: ContinuousClock.Instant, ifModifiedSince: String?) throws -> LoadResponse {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            let kind: WebImageError.Code = code == ENOENT || code == ENOTDIR ? .notFound : code == EACCES || code == EPERM ? .forbidden : .loadFailed
+            throw WebImageError(kind, "\(path): \(String(cString: strerror(code)))", isTransient: false)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw WebImageError(.loadFailed, "\(path): \(String(cString: strerror(errno)))", isTransient: false)
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw WebImageError(.invalidURL, "\(path) is a directory, not an image file")
+        default: throw WebImageError(.invalidURL, "\(path) is not a regular file (a FIFO, socket or device); only regular files are loaded")
+        }
+        guard Int64(info.st_size) <= limit else {
+            throw WebImageError(.tooLarge, "\(path) is \(info.st_size) bytes, over the limit of \(limit)")
+        }
+        let lastModified = HTTPDate.format(Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec)))
+        if let ifModifiedSince, ifModifiedSince == lastModified {
+            return LoadResponse(data: Data(), statusCode: 304, headers: ["last-modified": lastModified], url: url)
+        }
+        // One allocation of the size the file declares; a file that grows while
+        // being read is caught by the limit, one that shrinks ends early.
+        var data = Data(count: Int(min(Int64(info.st_size), limit)) + 1)
+        var count = 0
+        let chunk = 1 << 20
+        try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+            while true {
+                if count == buffer.count { return }  // more than the file declared: it grew
+                let n = systemRead(fd, buffer.baseAddress! + count, min(chunk, buffer.count - count))
+                if n == 0 { return }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw WebImageError(.loadFailed, "cannot read \(path): \(String(cString: strerror(errno)))", isTransient: false)
+                }
+                count += n
+                if ContinuousClock.now > deadline {
+                    throw WebImageError(.timedOut, "reading \(path) did not finish within the loader timeout")
+                }
+            }
+        }
+        guard Int64(count) <= limit else {
+            throw WebImageError(.tooLarge, "\(path) grew past the limit of \(limit) bytes while being read")
+        }
+        guard Int64(count) <= Int64(info.st_size) else {
+            throw WebImageError(.loadFailed, "\(path) grew while being read", isTransient: true)
+        }
+        data.count = count
+        var headers = ["last-modified": lastModified, "content-length": String(count)]
+        if let format = ImageFormat.sniff(data) { headers["content-type"] = format.mimeType }
+        return LoadResponse(data: data, statusCode: 200, headers: headers, url: url)
     }
 }
 
@@ -83,4 +171,9 @@ enum HTTPDate {
         return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
             + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
+}
+
+/// `read(2)`, named apart from the loader's own `read`.
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    read(fd, buffer, count)
 }

@@ -47,6 +47,58 @@ struct FileLoaderTests {
         }
     }
 
+    @Test("a FIFO, a device and a symlink to a FIFO are refused at once; a symlink to a file loads")
+    func nonRegularFiles() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("pipe.jpg")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let link = directory.appendingPathComponent("link.jpg")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: fifo.path)
+        // Nobody ever writes to the FIFO: opening it for reading in blocking mode
+        // would wait forever. The loader must answer at once, with a typed error.
+        let loader = FileLoader(timeout: .seconds(600))
+        for url in [fifo, link, URL(fileURLWithPath: "/dev/zero")] {
+            let error = await #expect(throws: WebImageError.self) { try await loader.load(LoadRequest(url: url)) { _ in } }
+            #expect(error?.code == .invalidURL && error?.message.contains("not a regular file") == true, "\(url.path)")
+        }
+        let file = directory.appendingPathComponent("real.timg")
+        try TestCoder.encode(width: 2, height: 2).write(to: file)
+        let fileLink = directory.appendingPathComponent("to-real.timg")
+        try FileManager.default.createSymbolicLink(atPath: fileLink.path, withDestinationPath: file.path)
+        #expect(try await loader.load(LoadRequest(url: fileLink)) { _ in }.data == TestCoder.encode(width: 2, height: 2))
+    }
+
+    @Test("access: refused refuses every file; within(root) allows the root and nothing outside it")
+    func access() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let root = directory.appendingPathComponent("root")
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("sub"), withIntermediateDirectories: true)
+        let inside = root.appendingPathComponent("sub/in.timg"), outside = directory.appendingPathComponent("secret.timg")
+        try TestCoder.encode(width: 3, height: 3).write(to: inside)
+        try TestCoder.encode(width: 4, height: 4).write(to: outside)
+        let escape = root.appendingPathComponent("escape.timg")
+        try FileManager.default.createSymbolicLink(atPath: escape.path, withDestinationPath: outside.path)
+
+        let refused = await #expect(throws: WebImageError.self) {
+            try await FileLoader(access: .refused).load(LoadRequest(url: inside)) { _ in }
+        }
+        #expect(refused?.code == .forbidden && refused?.message.contains("loader.fileRoot") == true)
+
+        let confined = FileLoader(access: .within(root))
+        #expect(try await confined.load(LoadRequest(url: inside)) { _ in }.data == TestCoder.encode(width: 3, height: 3))
+        let dotted = URL(fileURLWithPath: root.path + "/sub/../../secret.timg")
+        for url in [outside, escape, dotted] {
+            let error = await #expect(throws: WebImageError.self) { try await confined.load(LoadRequest(url: url)) { _ in } }
+            #expect(error?.code == .forbidden && error?.message.contains("outside the file root") == true, "\(url.path)")
+        }
+        let missing = await #expect(throws: WebImageError.self) {
+            try await confined.load(LoadRequest(url: root.appendingPathComponent("nope.timg"))) { _ in }
+        }
+        #expect(missing?.code == .notFound)
+    }
+
     @Test("If-Modified-Since with the file's date is answered 304")
     func notModified() async throws {
         let directory = temporaryDirectory()
