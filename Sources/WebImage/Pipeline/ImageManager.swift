@@ -164,7 +164,16 @@ public final class ImageManager: Sendable {
         do {
             image = try await decode(source.data, key: plainKey, options: options, context: context, derived: false)
         } catch {
-            throw source.cacheType == .none ? recordFailure(error, url: url) : error
+            // Only a failure of the URL itself blocks it: bytes no coder can read. A
+            // failure that belongs to this request (a transform, a pixel limit the
+            // options could lift) says nothing about the next load of the URL.
+            let failure = WebImageError.wrap(error, as: .decodeFailed, "decoding \(url.absoluteString)")
+            guard source.cacheType == .none else { throw failure }
+            guard Self.blamesURL(failure) else {
+                metrics.failed(failure.code)
+                throw failure
+            }
+            throw recordFailure(failure, url: url)
         }
         if source.cacheType == .none {
             try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
@@ -336,6 +345,12 @@ public final class ImageManager: Sendable {
             configuration.logger.info("blocked a failing URL", metadata: ["url": "\(url.absoluteString)", "error": "\(error)"])
         }
         return error
+    }
+
+    /// Whether a decode failure is the URL's fault (its bytes are no image any
+    /// coder reads), rather than this request's (transform, pixel limit, options).
+    static func blamesURL(_ error: WebImageError) -> Bool {
+        error.code == .unsupportedFormat || error.code == .decodeFailed
     }
 
     static func priority(_ options: ImageOptions) -> TaskPriority? {

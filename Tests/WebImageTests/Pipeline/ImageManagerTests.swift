@@ -252,6 +252,25 @@ struct ImageManagerBlocklistTests {
         #expect(h.manager.blocklist.count == 0)
     }
 
+    @Test("a failed transform does not block the URL; bytes no coder reads do")
+    func requestSpecificFailures() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/x.timg", data: TestCoder.encode(width: 8, height: 8))
+        let failed = await #expect(throws: WebImageError.self) {
+            try await h.manager.loadImage(with: h.url("x.timg"), context: ImageContext(transformer: FailingTransformer()))
+        }
+        #expect(failed?.code == .transformFailed)
+        #expect(h.manager.blocklist.blockingError(for: "test://host/x.timg") == nil)
+        let plain = try await h.manager.loadImage(with: h.url("x.timg"))
+        #expect(plain.image?.pixelSize == PixelSize(8), "a plain load after a failed transform succeeds without .retryFailed")
+
+        h.loader.serve("test://host/junk.timg", data: Data("not an image at all".utf8))
+        let junk = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("junk.timg")) }
+        #expect(junk?.code == .unsupportedFormat)
+        let again = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("junk.timg")) }
+        #expect(again?.code == .blockedURL, "bytes that no coder reads are the URL's fault")
+    }
+
     @Test("the list is bounded and can be cleared")
     func bounded() {
         let list = FailedURLBlocklist(capacity: 3)

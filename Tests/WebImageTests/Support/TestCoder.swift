@@ -60,3 +60,11 @@ struct HalvingTransformer: ImageTransformer {
         return image
     }
 }
+
+/// Fails as a crop outside the image does: a failure of this request, not of the URL.
+struct FailingTransformer: ImageTransformer {
+    var key: String { "fail" }
+    func transform(_ image: Image) throws -> Image {
+        throw WebImageError(.transformFailed, "the crop lies outside the image")
+    }
+}
