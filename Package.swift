@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        // Deque: work queues that release each item as it is taken.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // `swift package generate-documentation` (DocC catalogs in each public module).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         // Tests only: the real HTTP server the curl loader is tested against.
@@ -42,6 +44,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: upcoming
         ),
@@ -80,7 +83,7 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl"], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
+        .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl", .product(name: "DequeModule", package: "swift-collections")], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
 
         // Pipelines built from configuration (swift-configuration), by plugin name.
         .target(
@@ -115,19 +118,26 @@ let package = Package(
             dependencies: ["WebImageVips", "CVips", "WebImageTesting"],
             swiftSettings: upcoming
         ),
-        .testTarget(
-            name: "WebImageCurlTests",
+        // Tests only: a real HTTP server on loopback with misbehaving routes, and a
+        // runner for the `webimage` tool as a child process (exit status, output, peak RSS).
+        .target(
+            name: "WebImageTestSupport",
             dependencies: [
-                "WebImageCurl", "WebImageTesting",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
+            path: "Tests/TestSupport",
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageCurlTests",
+            dependencies: ["WebImageCurl", "WebImageTesting", "WebImageTestSupport", "webimage"],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage",
+            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage", "WebImageTestSupport",
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

@@ -1,4 +1,5 @@
 internal import CCurl
+import DequeModule
 import Foundation
 import Synchronization
 import WebImage
@@ -150,15 +151,17 @@ final class CurlDriver: Sendable {
 }
 
 /// Queued transfers, one queue per priority, so the next one is found in O(1)
-/// however many wait. Cancelled transfers stay in place and are skipped.
+/// however many wait. Cancelled transfers stay in place and are skipped. Each queue
+/// is a `Deque`, so a transfer taken from it is released at once (an array with a
+/// head index kept taken transfers, and their finished response bodies, alive
+/// until it compacted).
 struct PendingQueues {
     let order: CurlLoader.Order
-    private var queues: [[CurlTransfer]] = [[], [], []]
-    private var heads = [0, 0, 0]
+    private var queues: [Deque<CurlTransfer>] = [[], [], []]
 
     init(order: CurlLoader.Order) { self.order = order }
 
-    var isEmpty: Bool { (0..<3).allSatisfy { heads[$0] >= queues[$0].count } }
+    var isEmpty: Bool { queues.allSatisfy(\.isEmpty) }
 
     mutating func push(_ transfer: CurlTransfer) {
         queues[transfer.request.priority.rawValue].append(transfer)
@@ -167,18 +170,7 @@ struct PendingQueues {
     /// The next queued transfer: the highest priority, oldest (FIFO) or newest (LIFO).
     mutating func pop() -> CurlTransfer? {
         for priority in (0..<3).reversed() {
-            while heads[priority] < queues[priority].count {
-                let transfer: CurlTransfer
-                if order == .fifo {
-                    transfer = queues[priority][heads[priority]]
-                    heads[priority] += 1
-                    if heads[priority] > 256, heads[priority] * 2 > queues[priority].count {
-                        queues[priority].removeFirst(heads[priority])
-                        heads[priority] = 0
-                    }
-                } else {
-                    transfer = queues[priority].removeLast()
-                }
+            while let transfer = order == .fifo ? queues[priority].popFirst() : queues[priority].popLast() {
                 if transfer.state == .queued { return transfer }
             }
         }
@@ -186,7 +178,7 @@ struct PendingQueues {
     }
 
     mutating func drain() -> [CurlTransfer] {
-        defer { queues = [[], [], []]; heads = [0, 0, 0] }
-        return (0..<3).flatMap { queues[$0][heads[$0]...] }.filter { $0.state == .queued }
+        defer { queues = [[], [], []] }
+        return queues.flatMap { $0 }.filter { $0.state == .queued }
     }
 }

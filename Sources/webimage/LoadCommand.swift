@@ -3,6 +3,9 @@ import Foundation
 import Synchronization
 import WebImage
 import WebImageKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct LoadCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -52,6 +55,15 @@ struct LoadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // An input file that cannot be opened is bad usage (exit 2), found before
+        // anything is loaded or any cache is opened.
+        let source: InputSource
+        do {
+            source = try InputSource(arguments: inputs, file: inputFile, window: concurrency * 4)
+        } catch {
+            Terminal.error("\(error)")
+            throw ExitCode(2)
+        }
         let manager = try await global.manager()
         var context = ImageContext()
         context.thumbnailPixelSize = thumbnail.flatMap(PixelSize.init(parsing:))
@@ -59,7 +71,6 @@ struct LoadCommand: AsyncParsableCommand {
         context.encodeFormat = format.flatMap(ImageFormat.init(name:))
         if let out { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) }
 
-        let source = InputSource(arguments: inputs, file: inputFile, window: concurrency * 4)
         let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
                                 progress: !quiet && Terminal.standardErrorIsTerminal)
         let job = LoadJob(manager: manager, context: context, format: context.encodeFormat, quality: quality, out: out)
@@ -117,7 +128,7 @@ struct LoadJob: Sendable {
             if bytes == nil, let store = manager.store { bytes = try? await store.data(forKey: result.key) }
             record.bytes = bytes?.count
             if let out, let image = result.image {
-                let written = try await write(image, input: url, into: out)
+                let written = try await write(image, input: url, key: result.key, into: out)
                 record.output = written.path
                 record.bytes = written.bytes
             }
@@ -129,19 +140,16 @@ struct LoadJob: Sendable {
         return record
     }
 
-    private func write(_ image: Image, input: URL, into directory: String) async throws -> (path: String, bytes: Int) {
+    private func write(_ image: Image, input: URL, key: String, into directory: String) async throws -> (path: String, bytes: Int) {
         let coders = manager.configuration.coders
         let candidates: [ImageFormat] = [image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
         let target: ImageFormat = format ?? candidates.first { coders.encoder(for: $0) != nil } ?? .png
         guard let coder = coders.encoder(for: target) else { throw WebImageError(.encodeFailed, "no coder writes \(target)") }
         let quality = quality
         let data = try await BlockingThreadPool.shared.run { try coder.encode(image, as: target, options: EncodeOptions(quality: quality)) }
-        var name = input.deletingPathExtension().lastPathComponent
-        if name.isEmpty || name == "/" { name = "image" }
-        let path = URL(fileURLWithPath: directory).appendingPathComponent(name).appendingPathExtension(target.fileExtension).path
-        guard FileManager.default.createFile(atPath: path, contents: data) else {
-            throw WebImageError(.storeFailed, "cannot write \(path)")
-        }
+        let name = OutputFileName.make(for: input, key: key, fileExtension: target.fileExtension)
+        let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
+        try OutputFile.write(data, to: path)
         return (path, data.count)
     }
 }
@@ -216,5 +224,25 @@ final class Reporter: Sendable {
     static func row(_ from: String, _ size: String, _ frames: String, _ bytes: String, _ ms: String, _ input: String) -> String {
         func pad(_ text: String, _ width: Int) -> String { text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count) }
         return pad(from, 8) + pad(size, 12) + pad(frames, 7) + pad(bytes, 10) + pad(ms, 7) + input
+    }
+}
+
+/// Writes a result file without following a symbolic link planted at its name.
+enum OutputFile {
+    static func write(_ data: Data, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        try data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))")
+                }
+                offset += n
+            }
+        }
     }
 }

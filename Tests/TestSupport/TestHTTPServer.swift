@@ -1,43 +1,45 @@
-import Foundation
+package import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
+package import Synchronization
 
 /// A real HTTP/1.1 server on 127.0.0.1 for the loader's tests, with routes that
 /// misbehave on purpose, and counters of what it saw.
 ///
 /// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C`,
 /// `/redirect/K` (K hops to /bytes/100), `/redirect-file`, `/loop`, `/stall`
-/// (headers, then nothing), `/big` (10 MB declared), `/big-chunked` (endless
+/// (headers, then nothing), `/big[/N]` (N bytes, default 10 MB, streamed), `/big-chunked` (endless
 /// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
 /// `/slow/MS/ID` (answers after MS ms; records ID on arrival).
 /// `/gate/ID` (records ID on arrival; answers when the test calls `openGate()`).
-final class TestHTTPServer: Sendable {
-    struct Stats {
-        var connectionsOpened = 0
-        var connectionsClosed = 0
-        var inFlight = 0
-        var maxInFlight = 0
-        var arrivals: [String] = []
-        var requests: [(path: String, headers: [String: String])] = []
+package final class TestHTTPServer: Sendable {
+    package struct Stats {
+        package var connectionsOpened = 0
+        package var connectionsClosed = 0
+        package var inFlight = 0
+        package var maxInFlight = 0
+        package var arrivals: [String] = []
+        package var requests: [(path: String, headers: [String: String])] = []
     }
 
-    let stats = Mutex(Stats())
+    package let stats = Mutex(Stats())
+    /// Bodies served at exact request paths (`serve(_:_:)`), checked before the routes.
+    private let files = Mutex<[String: (data: Data, contentType: String)]>([:])
     /// Responses held by `/gate` until `openGate()`, and whether it is open.
     private let gate = Mutex<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
     private let channel: Mutex<(any Channel)?> = Mutex(nil)
-    let port: Int
-    static let gzipBody: Data = makeGzip(bytes(5000))
+    package let port: Int
+    package static let gzipBody: Data = makeGzip(bytes(5000))
 
-    static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }) }
+    package static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }) }
 
     private init(channel: any Channel) {
         self.channel.withLock { $0 = channel }
         port = channel.localAddress?.port ?? 0
     }
 
-    static func start() async throws -> TestHTTPServer {
+    package static func start() async throws -> TestHTTPServer {
         let box = Mutex<TestHTTPServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -52,15 +54,15 @@ final class TestHTTPServer: Sendable {
         return server
     }
 
-    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+    package func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
-    func shutdown() async {
+    package func shutdown() async {
         let channel = self.channel.withLock { $0 }
         try? await channel?.close()
     }
 
     /// Answers every held `/gate` request, and any that come later at once.
-    func openGate() {
+    package func openGate() {
         let waiting = gate.withLock { gate in
             gate.open = true
             defer { gate.waiting = [] }
@@ -79,7 +81,15 @@ final class TestHTTPServer: Sendable {
         if now { loop.execute(answer) }
     }
 
-    func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
+    /// Serves `data` at exactly `path` (as the request line has it, percent-encoding
+    /// and all), ahead of every route.
+    package func serve(_ path: String, _ data: Data, contentType: String = "application/octet-stream") {
+        files.withLock { $0[path] = (data, contentType) }
+    }
+
+    func file(at path: String) -> (data: Data, contentType: String)? { files.withLock { $0[path] } }
+
+    package func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
 
     private static func makeGzip(_ data: Data) -> Data {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("gz-\(UUID().uuidString)")
@@ -140,6 +150,10 @@ final class TestHTTPServer: Sendable {
             let parts = head.uri.split(separator: "/").map(String.init)
             let headers = Dictionary(head.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
             server.stats.withLock { $0.requests.append((head.uri, headers)) }
+            if let file = server.file(at: head.uri) {
+                send(context, status: .ok, headers: [("Content-Type", file.contentType)], body: file.data)
+                return
+            }
             switch parts.first ?? "" {
             case "bytes":
                 send(context, status: .ok, body: TestHTTPServer.bytes(Int(parts[1]) ?? 0))
@@ -172,8 +186,9 @@ final class TestHTTPServer: Sendable {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "1000"]))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestHTTPServer.bytes(10))))), promise: nil)
             case "big":
-                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "10000000"]))), promise: nil)
-                stream(context, remaining: 10_000_000)
+                let size = parts.count > 1 ? Int(parts[1]) ?? 10_000_000 : 10_000_000
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "\(size)"]))), promise: nil)
+                stream(context, remaining: size)
             case "big-chunked":
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Transfer-Encoding": "chunked"]))), promise: nil)
                 stream(context, remaining: 10_000_000)

@@ -1,4 +1,5 @@
 import Foundation
+import WebImageTestSupport
 import Synchronization
 import Testing
 import WebImage

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -19,9 +20,11 @@ public final class BlockingThreadPool: Sendable {
         let run: @Sendable () -> Void
     }
 
+    /// Jobs waiting for a thread. A `Deque`, so that a job is released the moment a
+    /// thread takes it: a job's closure holds its input (a whole image's bytes), and
+    /// an array with a head index kept finished jobs alive until it compacted.
     private struct Queue {
-        var jobs: [Job] = []
-        var head = 0
+        var jobs = Deque<Job>()
         var stopped = false
     }
 
@@ -81,17 +84,7 @@ public final class BlockingThreadPool: Sendable {
     private func work() {
         while true {
             available.wait()
-            let job = queue.withLock { queue -> Job? in
-                guard queue.head < queue.jobs.count else { return nil }
-                let job = queue.jobs[queue.head]
-                queue.head += 1
-                if queue.head > 64, queue.head * 2 > queue.jobs.count {
-                    queue.jobs.removeFirst(queue.head)
-                    queue.head = 0
-                }
-                return job
-            }
-            guard let job else {
+            guard let job = queue.withLock({ $0.jobs.popFirst() }) else {
                 if queue.withLock({ $0.stopped }) { return }
                 continue
             }

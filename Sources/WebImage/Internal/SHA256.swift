@@ -2,7 +2,7 @@
 /// fixed-length database keys. It is here, rather than swift-crypto, so that the
 /// core builds without BoringSSL: nothing secret is hashed and the digest is never
 /// used to authenticate. Checked against the FIPS test vectors in the tests.
-public enum SHA256Digest {
+package enum SHA256Digest {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
         0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -15,7 +15,7 @@ public enum SHA256Digest {
     ]
 
     /// The 32-byte digest of `bytes`.
-    public static func hash<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
+    package static func hash<Bytes: Collection>(_ bytes: Bytes) -> [UInt8] where Bytes.Element == UInt8 {
         var message = Array(bytes)
         let bitLength = UInt64(message.count) &* 8
         message.append(0x80)
@@ -51,7 +51,7 @@ public enum SHA256Digest {
     }
 
     /// The digest as 64 lower-case hex digits.
-    public static func hex(_ string: String) -> String {
+    package static func hex(_ string: String) -> String {
         // One buffer, one String: a String per byte cost 8% of a file-store hit.
         let digits: StaticString = "0123456789abcdef"
         let digest = hash(Array(string.utf8))

@@ -74,24 +74,3 @@ struct RegistryTests {
         #expect(registry.coders.count == 100)
     }
 }
-
-@Suite("BlockingThreadPool")
-struct BlockingThreadPoolTests {
-    @Test("a job cancelled while queued never runs, and its caller returns at once")
-    func cancelQueued() async throws {
-        let pool = BlockingThreadPool(threadCount: 1, name: "test.pool")
-        defer { pool.shutdown() }
-        let gate = DispatchSemaphore(value: 0)
-        let ran = Tally()
-        let blocker = Task { try await pool.run { gate.wait() } }
-        try await Task.sleep(for: .milliseconds(50))
-        let queued = Task { try await pool.run { ran.increment() } }
-        try await Task.sleep(for: .milliseconds(50))
-        queued.cancel()
-        await #expect(throws: CancellationError.self) { try await queued.value }
-        gate.signal()
-        try await blocker.value
-        _ = try await pool.run { }  // the pool still works, and has passed the cancelled job
-        #expect(ran.value == 0)
-    }
-}

@@ -1,0 +1,69 @@
+package import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs the built `webimage` tool as a subprocess, as a user would.
+package struct Tool: Sendable {
+    package let home: URL
+    package let cache: URL
+
+    package init() {
+        home = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-tool-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        cache = home.appendingPathComponent("cache")
+    }
+
+    package static var executable: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("webimage").path
+    }
+
+    package struct Result {
+        package let status: Int32
+        package let stdout: String
+        package let stderr: String
+        /// The child's peak resident set, from `wait4`'s resource usage, in bytes.
+        package let peakResidentBytes: Int
+        package var lines: [[String: Any]] {
+            stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+    }
+
+    /// Runs the tool and waits for it on a thread of its own, so that waiting never
+    /// blocks a thread of Swift's cooperative pool (other suites run meanwhile).
+    package func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Swift.Result { try self.runBlocking(arguments, stdin: stdin, environment: environment) }) }
+            thread.start()
+        }
+    }
+
+    /// posix_spawn, not Foundation.Process: tests run in parallel and Process races on Linux.
+    private func runBlocking(_ arguments: [String], stdin: String?, environment: [String: String]) throws -> Result {
+        let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
+        let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
+        try Data((stdin ?? "").utf8).write(to: input)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, input.path, O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var env = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        env.merge(environment) { $1 }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([Self.executable] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, Self.executable, &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) == -1 && errno == EINTR {}
+        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        return Result(status: (status >> 8) & 0xFF, stdout: stdout, stderr: stderr, peakResidentBytes: usage.ru_maxrss * 1024)
+    }
+
+    package func cleanUp() { try? FileManager.default.removeItem(at: home) }
+}
+

@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+@testable import WebImageKit
+import WebImageTestSupport
+
+/// The tool against hostile inputs and a hostile origin on loopback.
+@Suite("The webimage tool, hostile inputs", .serialized, .timeLimit(.minutes(5)))
+struct ToolHardeningTests {
+    @Test("--out never writes outside its directory, whatever the URL's last segment holds")
+    func outputStaysInside() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let server = try await TestHTTPServer.start()
+        defer { Task { await server.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let jpeg = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        let hostile = ["/dl/..%2F..%2F..%2Fescaped%2Fowned.jpg", "/dl/%2E%2E", "/dl/..%5C..%5Cback.jpg", "/dl/a%00b.jpg", "/dl/.hidden.jpg", "/dl/%2F"]
+        for path in hostile { server.serve(path, jpeg, contentType: "image/jpeg") }
+        let out = tool.home.appendingPathComponent("a/b/out")
+        let result = try await tool.run(["load", "--json", "--store", "none", "--out", out.path] + hostile.map { server.url($0).absoluteString })
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.lines.count == hostile.count)
+        let written = try FileManager.default.contentsOfDirectory(atPath: out.path)
+        #expect(written.count == hostile.count, "\(written)")
+        for name in written {
+            #expect(!name.hasPrefix(".") && !name.contains("/") && !name.contains("\\") && !name.contains("\0"), "\(name)")
+        }
+        #expect(written.contains("owned.jpg") == false && written.contains { $0.hasSuffix("escaped_owned.jpg") })
+        for line in result.lines {
+            let output = try #require(line["output"] as? String)
+            #expect(URL(fileURLWithPath: output).deletingLastPathComponent().standardizedFileURL.path == out.standardizedFileURL.path)
+        }
+        // Nothing landed next to or above the output directory.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tool.home.appendingPathComponent("a").path) == ["b"])
+        #expect(!FileManager.default.fileExists(atPath: tool.home.appendingPathComponent("escaped").path))
+    }
+
+    @Test("--input-file that does not exist, or is a directory: exit 2 with a message")
+    func missingInputFile() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let missing = try await tool.run(["load", "--store", "none", "--input-file", "/nonexistent/urls.txt"])
+        #expect(missing.status == 2 && missing.stderr.contains("/nonexistent/urls.txt"), "\(missing.stderr)")
+        let directory = try await tool.run(["load", "--store", "none", "--input-file", tool.home.path])
+        #expect(directory.status == 2 && directory.stderr.contains("directory"), "\(directory.stderr)")
+    }
+
+    @Test("a FIFO as input fails at once with a typed error instead of hanging")
+    func fifoInput() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let fifo = tool.home.appendingPathComponent("pipe.png")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let result = try await tool.run(["load", "--json", "--store", "none", fifo.path])
+        #expect(result.status == 1)
+        let error = try #require(result.lines.first?["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalidURL" && (error["message"] as? String)?.contains("not a regular file") == true)
+    }
+
+    /// 30 responses of 60 MB through the tool at concurrency 1: each body is dropped
+    /// when its load ends. Before the fix the curl driver's queue kept finished
+    /// transfers (and their bodies) until it compacted: 30 x 60 MB stayed alive.
+    @Test("30 responses of 60 MB in a row: the tool's peak RSS stays near one body")
+    func bodiesAreReleased() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let server = try await TestHTTPServer.start()
+        defer { Task { await server.shutdown() } }
+        let body = 60_000_000
+        let payload = Data(count: body)  // not an image: each load ends right after its download
+        let urls = (0..<30).map { index in
+            server.serve("/body/\(index)", payload)
+            return server.url("/body/\(index)").absoluteString
+        }
+        let result = try await tool.run(["load", "--json", "--store", "none", "--concurrency", "1", "--quiet", "--set", "loader.timeout=10m"] + urls)
+        #expect(result.lines.count == 30)
+        let codes = result.lines.map { ($0["error"] as? [String: Any])?["code"] as? String }
+        #expect(codes.allSatisfy { $0 == "unsupportedFormat" }, "each body arrived whole: \(codes)")
+        // One body, its copy in flight and the process itself: well under 4 bodies.
+        // Retaining them would take 30 x 60 MB = 1.8 GB.
+        #expect(result.peakResidentBytes < 4 * body, "peak RSS \(result.peakResidentBytes >> 20) MiB")
+    }
+}
+
+@Suite("Output file names")
+struct OutputFileNameTests {
+    @Test("hostile last segments become one safe component", arguments: [
+        ("http://h/dl/..%2F..%2F..%2Ftmp%2Fx%2Fowned.jpg", "_.._.._tmp_x_owned"),
+        ("http://h/dl/%2E%2E", nil),
+        ("http://h/dl/..", nil),
+        ("http://h/a/..%5C..%5Cwin.png", "_.._win"),
+        ("http://h/a/nul%00byte.png", "nul_byte"),
+        ("http://h/a/tab%09%0Aline.png", "tab__line"),
+        ("http://h/a/.bashrc", "bashrc"),
+        ("http://h/a/...jpg", nil),
+        ("http://h/a/%20%20.x.jpg", "x"),
+        ("http://h/", nil),
+        ("http://h/photos/cat.jpg?w=1", "cat"),
+        ("http://h/photos/caf%C3%A9.jpg", "café"),
+        ("file:///tmp/dir/photo.jpg", "photo"),
+    ] as [(String, String?)])
+    func names(url: String, expected: String?) throws {
+        let url = try #require(URL(string: url))
+        let stem = OutputFileName.stem(for: url, key: "k")
+        let name = OutputFileName.make(for: url, key: "k", fileExtension: "png")
+        #expect(!name.hasPrefix(".") && !name.contains("/") && !name.contains("\\") && !name.unicodeScalars.contains { $0.value < 0x20 })
+        if let expected {
+            #expect(stem == expected)
+        } else {
+            #expect(stem.hasPrefix("image-") && stem.count == 22, "the key's digest when nothing is left: \(stem)")
+        }
+    }
+
+    @Test("long names are capped below the file system's limit")
+    func long() throws {
+        let url = try #require(URL(string: "http://h/" + String(repeating: "é", count: 400) + ".jpg"))
+        #expect(OutputFileName.make(for: url, key: "k", fileExtension: "webp").utf8.count <= 255)
+    }
+}
