@@ -1,4 +1,3 @@
-import CCurl
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -43,10 +42,6 @@ extension CurlLoader {
             _ = inet_ntop(family, bytes, &text, socklen_t(text.count))
             let address = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
             return "\(address)/\(prefix)"
-        }
-
-        func exempt(in guardState: UnsafeMutablePointer<CCurl_guard>) -> Bool {
-            CCurl_guard_exempt(guardState, family, Int32(prefix), bytes) == 0
         }
     }
 }

@@ -26,21 +26,22 @@ final class CurlTransfer: @unchecked Sendable {
     private var tooLarge = false
     private var lastReport = ContinuousClock.now
     private var reported: Int64 = -1
-    private let guardState = UnsafeMutablePointer<CCurl_guard>.allocate(capacity: 1)
+    /// The address the SSRF guard refused, and why (driver thread).
+    private var refusal: (address: String, reason: String)?
+    /// Whether curl follows redirects itself. Off when the loader follows them, as
+    /// it does behind a proxy with the guard on, to check each hop's target.
+    let followsRedirects: Bool
     private var limit: Int64 { min(request.maxResponseSize ?? configuration.maxResponseSize, configuration.maxResponseSize) }
 
-    init(request: LoadRequest, configuration: CurlLoader.Configuration, progress: @escaping @Sendable (LoadProgress) -> Void) {
+    init(request: LoadRequest, configuration: CurlLoader.Configuration, followsRedirects: Bool = true,
+         progress: @escaping @Sendable (LoadProgress) -> Void) {
         self.request = request
         self.configuration = configuration
+        self.followsRedirects = followsRedirects
         self.progress = progress
-        guardState.initialize(to: CCurl_guard())
-        for range in configuration.exemptAddresses.prefix(16) { _ = range.exempt(in: guardState) }
     }
 
-    deinit {
-        release()
-        guardState.deallocate()
-    }
+    deinit { release() }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
@@ -60,6 +61,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Frees the easy handle and header list.
     func release() {
+        body = Data()
         if let easy { curl_easy_cleanup(easy) }
         if let headerList { curl_slist_free_all(headerList) }
         easy = nil
@@ -85,7 +87,7 @@ final class CurlTransfer: @unchecked Sendable {
             CCurl_setopt_string(easy, CURLOPT_URL, request.url.absoluteString),
             CCurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1),
             CCurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"),
-            CCurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1),
+            CCurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, followsRedirects ? 1 : 0),
             CCurl_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects),
             // Never to another scheme: an https URL does not follow a redirect to http, nor to file://.
             CCurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, scheme),
@@ -112,7 +114,22 @@ final class CurlTransfer: @unchecked Sendable {
         if let failed = checks.first(where: { $0 != CURLE_OK }) {
             throw WebImageError(.loadFailed, "configuring curl: \(String(cString: curl_easy_strerror(failed)))")
         }
-        if configuration.blockPrivateAddresses { _ = CCurl_enable_address_guard(easy, guardState) }
+        if let proxy = configuration.proxy {
+            guard CCurl_setopt_string(easy, CURLOPT_PROXY, proxy) == CURLE_OK else {
+                throw WebImageError(.invalidArgument, "the proxy '\(proxy)' is not one curl accepts")
+            }
+        } else if configuration.blockPrivateAddresses {
+            // The environment's proxies (http_proxy, HTTPS_PROXY, ALL_PROXY) would take
+            // the request past the guard, which would only see the proxy's address.
+            _ = CCurl_setopt_string(easy, CURLOPT_PROXY, "")
+        }
+        if configuration.blockPrivateAddresses && configuration.proxy == nil {
+            // Every address curl connects to, after DNS and on every redirect hop.
+            _ = CCurl_set_opensocket(easy, { context, _, address in
+                guard let context, let address else { return CURL_SOCKET_BAD }
+                return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().openSocket(address)
+            }, context)
+        }
         var fields = request.headers
         if let etag = request.ifNoneMatch { fields["If-None-Match"] = etag }
         if let date = request.ifModifiedSince { fields["If-Modified-Since"] = date }
@@ -124,6 +141,16 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     // MARK: Callbacks (driver thread)
+
+    /// The SSRF guard: a socket for a permitted address, none for a refused one.
+    private func openSocket(_ address: UnsafeMutablePointer<curl_sockaddr>) -> curl_socket_t {
+        let socketAddress = CCurl_sockaddr_address(address)!
+        if let reason = configuration.addressPolicy.refusal(for: socketAddress) {
+            refusal = (AddressPolicy.text(of: socketAddress), reason)
+            return CURL_SOCKET_BAD
+        }
+        return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
+    }
 
     private func receive(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Int {
         guard !isCancelled, let data else { return 0 }
@@ -177,6 +204,8 @@ final class CurlTransfer: @unchecked Sendable {
     /// Resumes the caller with the response or the error. The driver takes the
     /// handle back afterwards.
     func complete(_ code: CURLcode) {
+        // The caller owns the body from here on; the transfer keeps none of it.
+        defer { body = Data() }
         guard let easy, !isCancelled else {
             finish(.failure(WebImageError(.cancelled, "cancelled")))
             return
@@ -192,7 +221,11 @@ final class CurlTransfer: @unchecked Sendable {
             return text == url ? request.url : URL(string: text)
         } ?? request.url
         guard code == CURLE_OK else {
-            finish(.failure(error(for: code, status: status, url: url)))
+            finish(.failure(error(for: code, status: status, url: url, target: finalURL.absoluteString)))
+            return
+        }
+        if !followsRedirects, (300..<400).contains(status), status != 304 {
+            finish(.success(LoadResponse(data: Data(), statusCode: status, headers: headers, url: finalURL)))
             return
         }
         if status == 304 {
@@ -211,10 +244,11 @@ final class CurlTransfer: @unchecked Sendable {
         finish(.success(LoadResponse(data: body, statusCode: status, headers: headers, url: finalURL)))
     }
 
-    private func error(for code: CURLcode, status: Int, url: String) -> WebImageError {
+    private func error(for code: CURLcode, status: Int, url: String, target: String) -> WebImageError {
         let text = String(cString: curl_easy_strerror(code))
-        if guardState.pointee.blocked != 0 {
-            return WebImageError(.forbidden, "\(url) resolves to an internal address, which the SSRF guard refuses")
+        if let refusal {
+            let hop = target == url ? url : "\(url) redirected to \(target), which"
+            return WebImageError(.forbidden, "\(hop) resolves to \(refusal.address), which the SSRF guard refuses (\(refusal.reason))")
         }
         if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
             return WebImageError(.tooLarge, "\(url) is larger than the limit of \(limit) bytes")

@@ -25,7 +25,6 @@ extension PluginCatalog {
             if let size = try values.bytes("loader.maxResponseSize") { configuration.maxResponseSize = Int64(size) }
             if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }
             if let ranges = values.list("loader.exemptAddresses") {
-                guard ranges.count <= 16 else { throw values.invalid("loader.exemptAddresses", ranges.joined(separator: ","), "at most 16 ranges") }
                 configuration.exemptAddresses = try ranges.map { text in
                     guard let range = CurlLoader.AddressRange(text) else {
                         throw values.invalid("loader.exemptAddresses", text, "an address or CIDR range such as 10.0.0.0/8 or fd00::/8")
@@ -33,6 +32,7 @@ extension PluginCatalog {
                     return range
                 }
             }
+            if let proxy = values.text("loader.proxy"), !proxy.isEmpty { configuration.proxy = proxy }
             if let order = values.text("loader.order") {
                 guard let parsed = CurlLoader.Order(rawValue: order.lowercased()) else { throw values.invalid("loader.order", order, "fifo or lifo") }
                 configuration.order = parsed

@@ -5,10 +5,12 @@ import NIOPosix
 package import Synchronization
 
 /// A real HTTP/1.1 server on 127.0.0.1 for the loader's tests, with routes that
-/// misbehave on purpose, and counters of what it saw.
+/// misbehave on purpose, and counters of what it saw. It also answers as a forward
+/// proxy would (a request line with a whole URL is routed on its path), without
+/// forwarding anything.
 ///
 /// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C`,
-/// `/redirect/K` (K hops to /bytes/100), `/redirect-file`, `/loop`, `/stall`
+/// `/redirect/K` (K hops to /bytes/100), `/redirect-to/HOST:PORT/PATH`, `/redirect-file`, `/loop`, `/stall`
 /// (headers, then nothing), `/big[/N]` (N bytes, default 10 MB, streamed), `/big-chunked` (endless
 /// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
 /// `/slow/MS/ID` (answers after MS ms; records ID on arrival).
@@ -34,12 +36,14 @@ package final class TestHTTPServer: Sendable {
 
     package static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }) }
 
-    private init(channel: any Channel) {
+    private init(channel: any Channel, host: String) {
+        self.host = host
         self.channel.withLock { $0 = channel }
         port = channel.localAddress?.port ?? 0
     }
 
-    package static func start() async throws -> TestHTTPServer {
+    /// Starts on a free port of `host` (any loopback address: 127.0.0.2 works too).
+    package static func start(host: String = "127.0.0.1") async throws -> TestHTTPServer {
         let box = Mutex<TestHTTPServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -48,13 +52,14 @@ package final class TestHTTPServer: Sendable {
                     channel.pipeline.addHandler(Handler(server: { box.withLock { $0! } }))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let server = TestHTTPServer(channel: channel)
+            .bind(host: host, port: 0).get()
+        let server = TestHTTPServer(channel: channel, host: host)
         box.withLock { $0 = server }
         return server
     }
 
-    package func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+    package let host: String
+    package func url(_ path: String) -> URL { URL(string: "http://\(host):\(port)\(path)")! }
 
     package func shutdown() async {
         let channel = self.channel.withLock { $0 }
@@ -147,7 +152,10 @@ package final class TestHTTPServer: Sendable {
 
         private func route(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
             let server = server()
-            let parts = head.uri.split(separator: "/").map(String.init)
+            // As a forward proxy, the request line holds the whole URL: route on its path.
+            var path = head.uri
+            if path.hasPrefix("http://"), let slash = path.dropFirst(7).firstIndex(of: "/") { path = String(path[slash...]) }
+            let parts = path.split(separator: "/").map(String.init)
             let headers = Dictionary(head.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
             server.stats.withLock { $0.requests.append((head.uri, headers)) }
             if let file = server.file(at: head.uri) {
@@ -178,6 +186,8 @@ package final class TestHTTPServer: Sendable {
             case "redirect":
                 let hops = Int(parts[1]) ?? 0
                 send(context, status: .found, headers: [("Location", hops > 1 ? "/redirect/\(hops - 1)" : "/bytes/100")])
+            case "redirect-to":
+                send(context, status: .found, headers: [("Location", "http://" + parts.dropFirst().joined(separator: "/"))])
             case "redirect-file":
                 send(context, status: .found, headers: [("Location", "file:///etc/passwd")])
             case "loop":
