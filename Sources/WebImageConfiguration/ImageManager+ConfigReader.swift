@@ -3,6 +3,15 @@ public import Foundation
 public import WebImage
 
 extension ImageManager.Configuration {
+    /// The keys ``init(config:catalog:defaultStorePath:)`` reads itself; plugins
+    /// add theirs (``PluginCatalog/knownKeys``).
+    public static let configurationKeys: Set<String> = [
+        "memory.costLimit", "memory.countLimit",
+        "store.kind", "store.path", "store.maxSize", "store.maxAge", "store.sweepInterval",
+        "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
+        "decode.pixelLimit", "blocklist.ttl",
+    ]
+
     /// Builds a whole pipeline from configuration, choosing every part by name.
     ///
     /// ```swift

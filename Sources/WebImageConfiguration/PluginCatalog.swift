@@ -20,6 +20,19 @@ public struct PluginCatalog: Sendable {
     public var stores: CacheStoreRegistry
     public private(set) var coders: [(name: String, make: CoderFactory)] = []
     public private(set) var loaders: [(name: String, schemes: [String], make: LoaderFactory)] = []
+    /// Keys the plugins' factories read, declared when they are registered.
+    public private(set) var pluginKeys: Set<String> = []
+
+    /// Every configuration key a pipeline built from this catalog reads: the
+    /// manager's own, each registered store's (`store.lmdb.mapSize`) and each
+    /// plugin's. ``ConfigKeyCheck`` refuses the others.
+    public var knownKeys: Set<String> {
+        var keys = ImageManager.Configuration.configurationKeys.union(pluginKeys)
+        for name in stores.names {
+            for key in stores.extraKeys(forStoreNamed: name) { keys.insert("store.\(key)") }
+        }
+        return keys
+    }
 
     public init(stores: CacheStoreRegistry = .standard) {
         self.stores = stores
@@ -28,7 +41,8 @@ public struct PluginCatalog: Sendable {
     /// The core alone: stores `memory` and `filesystem`, loader `file`, no coder.
     public static var core: PluginCatalog {
         var catalog = PluginCatalog()
-        catalog.registerLoader(name: "file", schemes: ["file"]) { config in
+        catalog.registerLoader(name: "file", schemes: ["file"],
+                               keys: ["loader.fileRoot", "loader.blockPrivateAddresses", "loader.maxResponseSize", "loader.timeout"]) { config in
             let values = ConfigValues(config)
             // In the untrusted-URL mode (the SSRF guard on), files are refused unless
             // a root confines them; a root confines them in any mode.
@@ -45,13 +59,17 @@ public struct PluginCatalog: Sendable {
     }
 
     /// Adds (or replaces) a coder factory under a name.
-    public mutating func registerCoder(name: String, factory: @escaping CoderFactory) {
+    /// - Parameter keys: the configuration keys the factory reads (`qoi.effort`).
+    public mutating func registerCoder(name: String, keys: Set<String> = [], factory: @escaping CoderFactory) {
+        pluginKeys.formUnion(keys)
         coders.removeAll { $0.name == name.lowercased() }
         coders.append((name.lowercased(), factory))
     }
 
     /// Adds (or replaces) a loader factory under a name, for URL schemes.
-    public mutating func registerLoader(name: String, schemes: [String], factory: @escaping LoaderFactory) {
+    /// - Parameter keys: the configuration keys the factory reads (`loader.proxy`).
+    public mutating func registerLoader(name: String, schemes: [String], keys: Set<String> = [], factory: @escaping LoaderFactory) {
+        pluginKeys.formUnion(keys)
         loaders.removeAll { $0.name == name.lowercased() }
         loaders.append((name.lowercased(), schemes, factory))
     }

@@ -3,7 +3,7 @@ public import Foundation
 import Logging
 import SystemPackage
 public import WebImage
-import WebImageConfiguration
+public import WebImageConfiguration
 
 /// The configuration layers of the `webimage` tool and of services built like it,
 /// highest precedence first: command-line flags, `WEBIMAGE_*` environment
@@ -15,8 +15,19 @@ public enum ConfigLayers {
     ///   - environment: the environment (the process's by default).
     ///   - defaults: values below every layer, by key: a service's own defaults
     ///     (the thumbnail server example turns `loader.blockPrivateAddresses` on here).
+    ///   - knownKeys: every key something reads. A flag or `WEBIMAGE_*` variable
+    ///     that names no known key, or a file's key under a known namespace
+    ///     (`store.…`, `loader.…`) that names none, is refused: a typo never passes
+    ///     silently. A service adds its own keys to the standard catalog's.
+    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key (and the
+    ///   nearest known one), or a file that cannot be read.
     public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
-                              defaults: [String: String] = [:]) async throws -> ConfigReader {
+                              defaults: [String: String] = [:],
+                              knownKeys: Set<String> = PluginCatalog.standard.knownKeys) async throws -> ConfigReader {
+        let check = ConfigKeyCheck(known: knownKeys)
+        try check.check(flags.keys.sorted(), source: "set on the command line")
+        try check.checkEnvironment(environment)
+        if let file { try check.check(try fileKeys(file), source: file, onlyNamespaces: true) }
         var providers: [any ConfigProvider] = [inMemory("flags", flags)]
         providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))
         if let file {
@@ -31,6 +42,27 @@ public enum ConfigLayers {
         }
         if !defaults.isEmpty { providers.append(inMemory("defaults", defaults)) }
         return ConfigReader(providers: providers)
+    }
+
+    /// The dotted keys of a JSON configuration file (`{"store": {"kind": …}}` has `store.kind`).
+    static func fileKeys(_ file: String) throws -> [String] {
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw WebImageError(.invalidArgument, "--config: cannot read \(file)")
+        }
+        let root: Any
+        do { root = try JSONSerialization.jsonObject(with: data) } catch {
+            throw WebImageError(.invalidArgument, "--config \(file) is not JSON: \(error.localizedDescription)")
+        }
+        var keys: [String] = []
+        func walk(_ value: Any, _ path: String?) {
+            if let object = value as? [String: Any] {
+                for (name, child) in object { walk(child, path.map { "\($0).\(name)" } ?? name) }
+            } else if let path {
+                keys.append(path)
+            }
+        }
+        walk(root, nil)
+        return keys.sorted()
     }
 
     /// Text values by key (`store.kind`) as a provider.

@@ -12,12 +12,15 @@ extension PluginCatalog {
     public static var standard: PluginCatalog {
         var catalog = PluginCatalog.core
         catalog.stores.registerLMDB()
-        catalog.registerCoder(name: "vips") { config in
+        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
             return VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false))
         }
-        catalog.registerLoader(name: "curl", schemes: ["http", "https"]) { config in
+        catalog.registerLoader(name: "curl", schemes: ["http", "https"], keys: [
+            "loader.maxConcurrent", "loader.timeout", "loader.maxResponseSize", "loader.blockPrivateAddresses",
+            "loader.exemptAddresses", "loader.proxy", "loader.order",
+        ]) { config in
             let values = ConfigValues(config)
             var configuration = CurlLoader.Configuration()
             if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }

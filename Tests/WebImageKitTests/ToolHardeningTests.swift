@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 @testable import WebImageKit
+import WebImage
+import WebImageConfiguration
 import WebImageTestSupport
 
 /// The tool against hostile inputs and a hostile origin on loopback.
@@ -116,5 +118,54 @@ struct OutputFileNameTests {
     func long() throws {
         let url = try #require(URL(string: "http://h/" + String(repeating: "é", count: 400) + ".jpg"))
         #expect(OutputFileName.make(for: url, key: "k", fileExtension: "webp").utf8.count <= 255)
+    }
+}
+
+@Suite("Unknown configuration keys", .serialized, .timeLimit(.minutes(2)))
+struct UnknownKeyTests {
+    @Test("a key nothing reads, by flag, variable or file, stops start-up with exit 2 naming it and the nearest key")
+    func tool() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let bySet = try await tool.run(["cache", "stats", "--set", "store.shared.kind=redis"])
+        #expect(bySet.status == 2 && bySet.stderr.contains("store.shared.kind") && bySet.stderr.contains("'store.kind'"), "\(bySet.stderr)")
+        let typo = try await tool.run(["cache", "stats", "--set", "store.maxSise=1GB"])
+        #expect(typo.status == 2 && typo.stderr.contains("did you mean 'store.maxSize'"), "\(typo.stderr)")
+        let byVariable = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_SHARED_KIND": "redis"])
+        #expect(byVariable.status == 2 && byVariable.stderr.contains("WEBIMAGE_STORE_SHARED_KIND"), "\(byVariable.stderr)")
+        let file = tool.home.appendingPathComponent("config.json")
+        try Data(#"{"store": {"shared": {"kind": "redis"}}, "myapp": {"anything": 1}}"#.utf8).write(to: file)
+        let byFile = try await tool.run(["cache", "stats", "--config", file.path])
+        #expect(byFile.status == 2 && byFile.stderr.contains("store.shared.kind") && !byFile.stderr.contains("myapp"), "\(byFile.stderr)")
+        let load = try await tool.run(["load", "--store", "none", "/nonexistent.png", "--set", "loader.proxyy=http://x"])
+        #expect(load.status == 2 && load.stderr.contains("'loader.proxy'"), "\(load.stderr)")
+
+        // Known keys pass, whichever layer sets them; a file's keys outside the package's namespaces are its own business.
+        try Data(#"{"store": {"kind": "memory", "lmdb": {"mapSize": "64MiB"}}, "myapp": {"anything": 1}}"#.utf8).write(to: file)
+        let good = try await tool.run(["cache", "stats", "--json", "--config", file.path, "--set", "loader.fileRoot=/tmp"],
+                                      environment: ["WEBIMAGE_STORE_MAX_AGE": "1d", "WEBIMAGE_LOADER_BLOCK_PRIVATE_ADDRESSES": "true"])
+        #expect(good.status == 0, "\(good.stderr)")
+    }
+}
+
+@Suite("ConfigKeyCheck")
+struct ConfigKeyCheckTests {
+    @Test("environment names as swift-configuration spells them")
+    func environmentNames() {
+        #expect(ConfigKeyCheck.environmentName(for: "webimage.store.maxAge") == "WEBIMAGE_STORE_MAX_AGE")
+        #expect(ConfigKeyCheck.environmentName(for: "webimage.store.lmdb.readsOnCallingThread") == "WEBIMAGE_STORE_LMDB_READS_ON_CALLING_THREAD")
+        #expect(ConfigKeyCheck.environmentName(for: "webimage.http.port") == "WEBIMAGE_HTTP_PORT")
+    }
+
+    @Test("the nearest key: by edit distance, else by the last component; none when nothing is close")
+    func nearest() throws {
+        let known = PluginCatalog.standard.knownKeys
+        #expect(ConfigKeyCheck.nearest("store.maxsize", in: known) == "store.maxSize")
+        #expect(ConfigKeyCheck.nearest("store.shared.kind", in: known) == "store.kind")
+        #expect(ConfigKeyCheck.nearest("zzzzzzzzzzzzzzzzzzzzzzzzzzz", in: known) == nil)
+        let check = ConfigKeyCheck(known: known)
+        #expect(throws: Never.self) { try check.check(["otherapp.key"], source: "f", onlyNamespaces: true) }
+        #expect(throws: WebImageError.self) { try check.check(["otherapp.key"], source: "f") }
+        #expect(throws: Never.self) { try check.check(known.sorted(), source: "f") }
     }
 }

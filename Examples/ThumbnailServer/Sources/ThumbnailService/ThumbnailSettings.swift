@@ -38,6 +38,12 @@ public struct ThumbnailSettings: Sendable {
 
     public init() {}
 
+    /// The keys the service reads itself; unknown keys under these namespaces stop start-up.
+    public static let keys: Set<String> = [
+        "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
+        "thumbnail.cacheMaxAge", "thumbnail.memoryCacheSize", "gallery.sources", "gallery.size", "samples.path",
+    ]
+
     /// Reads the settings from `config`.
     /// - Throws: `WebImageError(.invalidArgument)` naming the key of a bad value.
     public init(config: ConfigReader) throws {
@@ -88,6 +94,7 @@ public struct ThumbnailSettings: Sendable {
             "memory.costLimit": "0",
             "store.path": WebImageKit.defaultCacheDirectory.deletingLastPathComponent().appendingPathComponent("thumbnail-server").path,
         ]
-        return try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults)
+        return try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults,
+                                             knownKeys: PluginCatalog.standard.knownKeys.union(keys))
     }
 }
