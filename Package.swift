@@ -115,7 +115,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageVipsTests",
-            dependencies: ["WebImageVips", "CVips", "WebImageTesting"],
+            dependencies: ["WebImageVips", "CVips", "WebImageTesting", "WebImageTestSupport"],
             swiftSettings: upcoming
         ),
         // Tests only: a real HTTP server on loopback with misbehaving routes, and a

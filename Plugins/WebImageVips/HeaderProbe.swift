@@ -1,10 +1,10 @@
-import WebImage
+package import WebImage
 
 /// Reads the declared size of PNG, GIF and JPEG straight from their headers, so
 /// the pixel limit holds before any library parses the image (some refuse absurd
 /// headers without saying why, and libvips' error buffer is shared by threads).
-enum HeaderProbe {
-    static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {
+package enum HeaderProbe {
+    package static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {
         func be16(_ i: Int) -> Int { Int(bytes[i]) << 8 | Int(bytes[i + 1]) }
         func be32(_ i: Int) -> Int { be16(i) << 16 | be16(i + 2) }
         func le16(_ i: Int) -> Int { Int(bytes[i]) | Int(bytes[i + 1]) << 8 }
@@ -30,5 +30,48 @@ enum HeaderProbe {
         default:
             return nil
         }
+    }
+
+    /// The number of frames (image descriptors) a GIF's block structure holds,
+    /// walked without decoding: the screen descriptor and colour tables skipped,
+    /// each extension and image's sub-blocks skipped by their lengths. Nil when the
+    /// bytes are not a GIF or a block is malformed; a file cut short counts the
+    /// frames it has.
+    package static func gifFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        let count = bytes.count
+        guard count >= 13, bytes[0] == 0x47, bytes[1] == 0x49, bytes[2] == 0x46 else { return nil }
+        var i = 13
+        if bytes[10] & 0x80 != 0 { i += 3 << (Int(bytes[10] & 0x07) + 1) }
+        var frames = 0
+        /// Skips data sub-blocks from `i`; false when the data ends first.
+        func skipSubBlocks() -> Bool {
+            while i < count {
+                let length = Int(bytes[i])
+                i += 1
+                if length == 0 { return true }
+                i += length
+            }
+            return false
+        }
+        while i < count {
+            switch bytes[i] {
+            case 0x2C:  // image descriptor: 9 bytes, a local colour table, the LZW code size, data
+                guard i + 10 <= count else { return frames }
+                let flags = bytes[i + 9]
+                i += 10
+                if flags & 0x80 != 0 { i += 3 << (Int(flags & 0x07) + 1) }
+                i += 1  // LZW minimum code size
+                frames += 1
+                guard skipSubBlocks() else { return frames }
+            case 0x21:  // extension: label, then sub-blocks
+                i += 2
+                guard skipSubBlocks() else { return frames }
+            case 0x3B:  // trailer
+                return frames
+            default:
+                return frames == 0 ? nil : frames
+            }
+        }
+        return frames
     }
 }

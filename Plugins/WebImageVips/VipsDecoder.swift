@@ -60,6 +60,7 @@ struct VipsDecoder {
         let header = try open()
         let width = header.width, pageHeight = header.pageHeight
         let pageCount = max(1, header.height / max(1, pageHeight))
+        try checkFrameCount(pageCount)
         let storedOrientation = ImageOrientation(exif: header.int("orientation") ?? 1)
         let area = PixelSize(width: width, height: header.height).area
         guard width > 0, pageHeight > 0 else { throw WebImageError(.decodeFailed, "the header declares an empty image") }
@@ -94,6 +95,48 @@ struct VipsDecoder {
             if storedOrientation != .up && pageCount > 1 { applied = storedOrientation }
         }
         return makeImage(result, storedOrientation: storedOrientation, orientation: applied, shrink: shrink)
+    }
+
+    /// libvips' GIF loader stops at 4097 frames with a warning on stderr only; the
+    /// file's own block structure says how many there are, and fewer is an error.
+    func checkFrameCount(_ pageCount: Int) throws {
+        guard format == .gif, pages == -1, let declared = HeaderProbe.gifFrameCount(bytes), declared > pageCount else { return }
+        throw WebImageError(.decodeFailed,
+                            "the GIF has \(declared) frames and libvips read only \(pageCount); refusing to drop frames silently (decode the first frame only, or split the file)")
+    }
+
+    /// What the header says, without decoding pixels (libvips loads lazily).
+    func info() throws -> ImageInfo {
+        let header = try open()
+        let pageHeight = header.pageHeight
+        let pageCount = max(1, header.height / max(1, pageHeight))
+        try checkFrameCount(pageCount)
+        guard header.width > 0, pageHeight > 0 else { throw WebImageError(.decodeFailed, "the header declares an empty image") }
+        let stored = ImageOrientation(exif: header.int("orientation") ?? 1)
+        let (frames, loop) = animation(of: header, pageCount: pageCount)
+        let size = PixelSize(width: header.width, height: pageHeight)
+        let nick = vips_enum_nick(vips_interpretation_get_type(), CVips_interpretation(header.pointer))
+        return ImageInfo(
+            format: format,
+            pixelSize: stored.swapsDimensions ? PixelSize(width: size.height, height: size.width) : size,
+            storedOrientation: stored,
+            frameDurations: frames.map(\.duration),
+            loopCount: loop,
+            hasAlpha: header.hasAlpha,
+            hasColorProfile: vips_image_get_typeof(header.pointer, "icc-profile-data") != 0,
+            colorSpace: nick.map { String(cString: $0) }
+        )
+    }
+
+    /// Frame durations (delays under 11 ms become 100 ms, as browsers do) and the loop count.
+    private func animation(of handle: VipsHandle, pageCount: Int) -> (frames: [Image.Frame], loop: Int) {
+        guard pageCount > 1 else { return ([Image.Frame(duration: .zero)], 1) }
+        let delays = handle.ints("delay") ?? []
+        let frames = (0..<pageCount).map { index in
+            let delay = index < delays.count ? delays[index] : 100
+            return Image.Frame(duration: .milliseconds(delay < 11 ? 100 : delay))
+        }
+        return (frames, handle.int("loop") ?? 0)
     }
 
     /// Shrink-on-load for JPEG (the factor chosen here, as sharp does), a box shrink
@@ -156,16 +199,7 @@ struct VipsDecoder {
     private func makeImage(_ handle: VipsHandle, storedOrientation: ImageOrientation, orientation: ImageOrientation, shrink: Int) -> Image {
         let pageHeight = handle.pageHeight
         let pageCount = max(1, handle.height / pageHeight)
-        var frames = [Image.Frame(duration: .zero)]
-        var loop = 1
-        if pageCount > 1 {
-            let delays = handle.ints("delay") ?? []
-            frames = (0..<pageCount).map { index in
-                let delay = index < delays.count ? delays[index] : 100
-                return Image.Frame(duration: .milliseconds(delay < 11 ? 100 : delay))
-            }
-            loop = handle.int("loop") ?? 0
-        }
+        let (frames, loop) = animation(of: handle, pageCount: pageCount)
         return Image(
             pixelSize: PixelSize(width: handle.width, height: pageHeight),
             scale: options.scale,

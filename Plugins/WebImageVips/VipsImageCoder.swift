@@ -80,12 +80,23 @@ public struct VipsImageCoder: ImageCoder {
     public func canEncode(_ format: ImageFormat) -> Bool { Self.encodableFormats.contains(format) }
 
     public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+        try withDecoder(data, options: options) { try $0.decode() }
+    }
+
+    /// Reads the header only: libvips opens images lazily, so no pixel is decoded
+    /// (a GIF's frames are scanned for their count and delays, not decoded).
+    public func info(_ data: Data) throws -> ImageInfo {
+        try withDecoder(data, options: DecodeOptions()) { try $0.info() }
+    }
+
+    /// Checks the bytes have a loader this coder may use, then runs `body` while
+    /// the bytes are pinned: libvips reads them lazily without copying, so every
+    /// image made from them is finished before this returns.
+    private func withDecoder<T>(_ data: Data, options: DecodeOptions, _ body: (VipsDecoder) throws -> T) throws -> T {
         try Vips.ensureInitialized()
         guard !data.isEmpty else { throw WebImageError(.decodeFailed, "no data to decode") }
         let format = ImageFormat.sniff(data)
-        return try data.withUnsafeBytes { raw -> Image in
-            // libvips reads these bytes lazily without copying them: every image
-            // made from them is decoded into memory before this closure returns.
+        return try data.withUnsafeBytes { raw -> T in
             guard let base = raw.baseAddress,
                   let loaderName = CVips_find_loader(base, raw.count).map({ String(cString: $0) })
             else {
@@ -96,7 +107,7 @@ public struct VipsImageCoder: ImageCoder {
                 throw WebImageError(.unsupportedFormat,
                                     "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; it is blocked unless VipsImageCoder.Options.allowUntrusted is set")
             }
-            return try VipsDecoder(bytes: raw, format: format, options: options).decode()
+            return try body(VipsDecoder(bytes: raw, format: format, options: options))
         }
     }
 

@@ -60,6 +60,12 @@ public struct ImageCoderConformance: Sendable {
                 try expect(image.cost > 0, "an image that costs 0 bytes defeats the memory cache")
             }
 
+            await checker.check("\(sample.name): info describes it as a decode does") {
+                let info = try coder.info(sample.data)
+                try expect(info.pixelSize == sample.pixelSize, "info says \(info.pixelSize), expected \(sample.pixelSize)")
+                try expect(info.frameCount == sample.frameCount, "info says \(info.frameCount) frames, expected \(sample.frameCount)")
+            }
+
             await checker.check("\(sample.name): truncated data is a typed error") {
                 for fraction in [0.1, 0.5, 0.9] {
                     let cut = sample.data.prefix(Int(Double(sample.data.count) * fraction))

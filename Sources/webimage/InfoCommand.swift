@@ -4,7 +4,7 @@ import WebImage
 import WebImageKit
 
 struct InfoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "info", abstract: "Describe an image: format, size, scale, frames, orientation.")
+    static let configuration = CommandConfiguration(commandName: "info", abstract: "Describe an image from its header: format, size, frames, orientation, alpha, colour profile. Decodes no pixels, writes no cache.")
 
     @OptionGroup var global: GlobalOptions
 
@@ -18,24 +18,28 @@ struct InfoCommand: AsyncParsableCommand {
         let manager = try await global.manager()
         do {
             guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
-            let result = try await manager.loadImage(with: url, options: [.waitStoreCache])
-            guard let image = result.image else { throw WebImageError(.decodeFailed, "no image") }
-            let info: [String: Any?] = [
+            // Headers only, and nothing written: describing an image must not cost
+            // its decoded size, nor fill the cache with what was only looked at.
+            let (info, cacheType) = try await manager.info(for: url)
+            let scale = ImageScale.scale(forKey: manager.cacheKey(for: url))
+            let fields: [String: Any?] = [
                 "input": input,
-                "format": image.format?.rawValue,
-                "pixelWidth": image.pixelSize.width, "pixelHeight": image.pixelSize.height,
-                "width": image.width, "height": image.height, "scale": image.scale,
-                "frameCount": image.frameCount,
-                "frameDurations": image.frames.map { Double($0.duration.components.seconds) + Double($0.duration.components.attoseconds) / 1e18 },
-                "loopCount": image.loopCount,
-                "orientation": image.storedOrientation.rawValue,
-                "hasAlpha": image.hasAlpha,
-                "cacheType": result.cacheType.rawValue,
+                "format": info.format?.rawValue,
+                "pixelWidth": info.pixelSize.width, "pixelHeight": info.pixelSize.height,
+                "width": Double(info.pixelSize.width) / scale, "height": Double(info.pixelSize.height) / scale, "scale": scale,
+                "frameCount": info.frameCount,
+                "frameDurations": info.frameDurations.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 },
+                "loopCount": info.loopCount,
+                "orientation": info.storedOrientation.rawValue,
+                "hasAlpha": info.hasAlpha,
+                "hasColorProfile": info.hasColorProfile,
+                "colorSpace": info.colorSpace,
+                "cacheType": cacheType.rawValue,
             ]
             if json {
-                print(jsonLine(info))
+                print(jsonLine(fields))
             } else {
-                for key in info.keys.sorted() { print("\(key): \(info[key]!.map { "\($0)" } ?? "null")") }
+                for key in fields.keys.sorted() { print("\(key): \(fields[key]!.map { "\($0)" } ?? "null")") }
             }
         } catch {
             if json { print(jsonLine(["input": input, "error": errorObject(error)])) } else { Terminal.error("\(input): \(error)") }

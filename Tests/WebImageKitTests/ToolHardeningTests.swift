@@ -169,3 +169,47 @@ struct ConfigKeyCheckTests {
         #expect(throws: Never.self) { try check.check(known.sorted(), source: "f") }
     }
 }
+
+@Suite("webimage info reads headers only", .serialized, .timeLimit(.minutes(2)))
+struct InfoHeaderTests {
+    @Test("a 400 MP PNG is described from its header, within a small RSS, and nothing is written to the cache")
+    func headerOnly() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let huge = tool.home.appendingPathComponent("huge.png")
+        try SyntheticImages.pngHeader(width: 20_000, height: 20_000, idat: true).write(to: huge)
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+
+        // The default LMDB store in ~/.cache/webimage.
+        let result = try await tool.run(["info", "--json", huge.path])
+        #expect(result.status == 0, "\(result.stderr)")
+        let info = try #require(result.lines.first)
+        #expect(info["pixelWidth"] as? Int == 20_000 && info["format"] as? String == "png" && info["colorSpace"] as? String == "srgb")
+        #expect(info["hasColorProfile"] as? Bool == false && info["cacheType"] as? String == "none")
+        #expect(result.peakResidentBytes < 200 << 20, "decoding would take 1.2 GB: \(result.peakResidentBytes >> 20) MiB")
+
+        let gif = try #require(try await tool.run(["info", "--json", samples.appendingPathComponent("spinner.gif").path]).lines.first)
+        #expect(gif["frameCount"] as? Int == 8 && gif["loopCount"] as? Int == 0)
+        let stats = try #require(try await tool.run(["cache", "stats", "--json"]).lines.first)
+        #expect(stats["count"] as? Int == 0, "info wrote nothing to the store")
+
+        // An image already cached is described from the disk tier.
+        _ = try await tool.run(["load", samples.appendingPathComponent("logo.png").path])
+        let cached = try #require(try await tool.run(["info", "--json", samples.appendingPathComponent("logo.png").path]).lines.first)
+        #expect(cached["cacheType"] as? String == "disk" && cached["hasAlpha"] as? Bool == true)
+    }
+
+    @Test("a GIF of 5000 frames: load and info fail with a typed error naming the count")
+    func manyFrames() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let gif = tool.home.appendingPathComponent("many.gif")
+        try SyntheticImages.manyFrameGIF(frames: 5000).write(to: gif)
+        for command in ["load", "info"] {
+            let result = try await tool.run([command, "--json", "--store", "none", gif.path])
+            let error = try #require(result.lines.first?["error"] as? [String: Any], "\(command): \(result.stdout)")
+            #expect(result.status == 1 && error["code"] as? String == "decodeFailed" && (error["message"] as? String)?.contains("5000 frames") == true)
+        }
+    }
+}

@@ -1,5 +1,6 @@
 import CVips
 import Foundation
+import WebImageTestSupport
 import WebImage
 import WebImageVips
 
@@ -72,6 +73,14 @@ enum Fixtures {
         return try coder.encode(image(buffer, frames: delays.map { .milliseconds($0) }, loop: loop), as: format, options: EncodeOptions(quality: 100, lossless: true))
     }
 
+    static func manyFrameGIF(frames: Int, localColorTables: Bool = false, trailer: Bool = true) -> Data {
+        SyntheticImages.manyFrameGIF(frames: frames, localColorTables: localColorTables, trailer: trailer)
+    }
+
+    static func pngHeader(width: UInt32, height: UInt32, idat: Bool = false) -> Data {
+        SyntheticImages.pngHeader(width: width, height: height, idat: idat)
+    }
+
     /// The same GIF without its NETSCAPE2.0 loop extension (plays once).
     static func withoutLoopExtension(_ gif: Data) -> Data {
         let marker = Data("NETSCAPE2.0".utf8)
@@ -81,24 +90,6 @@ enum Fixtures {
         return data
     }
 
-    /// A valid PNG signature and IHDR that claims `width`x`height`, and no pixels.
-    static func pngHeader(width: UInt32, height: UInt32) -> Data {
-        func be(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-        let ihdr = Array("IHDR".utf8) + be(width) + be(height) + [8, 2, 0, 0, 0]
-        let iend = Array("IEND".utf8)
-        return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be(13) + ihdr + be(crc32(ihdr)) + be(0) + iend + be(crc32(iend)))
-    }
-
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes {
-            crc ^= UInt32(byte)
-            for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
-        }
-        return ~crc
-    }
-
-    /// The mean colour of a rectangle of an 8-bit image.
     static func mean(_ buffer: PixelBuffer, x: Range<Int>, y: Range<Int>) -> [Double] {
         var sums = [Double](repeating: 0, count: buffer.channels)
         for row in y { for column in x { for c in 0..<buffer.channels { sums[c] += Double(buffer.bytes[(row * buffer.size.width + column) * buffer.channels + c]) } } }

@@ -23,6 +23,9 @@ public import Foundation
 ///   own; ``encode(_:as:options:)`` must also accept ``PixelBuffer`` storage, so
 ///   that images from other coders can be re-encoded.
 ///
+/// - ``info(_:)`` reads what the header says; it allocates no pixels where the
+///   format allows, so that describing a huge image stays cheap.
+///
 /// `WebImageTesting.ImageCoderConformance` checks these.
 public protocol ImageCoder: Sendable {
     /// Whether these bytes look like a format this coder decodes.
@@ -33,4 +36,8 @@ public protocol ImageCoder: Sendable {
     func canEncode(_ format: ImageFormat) -> Bool
     /// Encodes an image in the given format.
     func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data
+    /// Describes the image from its header, without decoding its pixels where the
+    /// format allows. It never applies the pixel limit (nothing is decoded). The
+    /// default implementation decodes; coders that can read headers override it.
+    func info(_ data: Data) throws -> ImageInfo
 }

@@ -212,7 +212,7 @@ public final class ImageManager: Sendable {
         return (response.data, .none, response)
     }
 
-    private func performLoad(url: URL, options: ImageOptions, context: ImageContext, validators: CacheMetadata?,
+    func performLoad(url: URL, options: ImageOptions, context: ImageContext, validators: CacheMetadata?,
                              progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         guard let loader = context.loader ?? configuration.loaders.loader(for: url) else {
             throw WebImageError(.invalidURL, "no loader is registered for \(url.scheme.map { "'\($0)' URLs" } ?? "paths") (\(url.absoluteString))")

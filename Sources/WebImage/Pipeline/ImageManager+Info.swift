@@ -1,0 +1,38 @@
+public import Foundation
+
+extension ImageManager {
+    /// Describes an image from its header: format, size, frames and their
+    /// durations, loop count, orientation, alpha and colour profile.
+    ///
+    /// The bytes come from the disk tier when it has them, else from the loader;
+    /// nothing is decoded beyond the header (where the coder can read headers
+    /// alone, as ``ImageCoder/info(_:)`` says) and no tier is written.
+    ///
+    /// - Returns: the description, and where the bytes came from (`.disk` or `.none`).
+    /// - Throws: ``WebImageError``: the loader's errors, ``WebImageError/Code/unsupportedFormat``
+    ///   when no coder recognises the bytes, the coder's errors for a header it cannot read.
+    public func info(for url: URL, context: ImageContext = ImageContext()) async throws -> (info: ImageInfo, cacheType: CacheType) {
+        let key = cacheKey(for: url, context: context)
+        var data: Data?
+        var cacheType = CacheType.none
+        if let store = context.store ?? store, context.queryCacheTiers.contains(.disk),
+           let bytes = try? await store.data(forKey: key) {
+            data = bytes
+            cacheType = .disk
+        }
+        if data == nil {
+            data = try await performLoad(url: url, options: [], context: context, validators: nil) { _ in }.data
+        }
+        let bytes = data ?? Data()
+        guard let coder = context.coder ?? configuration.coders.decoder(for: bytes) else {
+            let what = ImageFormat.sniff(bytes).map { "\($0) data, which no registered coder reads" } ?? "data no registered coder recognises"
+            throw WebImageError(.unsupportedFormat, "\(url.absoluteString) is \(what)")
+        }
+        let info = try await configuration.pool.run {
+            do { return try coder.info(bytes) } catch {
+                throw WebImageError.wrap(error, as: .decodeFailed, "reading the header of \(url.absoluteString)")
+            }
+        }
+        return (info, cacheType)
+    }
+}
