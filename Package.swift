@@ -143,7 +143,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageLMDBTests",
-            dependencies: ["WebImageLMDB", "WebImageTesting", "webimage-lmdb-helper"],
+            dependencies: ["WebImageLMDB", "WebImageTesting", "WebImageTestSupport", "webimage-lmdb-helper"],
             swiftSettings: upcoming
         ),
     ],

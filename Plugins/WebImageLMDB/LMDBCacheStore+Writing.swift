@@ -23,9 +23,22 @@ extension LMDBCacheStore {
     @discardableResult
     func writeGrowing<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {
         try await writer.run { [environment, self] in
+            var evictions = 0
             for attempt in 0..<64 {
                 do {
                     return try environment.write(body)
+                } catch where LMDBEnvironment.isDiskFull(error) && evictions < 3 {
+                    // The file system is full (LMDB says EIO for a short write): the map
+                    // has room but the file cannot grow. Evict the oldest half, let the
+                    // freed pages become reusable (settle), and try again; a cache makes
+                    // room rather than fail. If nothing can be freed, the write fails.
+                    evictions += 1
+                    let size = try currentSize()
+                    let freed = size == 0 ? 0 : try trim(toSize: size / 2)
+                    if freed == 0 {
+                        throw WebImageError(.storeFailed, "the file system holding the LMDB store is full, and the store has nothing left to evict",
+                                            underlying: (error as? WebImageError)?.underlying)
+                    }
                 } catch where LMDBEnvironment.code(of: error) == MDB_MAP_FULL && attempt < 63 {
                     if try environment.grow() { continue }
                     // At the hard maximum: make room the way a cache should, by evicting
@@ -163,7 +176,11 @@ extension LMDBCacheStore {
         let cutoff = limits.expiryCutoff(now: clock()).map(LMDBRecord.milliseconds)
         let maxSize = limits.maxSize
         try await writer.run { [self] in
-            if let cutoff { try removeOldest(while: { stamp, _ in stamp < cutoff }) }
+            if let cutoff {
+                let before = try currentSize()
+                try removeOldest(while: { stamp, _ in stamp < cutoff })
+                if try currentSize() < before { try settle() }
+            }
             if let maxSize, try currentSize() > maxSize { _ = try trim(toSize: maxSize / 2) }
         }
     }
@@ -183,7 +200,18 @@ extension LMDBCacheStore {
             freed += entrySize
             return true
         }
+        if freed > 0 { try settle() }
         return freed
+    }
+
+    /// Commits one small transaction so that the pages the last one freed can be
+    /// reused. LMDB reuses a page freed by transaction T only from T+2 on (the
+    /// snapshot before T must stay whole), and a failed commit does not advance
+    /// the transaction id: on a full disk, without this, every writer after a clear
+    /// or a trim is "T+1", needs new pages at the end of the file, and fails, however
+    /// much was freed. Runs on the writer thread.
+    func settle() throws {
+        try environment.write { txn in _ = try adjustTotals(txn, size: 0, count: 0) }
     }
 
     /// Walks the access index from the oldest, removing entries while `shouldRemove`

@@ -190,10 +190,11 @@ public final class LMDBCacheStore: CacheStore {
 
     public func removeAll() async throws {
         pendingAccess.withLock { $0.removeAll() }
-        try await writer.run { [environment] in
+        try await writer.run { [environment, self] in
             try environment.write { txn in
                 for dbi in [environment.entries, environment.access, environment.lru, environment.totals] { try dropAll(txn, dbi) }
             }
+            try settle()  // so the next writer can reuse what was freed (see settle)
         }
     }
 

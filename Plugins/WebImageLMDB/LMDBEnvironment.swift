@@ -84,6 +84,13 @@ final class LMDBEnvironment: @unchecked Sendable {
         ((error as? WebImageError)?.underlying as? LMDBError)?.code
     }
 
+    /// Whether a failure means the file system is full: ENOSPC or EDQUOT, or EIO,
+    /// which LMDB reports when a page write comes up short.
+    static func isDiskFull(_ error: any Error) -> Bool {
+        guard let code = code(of: error) else { return false }
+        return code == ENOSPC || code == EDQUOT || code == EIO
+    }
+
     var mapSize: Int {
         var info = MDB_envinfo()
         mdb_env_info(env, &info)

@@ -112,6 +112,8 @@ struct LoadJob: Sendable {
         var output: String?
         var milliseconds: Double
         var error: WebImageError?
+        /// Set when the image loaded but could not be cached (a full disk).
+        var warning: String?
     }
 
     func run(_ input: String) async -> Record {
@@ -124,6 +126,7 @@ struct LoadJob: Sendable {
             record.cacheType = result.cacheType
             record.size = result.image?.pixelSize
             record.frames = result.image?.frameCount
+            record.warning = result.storeFailure.map { "not cached: \($0.message)" }
             var bytes = result.data
             if bytes == nil, let store = manager.store { bytes = try? await store.data(forKey: result.key) }
             record.bytes = bytes?.count
@@ -189,7 +192,7 @@ final class Reporter: Sendable {
                     "input": record.input, "key": record.key, "cacheType": record.cacheType?.rawValue,
                     "pixelWidth": record.size?.width, "pixelHeight": record.size?.height, "frameCount": record.frames,
                     "bytes": record.bytes, "output": record.output, "milliseconds": record.milliseconds,
-                    "error": record.error.map(errorObject),
+                    "error": record.error.map(errorObject), "warning": record.warning,
                 ]))
             } else {
                 if !state.headerPrinted {
@@ -202,7 +205,8 @@ final class Reporter: Sendable {
                     let loaded = record.input.contains("://") && !record.input.hasPrefix("file:") ? "network" : "file"
                     let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; default: loaded }
                     emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
-                                   record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds), record.input))
+                                   record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds),
+                                   record.input + (record.warning.map { "  (\($0))" } ?? "")))
                 }
             }
             if progress {

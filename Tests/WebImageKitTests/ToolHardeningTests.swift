@@ -213,3 +213,26 @@ struct InfoHeaderTests {
         }
     }
 }
+
+@Suite("The tool on a full disk", .serialized, .enabled(if: getuid() == 0, "mounting a tmpfs needs root"), .timeLimit(.minutes(2)))
+struct ToolDiskFullTests {
+    @Test("an image the LMDB cache cannot hold still loads: exit 0 and a warning; smaller ones are cached")
+    func warning() async throws {
+        let disk = try SmallFileSystem(size: "512k")
+        defer { disk.unmount() }
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-3.jpg").path, logo = samples.appendingPathComponent("logo.png").path
+        let result = try await tool.run(["load", "--json", "--cache-dir", disk.path.path, photo])
+        #expect(result.status == 0, "\(result.stderr)")
+        let line = try #require(result.lines.first)
+        #expect(line["error"] is NSNull && line["pixelWidth"] as? Int == 2400)
+        #expect((line["warning"] as? String)?.contains("not cached") == true, "\(line)")
+        let small = try await tool.run(["load", "--json", "--cache-dir", disk.path.path, logo])
+        #expect(small.status == 0 && small.lines.first?["warning"] is NSNull, "\(small.stdout)")
+        let again = try await tool.run(["load", "--json", "--cache-dir", disk.path.path, logo])
+        #expect(again.lines.first?["cacheType"] as? String == "disk")
+    }
+}

@@ -77,4 +77,9 @@ public struct ImageResult: Sendable {
     /// The key the result is cached under (derived for transformed results).
     public var key: String
     public var url: URL
+    /// A cache write that failed although the load succeeded (seen with
+    /// `.waitStoreCache`; without it, writes finish later and failures are only
+    /// logged and counted). The image is good; it is just not on disk. A failed
+    /// cache write never fails a load.
+    public var storeFailure: WebImageError? = nil
 }

@@ -155,7 +155,8 @@ public final class ImageManager: Sendable {
                 guard recognised || configuration.coders.coders.isEmpty else {
                     throw recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
                 }
-                try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
+                let failure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
+                return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
             }
             return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url)
         }
@@ -175,14 +176,16 @@ public final class ImageManager: Sendable {
             }
             throw recordFailure(failure, url: url)
         }
+        var storeFailure: WebImageError?
         if source.cacheType == .none {
-            try await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
+            storeFailure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
         }
         remember(image, key: key, context: context)
-        if derivesBytes {
-            try await storeDerived(image, key: key, store: store, options: options, context: context)
+        if derivesBytes, let failure = await storeDerived(image, key: key, store: store, options: options, context: context) {
+            storeFailure = storeFailure ?? failure
         }
-        return ImageResult(image: image, data: derivesBytes ? nil : source.data, cacheType: source.cacheType, key: key, url: url)
+        return ImageResult(image: image, data: derivesBytes ? nil : source.data, cacheType: source.cacheType, key: key, url: url,
+                           storeFailure: storeFailure)
     }
 
     /// The bytes from the loader, one download per URL however many jobs want it.
@@ -288,41 +291,54 @@ public final class ImageManager: Sendable {
         memoryCache?.setImage(image, forKey: key)
     }
 
-    private func storeOriginal(_ data: Data, response: LoadResponse?, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async throws {
-        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return }
+    /// Stores the original bytes; returns the failure of a write it waited for.
+    private func storeOriginal(_ data: Data, response: LoadResponse?, key: String, store: (any CacheStore)?, options: ImageOptions,
+                               context: ImageContext) async -> WebImageError? {
+        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return nil }
         let metadata = CacheMetadata(
             contentType: response?.contentType ?? ImageFormat.sniff(data)?.mimeType,
             etag: response?.etag,
             lastModified: response?.lastModified,
             originalURL: response?.url.absoluteString
         )
-        try await write(data, key: key, metadata: metadata, store: store, wait: options.contains(.waitStoreCache))
+        return await write(data, key: key, metadata: metadata, store: store, wait: options.contains(.waitStoreCache))
     }
 
-    private func storeDerived(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async throws {
-        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return }
+    /// Encodes and stores a derived result; returns the failure of a write it waited for.
+    private func storeDerived(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async -> WebImageError? {
+        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return nil }
         let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat)
         let coders = configuration.coders
         let wait = options.contains(.waitStoreCache)
-        let job: @Sendable () async throws -> Void = {
-            guard let data = try await self.configuration.pool.run({ serializer.serialize(image, key, coders) }) else { return }
+        let job: @Sendable () async -> WebImageError? = {
+            let encoded: Data?
+            do { encoded = try await self.configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
+                return WebImageError.wrap(error, as: .storeFailed, "encoding \(key) for the cache")
+            }
+            guard let data = encoded else { return nil }
             let metadata = CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType)
-            try await self.write(data, key: key, metadata: metadata, store: store, wait: true)
+            return await self.write(data, key: key, metadata: metadata, store: store, wait: true)
         }
-        if wait { try await job() } else { Task.detached(priority: .utility) { try? await job() } }
+        if wait { return await job() }
+        Task.detached(priority: .utility) { _ = await job() }
+        return nil
     }
 
-    /// Writes now (`wait`, errors thrown) or in the background (errors logged).
-    private func write(_ data: Data, key: String, metadata: CacheMetadata, store: any CacheStore, wait: Bool) async throws {
+    /// Writes now (`wait`: a failure is logged, counted and returned) or in the
+    /// background (a failure is logged and counted). Never throws: a cache that
+    /// cannot write (a full disk) must not fail the load that filled it.
+    private func write(_ data: Data, key: String, metadata: CacheMetadata, store: any CacheStore, wait: Bool) async -> WebImageError? {
         if wait {
             do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
-                throw WebImageError.wrap(error, as: .storeFailed, "storing \(key)")
+                logStoreError(error, key: key)
+                return WebImageError.wrap(error, as: .storeFailed, "storing \(key)")
             }
         } else {
             Task.detached(priority: .utility) {
                 do { try await store.setData(data, forKey: key, metadata: metadata) } catch { self.logStoreError(error, key: key) }
             }
         }
+        return nil
     }
 
     /// A store that fails to read is a miss, not a failed load: the disk tier is a cache.

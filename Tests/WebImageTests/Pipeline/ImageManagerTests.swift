@@ -217,6 +217,29 @@ struct ImageManagerRevalidationTests {
     }
 }
 
+@Suite("ImageManager: a store that cannot write")
+struct ImageManagerStoreFailureTests {
+    @Test("a failed cache write never fails the load: the result says so, memory still holds the image, the URL is not blocked")
+    func writeFailure() async throws {
+        let h = Harness(store: FullDiskStore())
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 8, height: 6))
+        let result = try await h.manager.loadImage(with: h.url("a.timg"), options: .waitStoreCache)
+        #expect(result.image?.pixelSize == PixelSize(width: 8, height: 6) && result.cacheType == .none)
+        #expect(result.storeFailure?.code == .storeFailed && result.storeFailure?.message.contains("No space left") == true)
+        #expect(try await h.manager.loadImage(with: h.url("a.timg")).cacheType == .memory)
+        #expect(h.manager.blocklist.count == 0)
+
+        let derived = try await h.manager.loadImage(with: h.url("a.timg"), options: [.waitStoreCache, .fromLoaderOnly],
+                                                    context: ImageContext(transformer: HalvingTransformer()))
+        #expect(derived.image?.pixelSize == PixelSize(width: 4, height: 3) && derived.storeFailure != nil)
+        let bytes = try await h.manager.loadImage(with: h.url("a.timg"), options: [.waitStoreCache, .avoidDecode, .fromLoaderOnly])
+        #expect(bytes.data != nil && bytes.storeFailure != nil)
+        // Without waiting, the write happens later: the load returns at once with no failure to report.
+        let background = try await h.manager.loadImage(with: h.url("a.timg"), options: [.fromLoaderOnly])
+        #expect(background.storeFailure == nil)
+    }
+}
+
 @Suite("ImageManager: blocklist")
 struct ImageManagerBlocklistTests {
     @Test("a permanent failure blocks; retryFailed bypasses; the block expires")

@@ -134,3 +134,20 @@ final class Tally: Sendable {
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
+
+/// A store whose writes fail as a full disk's do: a pure unit of the manager's
+/// logic (the real full disk is tested with LMDB on a tmpfs).
+struct FullDiskStore: CacheStore {
+    let reads = MemoryCacheStore(limits: .unlimited)
+    func entry(forKey key: String) async throws -> CacheEntry? { try await reads.entry(forKey: key) }
+    func metadata(forKey key: String) async throws -> CacheMetadata? { try await reads.metadata(forKey: key) }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        throw WebImageError(.storeFailed, "mdb_txn_commit: No space left on device (28)")
+    }
+    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {}
+    func removeData(forKey key: String) async throws {}
+    func removeAll() async throws {}
+    func removeExpired() async throws {}
+    var totalSize: Int { get async throws { 0 } }
+    var count: Int { get async throws { 0 } }
+}

@@ -1,0 +1,37 @@
+package import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A tmpfs of `size` (`4m`, `512k`) mounted at a new directory for the test's lifetime.
+/// Mounting needs root (CI runs as root); elsewhere these tests are not run.
+package struct SmallFileSystem {
+    package let path: URL
+
+    package init(size: String) throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-tmpfs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: path, withIntermediateDirectories: true)
+        guard mount("tmpfs", path.path, "tmpfs", 0, "size=\(size),mode=0700") == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM)
+        }
+    }
+
+    package func unmount() {
+        _ = umount2(path.path, Int32(MNT_DETACH))
+        try? FileManager.default.removeItem(at: path)
+    }
+
+    /// Fills the file system with a file of its own until a write fails; returns the file.
+    package func fill() -> URL {
+        let file = path.appendingPathComponent("filler")
+        let fd = open(file.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let chunk = [UInt8](repeating: 7, count: 64 << 10)
+        var size = chunk.count
+        while size > 0 {
+            if write(fd, chunk, size) < 0 { size /= 2 }
+        }
+        close(fd)
+        return file
+    }
+}
+
