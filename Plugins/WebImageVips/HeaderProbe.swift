@@ -1,10 +1,12 @@
-package import WebImage
+public import WebImage
 
+/// Internal to the package (SPI `Internals`, for its tests and fuzzers).
+///
 /// Reads the declared size of PNG, GIF and JPEG straight from their headers, so
 /// the pixel limit holds before any library parses the image (some refuse absurd
 /// headers without saying why, and libvips' error buffer is shared by threads).
-package enum HeaderProbe {
-    package static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {
+@_spi(Internals) public enum HeaderProbe {
+    public static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {
         func be16(_ i: Int) -> Int { Int(bytes[i]) << 8 | Int(bytes[i + 1]) }
         func be32(_ i: Int) -> Int { be16(i) << 16 | be16(i + 2) }
         func le16(_ i: Int) -> Int { Int(bytes[i]) | Int(bytes[i + 1]) << 8 }
@@ -37,7 +39,7 @@ package enum HeaderProbe {
     /// each extension and image's sub-blocks skipped by their lengths. Nil when the
     /// bytes are not a GIF or a block is malformed; a file cut short counts the
     /// frames it has.
-    package static func gifFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+    public static func gifFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
         let count = bytes.count
         guard count >= 13, bytes[0] == 0x47, bytes[1] == 0x49, bytes[2] == 0x46 else { return nil }
         var i = 13

@@ -59,7 +59,8 @@ public struct ConfigKeyCheck: Sendable {
             var previous: Character?
             for character in component {
                 if let previous, previous.isLowercase, character.isUppercase { out.append("_") }
-                out.append(character.isLetter || character.isNumber ? Character(character.uppercased()) : "_")
+                // uppercased() is a String: "ß" becomes "SS" (found by fuzzing: a Character trapped).
+                out += character.isLetter || character.isNumber ? character.uppercased() : "_"
                 previous = character
             }
             return out

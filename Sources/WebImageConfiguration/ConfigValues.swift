@@ -60,14 +60,17 @@ public struct ConfigValues: Sendable {
         return text(key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
     }
 
-    static func parseDuration(_ text: String) -> Duration? {
+    /// Parses `30s`, `10m`, `2h`, `7d`, `500ms`, or plain seconds; nil for anything else.
+    public static func parseDuration(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        // Int64(exactly:) after rounding: "inf", "nan" and "1e300d" are not durations (a plain Int64() trapped).
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0 else { continue }
-            return .milliseconds(Int64(number * factor * 1000))
+            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0,
+                  let milliseconds = Int64(exactly: (number * factor * 1000).rounded(.down)) else { continue }
+            return .milliseconds(milliseconds)
         }
-        guard let seconds = Double(trimmed), seconds >= 0 else { return nil }
-        return .milliseconds(Int64(seconds * 1000))
+        guard let seconds = Double(trimmed), seconds >= 0, let milliseconds = Int64(exactly: (seconds * 1000).rounded(.down)) else { return nil }
+        return .milliseconds(milliseconds)
     }
 }

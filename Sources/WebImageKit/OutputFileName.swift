@@ -1,4 +1,4 @@
-package import Foundation
+public import Foundation
 import WebImage
 
 /// The name a result is written under inside an output directory (`--out`):
@@ -10,7 +10,7 @@ import WebImage
 /// name a parent or a hidden file), the extension is replaced by the output
 /// format's, and the length is capped. When nothing is left, the name is
 /// `image-` and the first 16 hex digits of the cache key's SHA-256.
-package enum OutputFileName {
+public enum OutputFileName {
     /// The longest stem kept, in UTF-8 bytes (file systems allow 255 per name).
     static let maxStemBytes = 200
 
@@ -18,11 +18,11 @@ package enum OutputFileName {
     ///   - url: the input (a file URL or a network URL).
     ///   - key: the cache key, for the fallback name.
     ///   - fileExtension: the output format's extension, without the dot.
-    package static func make(for url: URL, key: String, fileExtension: String) -> String {
+    public static func make(for url: URL, key: String, fileExtension: String) -> String {
         "\(stem(for: url, key: key)).\(fileExtension)"
     }
 
-    package static func stem(for url: URL, key: String) -> String {
+    public static func stem(for url: URL, key: String) -> String {
         var stem = sanitized(lastSegment(of: url))
         if let dot = stem.lastIndex(of: "."), dot != stem.startIndex { stem = String(stem[..<dot]) }
         stem = String(stem.drop { $0 == "." || $0 == " " })

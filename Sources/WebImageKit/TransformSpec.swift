@@ -28,10 +28,15 @@ public enum TransformSpec {
         func bad(_ expected: String) -> WebImageError {
             WebImageError(.invalidArgument, "transform '\(text)': expected \(expected)")
         }
-        func numbers(_ index: Int, count: ClosedRange<Int>) throws -> [Double] {
+        /// Numbers, each finite and within `range`: a value that does not fit an Int
+        /// (found by fuzzing: `round:8666…6` trapped), infinity or NaN is refused here.
+        func numbers(_ index: Int, count: ClosedRange<Int>, within range: ClosedRange<Double> = -1e7...1e7) throws -> [Double] {
             guard fields.count > index else { throw bad("\(name):…") }
             let values = fields[index].split(separator: ",").compactMap { Double($0) }
             guard count.contains(values.count), values.count == fields[index].split(separator: ",").count else { throw bad("\(count.lowerBound) number(s) after '\(name):'") }
+            guard values.allSatisfy({ $0.isFinite && range.contains($0) }) else {
+                throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")
+            }
             return values
         }
         switch name {
@@ -41,7 +46,8 @@ public enum TransformSpec {
             guard let mode else { throw bad("fit, fill or stretch") }
             return ImageTransformers.Resize(size, mode: mode)
         case "crop":
-            let v = try numbers(1, count: 4...4).map(Int.init)
+            let v = try numbers(1, count: 4...4, within: 0...1e7).map(Int.init)
+            guard v[2] > 0, v[3] > 0 else { throw bad("a crop with a positive width and height") }
             return ImageTransformers.Crop(x: v[0], y: v[1], width: v[2], height: v[3])
         case "rotate":
             return ImageTransformers.Rotate(degrees: try numbers(1, count: 1...1)[0])
@@ -49,14 +55,16 @@ public enum TransformSpec {
             guard fields.count == 2, ["h", "v"].contains(fields[1].lowercased()) else { throw bad("flip:h or flip:v") }
             return ImageTransformers.Flip(vertical: fields[1].lowercased() == "v")
         case "round":
-            return ImageTransformers.RoundCorners(radius: Int(try numbers(1, count: 1...1)[0]))
+            return ImageTransformers.RoundCorners(radius: Int(try numbers(1, count: 1...1, within: 0...1e7)[0]))
         case "blur":
-            let sigma = try numbers(1, count: 1...1)[0]
+            // libvips' Gaussian mask grows with sigma: an absurd one costs minutes and gigabytes.
+            let sigma = try numbers(1, count: 1...1, within: 0...100)[0]
             guard sigma > 0 else { throw bad("a positive blur radius") }
             return ImageTransformers.Blur(sigma: sigma)
         case "tint":
             let v = try numbers(1, count: 3...4)
             guard v.prefix(3).allSatisfy({ (0...255).contains($0) }) else { throw bad("colour components 0...255") }
+            guard v.count < 4 || (0...1).contains(v[3]) else { throw bad("a tint amount from 0 to 1") }
             return ImageTransformers.Tint(red: UInt8(v[0]), green: UInt8(v[1]), blue: UInt8(v[2]), amount: v.count > 3 ? v[3] : 0.5)
         default:
             throw bad("one of resize, crop, rotate, flip, round, blur, tint")

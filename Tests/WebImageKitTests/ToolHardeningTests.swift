@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import WebImageKit
+import WebImageKit
 import WebImage
 import WebImageConfiguration
 import WebImageTestSupport
@@ -155,6 +155,8 @@ struct ConfigKeyCheckTests {
         #expect(ConfigKeyCheck.environmentName(for: "webimage.store.maxAge") == "WEBIMAGE_STORE_MAX_AGE")
         #expect(ConfigKeyCheck.environmentName(for: "webimage.store.lmdb.readsOnCallingThread") == "WEBIMAGE_STORE_LMDB_READS_ON_CALLING_THREAD")
         #expect(ConfigKeyCheck.environmentName(for: "webimage.http.port") == "WEBIMAGE_HTTP_PORT")
+        // Found by the config fuzz target: a letter whose upper case is two letters trapped.
+        #expect(ConfigKeyCheck.environmentName(for: "straße.größe") == "STRASSE_GRÖSSE")
     }
 
     @Test("the nearest key: by edit distance, else by the last component; none when nothing is close")
@@ -234,5 +236,24 @@ struct ToolDiskFullTests {
         #expect(small.status == 0 && small.lines.first?["warning"] is NSNull, "\(small.stdout)")
         let again = try await tool.run(["load", "--json", "--cache-dir", disk.path.path, logo])
         #expect(again.lines.first?["cacheType"] as? String == "disk")
+    }
+}
+
+/// Inputs the fuzz targets found (docs/testing.md), kept as regression tests.
+@Suite("Fuzz findings")
+struct FuzzFindingTests {
+    @Test("numbers too large for an Int, infinite or NaN are refused, never trapped on", arguments: [
+        "round:866666666666666666666666666666666666666666666666666666666666666666", "crop:0,0,1e30,5", "crop:inf,0,5,5",
+        "rotate:nan", "blur:1e9", "blur:-1", "crop:-5,0,10,10", "crop:0,0,0,10", "tint:255,0,0,7", "resize:99999999999999999999x5",
+    ])
+    func transformSpecs(spec: String) {
+        #expect(throws: WebImageError.self, "\(spec)") { _ = try TransformSpec.parse(spec) }
+    }
+
+    @Test("sizes and durations: inf, nan and absurd exponents are not values")
+    func sizesAndDurations() {
+        for text in ["inf", "nan", "1e300GB", "infKB", "-1", "1e30"] { #expect(ByteCount.parse(text) == nil, "\(text)") }
+        for text in ["inf", "nan", "1e300d", "infs", "-5s", "1e30"] { #expect(ConfigValues.parseDuration(text) == nil, "\(text)") }
+        #expect(ByteCount.parse("64MiB") == 64 << 20 && ConfigValues.parseDuration("1.5s") == .milliseconds(1500))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import WebImage
-import WebImageVips
+@_spi(Internals) import WebImageVips
 
 extension VipsTests {
 @Suite("VipsImageCoder: headers and frame counts")

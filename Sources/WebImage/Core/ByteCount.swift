@@ -9,8 +9,9 @@ public enum ByteCount {
         let units: [(String, Int)] = [("gib", 1 << 30), ("mib", 1 << 20), ("kib", 1 << 10), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10),
                                       ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10), ("b", 1)]
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            // Int(exactly:) after rounding: "inf", "nan" and "1e300GB" are not sizes (a plain Int() trapped).
             guard let number = Double(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
-            return Int(number * Double(factor))
+            return Int(exactly: (number * Double(factor)).rounded(.down))
         }
         guard let number = Int(trimmed), number >= 0 else { return nil }
         return number
