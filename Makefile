@@ -4,7 +4,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
 # The ThumbnailServer example's gallery test drives a real browser.
 EXAMPLE_APT_PACKAGES := chromium
 
-.PHONY: deps example-deps apt-install test build demo serve bench bench-suite bench-build docs clean
+.PHONY: deps example-deps apt-install test build demo serve bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -77,5 +77,41 @@ docs: deps
 		echo "docs: $$t ok"; \
 	done
 
+# libFuzzer over the parsers and decoders (Fuzz/, docs/testing.md): builds the
+# targets with coverage and AddressSanitizer in .build-fuzz, makes the seed
+# corpora, then runs each target for FUZZ_SECONDS. A finding stops with its input
+# in .build-fuzz/artifacts. CI runs `fuzz-ci` (a few seconds each).
+FUZZ_SECONDS ?= 120
+FUZZ_TARGETS := sniff header config cachekey decode
+FUZZ_BUILD := $(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address
+fuzz: deps
+	$(FUZZ_BUILD)
+	$(SWIFT) build --product webimage
+	rm -rf .build-fuzz/seeds && $$($(SWIFT) build --show-bin-path)/webimage samples .build-fuzz/seeds/images > /dev/null
+	python3 Fuzz/seeds.py .build-fuzz/seeds .build-fuzz/seeds/images
+	@mkdir -p .build-fuzz/artifacts
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p .build-fuzz/corpus/$$t; \
+		echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
+		SWIFT_BACKTRACE=enable=no FUZZ_TARGET=$$t .build-fuzz/debug/webimage-fuzz .build-fuzz/corpus/$$t .build-fuzz/seeds/$$t \
+			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 \
+			-artifact_prefix=.build-fuzz/artifacts/$$t- > .build-fuzz/$$t.log 2>&1 \
+			|| { tail -40 .build-fuzz/$$t.log; echo "fuzz $$t: finding in .build-fuzz/artifacts"; exit 1; }; \
+		grep -E "^stat::number_of_executed_units|^Done|cov:.*DONE" .build-fuzz/$$t.log | tail -2; \
+	done
+
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
+
+# The package's tests under ThreadSanitizer and AddressSanitizer (separate build
+# folders; suppressions and their reasons in Tests/sanitizers/).
+tsan: deps
+	TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/sanitizers/tsan.supp halt_on_error=1" \
+		$(SWIFT) test --scratch-path .build-tsan --sanitize thread
+
+asan: deps
+	ASAN_OPTIONS="detect_leaks=0 halt_on_error=1" \
+		$(SWIFT) test --scratch-path .build-asan --sanitize address
+
 clean:
-	rm -rf .build Examples/*/.build Benchmarks/.build
+	rm -rf .build .build-fuzz .build-tsan .build-asan Examples/*/.build Benchmarks/.build

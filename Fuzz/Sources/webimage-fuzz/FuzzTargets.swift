@@ -1,0 +1,85 @@
+import Foundation
+import WebImage
+import WebImageConfiguration
+import WebImageCurl
+import WebImageKit
+@_spi(Internals) import WebImageVips
+
+/// The fuzz targets, by name. One binary serves them all; `FUZZ_TARGET` picks one.
+/// Each must return normally for any input: a crash, a hang, a leak or an
+/// AddressSanitizer report is a finding.
+enum FuzzTargets {
+    static let all: [String: @Sendable (Data) -> Void] = [
+        "sniff": sniff,
+        "header": header,
+        "config": config,
+        "cachekey": cacheKey,
+        "decode": decode,
+    ]
+
+    /// Format sniffing by magic bytes.
+    static func sniff(_ data: Data) {
+        if let format = ImageFormat.sniff(data) { _ = format.mimeType }
+    }
+
+    /// The header probe behind the pixel limit, and the GIF frame counter, for every format.
+    static func header(_ data: Data) {
+        data.withUnsafeBytes { bytes in
+            for format in [ImageFormat.png, .gif, .jpeg, .webp, nil] { _ = HeaderProbe.size(of: bytes, format: format) }
+            _ = HeaderProbe.gifFrameCount(bytes)
+        }
+    }
+
+    /// The configuration value parsers: sizes, durations, CIDR ranges, transform specs,
+    /// pixel sizes, and the key checker.
+    static func config(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        _ = ByteCount.parse(text)
+        _ = ConfigValues.parseDuration(text)
+        _ = PixelSize(parsing: text)
+        if let range = CurlLoader.AddressRange(text) { _ = range.description; _ = range.contains([10, 0, 0, 1]) }
+        _ = try? TransformSpec.parse(text)
+        _ = ConfigKeyCheck.environmentName(for: text)
+        _ = try? ConfigKeyCheck(known: ["store.kind", "loader.timeout"]).check([text], source: "fuzz")
+    }
+
+    /// Cache keys from URLs: the query filter, derived keys' scale, output file names.
+    static func cacheKey(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        _ = ImageScale.scale(forKey: text)
+        guard let url = URL(string: text) else { return }
+        let key = CacheKeyFilter.removingQueryItems(["X-Amz-Signature", "sig"]).key(url)
+        _ = ImageScale.scale(forKey: key)
+        let name = OutputFileName.make(for: url, key: key, fileExtension: "png")
+        precondition(!name.contains("/") && !name.hasPrefix(".") && !name.contains("\0"), "unsafe output name \(name)")
+    }
+
+    /// A decode through the vips coder with a small pixel limit and thumbnail size,
+    /// and the header-only description.
+    static func decode(_ data: Data) {
+        var options = DecodeOptions(pixelLimit: 4_000_000)
+        _ = try? coder.info(data)
+        _ = try? coder.decode(data, options: options)
+        options.thumbnailPixelSize = PixelSize(32)
+        _ = try? coder.decode(data, options: options)
+    }
+
+    static let coder = VipsImageCoder()
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
+    let data = start.map { Data(bytes: $0, count: count) } ?? Data()
+    target(data)
+    return 0
+}
+
+/// The target named by `FUZZ_TARGET`, chosen once.
+let target: @Sendable (Data) -> Void = {
+    let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? ""
+    guard let body = FuzzTargets.all[name] else {
+        FileHandle.standardError.write(Data("FUZZ_TARGET must be one of: \(FuzzTargets.all.keys.sorted().joined(separator: ", "))\n".utf8))
+        exit(2)
+    }
+    return body
+}()
