@@ -50,6 +50,10 @@ package struct Tool: Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, out.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, err.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         var env = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
+        // Under `make tsan`/`make asan` the child is sanitized too: it needs the same options.
+        for name in ["TSAN_OPTIONS", "ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS"] {
+            if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
+        }
         env.merge(environment) { $1 }
         let argv: [UnsafeMutablePointer<CChar>?] = ([Self.executable] + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
