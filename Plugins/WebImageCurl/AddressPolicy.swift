@@ -76,17 +76,18 @@ public struct AddressPolicy: Sendable, Hashable {
     /// The refusal for a socket address curl is about to connect to; anything but
     /// IPv4 and IPv6 (a Unix socket) is refused.
     func refusal(for address: UnsafePointer<sockaddr>) -> String? {
+        Self.bytes(of: address).map { refusal(for: $0) } ?? "not an internet address"
+    }
+
+    /// The address's 4 or 16 bytes, network order; nil for other families.
+    static func bytes(of address: UnsafePointer<sockaddr>) -> [UInt8]? {
         switch Int32(address.pointee.sa_family) {
         case AF_INET:
-            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
-                withUnsafeBytes(of: pointer.pointee.sin_addr) { refusal(for: Array($0)) }
-            }
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) } }
         case AF_INET6:
-            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
-                withUnsafeBytes(of: pointer.pointee.sin6_addr) { refusal(for: Array($0)) }
-            }
+            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) } }
         default:
-            return "not an internet address"
+            return nil
         }
     }
 }
@@ -106,16 +107,7 @@ extension AddressPolicy {
         var addresses: [[UInt8]] = []
         var entry: UnsafeMutablePointer<addrinfo>? = list
         while let current = entry {
-            if let address = current.pointee.ai_addr {
-                switch current.pointee.ai_family {
-                case AF_INET:
-                    address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { addresses.append(withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }) }
-                case AF_INET6:
-                    address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { addresses.append(withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }) }
-                default:
-                    break
-                }
-            }
+            if let address = current.pointee.ai_addr, let bytes = bytes(of: address) { addresses.append(bytes) }
             entry = current.pointee.ai_next
         }
         guard !addresses.isEmpty else { throw WebImageError(.loadFailed, "\(name) has no IP address", isTransient: true) }
@@ -130,14 +122,7 @@ extension AddressPolicy {
     }
 
     static func text(of address: UnsafePointer<sockaddr>) -> String {
-        switch Int32(address.pointee.sa_family) {
-        case AF_INET:
-            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { text(of: withUnsafeBytes(of: $0.pointee.sin_addr) { Array($0) }) }
-        case AF_INET6:
-            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { text(of: withUnsafeBytes(of: $0.pointee.sin6_addr) { Array($0) }) }
-        default:
-            return "a non-internet address"
-        }
+        bytes(of: address).map { text(of: $0) } ?? "a non-internet address"
     }
 }
 

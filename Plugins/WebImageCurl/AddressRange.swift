@@ -37,11 +37,6 @@ extension CurlLoader {
             }
         }
 
-        public var description: String {
-            var text = [CChar](repeating: 0, count: 64)
-            _ = inet_ntop(family, bytes, &text, socklen_t(text.count))
-            let address = text.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            return "\(address)/\(prefix)"
-        }
+        public var description: String { "\(AddressPolicy.text(of: bytes))/\(prefix)" }
     }
 }
