@@ -39,6 +39,9 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Inputs processed at once.")
     var concurrency: Int = 8
 
+    @Flag(name: .customLong("cache-only"), help: "Answer from the caches alone; an input they do not hold is reported as notCached (exit 1).")
+    var cacheOnly = false
+
     @Flag(help: "One JSON object per input on standard output.")
     var json = false
 
@@ -73,7 +76,8 @@ struct LoadCommand: AsyncParsableCommand {
 
         let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
                                 progress: !quiet && Terminal.standardErrorIsTerminal)
-        let job = LoadJob(manager: manager, context: context, format: context.encodeFormat, quality: quality, out: out)
+        let job = LoadJob(manager: manager, context: context, options: cacheOnly ? [.waitStoreCache, .fromCacheOnly] : [.waitStoreCache],
+                          format: context.encodeFormat, quality: quality, out: out)
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await input in source.lines() {
@@ -98,6 +102,7 @@ struct LoadCommand: AsyncParsableCommand {
 struct LoadJob: Sendable {
     let manager: ImageManager
     let context: ImageContext
+    let options: ImageOptions
     let format: ImageFormat?
     let quality: Int
     let out: String?
@@ -121,7 +126,7 @@ struct LoadJob: Sendable {
         var record = Record(input: input, milliseconds: 0)
         do {
             guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
-            let result = try await manager.loadImage(with: url, options: [.waitStoreCache], context: context)
+            let result = try await manager.loadImage(with: url, options: options, context: context)
             record.key = result.key
             record.cacheType = result.cacheType
             record.size = result.image?.pixelSize

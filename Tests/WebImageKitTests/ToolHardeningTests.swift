@@ -269,3 +269,25 @@ struct FuzzFindingTests {
         #expect(ByteCount.parse("64MiB") == 64 << 20 && ConfigValues.parseDuration("1.5s") == .milliseconds(1500))
     }
 }
+
+@Suite("load --cache-only", .serialized, .timeLimit(.minutes(2)))
+struct CacheOnlyTests {
+    @Test("answers from the tiers alone: cached inputs are disk hits, the rest notCached, nothing is loaded, exit 1")
+    func cacheOnly() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let cached = ["photo-1.jpg", "logo.png"].map { samples.appendingPathComponent($0).path }
+        let uncached = samples.appendingPathComponent("spinner.gif").path
+        #expect(try await tool.run(["load", "--json"] + cached).status == 0)
+
+        let result = try await tool.run(["load", "--json", "--cache-only"] + cached + [uncached])
+        #expect(result.status == 1)
+        let byInput = Dictionary(uniqueKeysWithValues: result.lines.map { ($0["input"] as! String, $0) })
+        for path in cached { #expect(byInput[path]?["cacheType"] as? String == "disk", "\(path)") }
+        #expect((byInput[uncached]?["error"] as? [String: Any])?["code"] as? String == "notCached")
+        let stats = try #require(try await tool.run(["cache", "stats", "--json"]).lines.first)
+        #expect(stats["count"] as? Int == 2, "the uncached input was not loaded")
+    }
+}
