@@ -91,8 +91,8 @@ final class CurlTransfer: @unchecked Sendable {
             CCurl_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects),
             // Never to another scheme: an https URL does not follow a redirect to http, nor to file://.
             CCurl_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, scheme),
-            CCurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.milliseconds)),
-            CCurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(timeout, configuration.connectTimeout).milliseconds)),
+            CCurl_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(timeout.wholeMilliseconds)),
+            CCurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(min(timeout, configuration.connectTimeout).wholeMilliseconds)),
             CCurl_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""),
             CCurl_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit)),
             CCurl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS)),
@@ -233,9 +233,7 @@ final class CurlTransfer: @unchecked Sendable {
             return
         }
         guard (200..<300).contains(status) else {
-            let notFound = status == 404 || status == 410
-            finish(.failure(WebImageError(notFound ? .notFound : .badStatus, "\(url) answered HTTP \(status)",
-                                          isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)))
+            finish(.failure(WebImageError.httpStatus(status, url: url)))
             return
         }
         if Int64(body.count) != reported {
@@ -268,12 +266,5 @@ final class CurlTransfer: @unchecked Sendable {
         default:
             return WebImageError(.loadFailed, "\(url): \(text) (curl \(code.rawValue))", isTransient: true)
         }
-    }
-}
-
-extension Duration {
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

@@ -28,16 +28,16 @@ final class LMDBEnvironment: @unchecked Sendable {
     let maxMapSize: Int
     /// Transactions hold it shared; changing the map size holds it exclusively,
     /// because `mdb_env_set_mapsize` needs no transaction open in this process.
-    private let mapLock: UnsafeMutablePointer<pthread_rwlock_t>
+    private let mapLock: ReadWriteLock
 
     init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
         try CacheDirectory.prepare(directory)
+        let mapLock = try ReadWriteLock()
         var env: OpaquePointer?
         try Self.check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw WebImageError(.storeFailed, "mdb_env_create returned no environment") }
         self.maxMapSize = max(maxMapSize, mapSize)
-        mapLock = .allocate(capacity: 1)
-        pthread_rwlock_init(mapLock, nil)
+        self.mapLock = mapLock
         self.env = env
         // Every stored property is set from here on, so a throw below runs
         // `deinit`, the one place that closes the environment (closing a
@@ -67,11 +67,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    deinit {
-        mdb_env_close(env)
-        pthread_rwlock_destroy(mapLock)
-        mapLock.deallocate()
-    }
+    deinit { mdb_env_close(env) }
 
     static func check(_ code: Int32, _ operation: @autoclosure () -> String) throws {
         guard code != 0 else { return }
@@ -100,15 +96,15 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// Runs `body` in a read-only transaction, adopting a map another process grew.
     func read<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
         while true {
-            pthread_rwlock_rdlock(mapLock)
+            mapLock.lockShared()
             var txn: OpaquePointer?
             let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
             if rc == MDB_MAP_RESIZED {
-                pthread_rwlock_unlock(mapLock)
+                mapLock.unlock()
                 try adoptMapSize()
                 continue
             }
-            defer { pthread_rwlock_unlock(mapLock) }
+            defer { mapLock.unlock() }
             try Self.check(rc, "mdb_txn_begin (read)")
             defer { mdb_txn_abort(txn) }
             return try body(txn!)
@@ -119,15 +115,15 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// store's writer thread: LMDB allows one writer at a time.
     func write<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
         while true {
-            pthread_rwlock_rdlock(mapLock)
+            mapLock.lockShared()
             var txn: OpaquePointer?
             let rc = mdb_txn_begin(env, nil, 0, &txn)
             if rc == MDB_MAP_RESIZED {
-                pthread_rwlock_unlock(mapLock)
+                mapLock.unlock()
                 try adoptMapSize()
                 continue
             }
-            defer { pthread_rwlock_unlock(mapLock) }
+            defer { mapLock.unlock() }
             try Self.check(rc, "mdb_txn_begin (write)")
             let result: T
             do {
@@ -145,8 +141,8 @@ final class LMDBEnvironment: @unchecked Sendable {
 
     /// Doubles the map, up to the hard maximum. Returns false at the maximum.
     func grow() throws -> Bool {
-        pthread_rwlock_wrlock(mapLock)
-        defer { pthread_rwlock_unlock(mapLock) }
+        mapLock.lockExclusive()
+        defer { mapLock.unlock() }
         let current = mapSize
         guard current < maxMapSize else { return false }
         let next = min(maxMapSize, current * 2)
@@ -155,9 +151,40 @@ final class LMDBEnvironment: @unchecked Sendable {
     }
 
     private func adoptMapSize() throws {
-        pthread_rwlock_wrlock(mapLock)
-        defer { pthread_rwlock_unlock(mapLock) }
+        mapLock.lockExclusive()
+        defer { mapLock.unlock() }
         try Self.check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize (adopt)")
+    }
+}
+
+/// A pthread read-write lock whose every call is checked. Initialisation can fail
+/// (out of memory): a typed error. A failure to lock or unlock is a broken
+/// invariant (a deadlock, a lock not held, too many readers): it stops the
+/// process at once with its reason rather than let two threads resize the map
+/// under each other.
+final class ReadWriteLock: @unchecked Sendable {
+    // @unchecked: the pthread lock is the synchronisation itself.
+    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
+
+    init() throws {
+        let rc = pthread_rwlock_init(lock, nil)
+        guard rc == 0 else {
+            lock.deallocate()
+            throw WebImageError(.storeFailed, "pthread_rwlock_init: \(String(cString: strerror(rc)))")
+        }
+    }
+
+    deinit {
+        Self.check(pthread_rwlock_destroy(lock), "destroy")
+        lock.deallocate()
+    }
+
+    func lockShared() { Self.check(pthread_rwlock_rdlock(lock), "rdlock") }
+    func lockExclusive() { Self.check(pthread_rwlock_wrlock(lock), "wrlock") }
+    func unlock() { Self.check(pthread_rwlock_unlock(lock), "unlock") }
+
+    private static func check(_ rc: Int32, _ operation: String) {
+        precondition(rc == 0, "pthread_rwlock_\(operation): \(String(cString: strerror(rc)))")
     }
 }
 

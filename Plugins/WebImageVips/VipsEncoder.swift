@@ -26,7 +26,7 @@ enum VipsEncoder {
         let pageHeight = image.pixelSize.height
         if image.isAnimated {
             if format == .gif || format == .webp {
-                let delays = image.frames.map { Int($0.duration.components.seconds * 1000 + $0.duration.components.attoseconds / 1_000_000_000_000_000) }
+                let delays = image.frames.map { Int($0.duration.wholeMilliseconds) }
                 source = try source.withAnimation(pageHeight: pageHeight, delays: delays, loop: image.loopCount)
             } else {
                 // A still format gets the first frame.

@@ -1,22 +1,23 @@
 import Foundation
+import WebImage
 
 /// The one-line progress display of a batch: done/total, rate, ETA, and where
 /// results came from. Rendering is a pure function of the counts and a width, so
 /// it can be tested without a terminal.
-public struct ProgressBar: Sendable {
-    public struct Counts: Sendable, Hashable {
-        public var done = 0
-        public var total: Int?
-        public var memory = 0
-        public var disk = 0
-        public var network = 0
-        public var failed = 0
-        public init(total: Int? = nil) { self.total = total }
+package struct ProgressBar: Sendable {
+    package struct Counts: Sendable, Hashable {
+        package var done = 0
+        package var total: Int?
+        package var memory = 0
+        package var disk = 0
+        package var network = 0
+        package var failed = 0
+        package init(total: Int? = nil) { self.total = total }
     }
 
     /// The line for `counts` after `elapsed`, at most `width` characters, no newline.
-    public static func render(_ counts: Counts, elapsed: Duration, width: Int) -> String {
-        let seconds = max(0.001, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    package static func render(_ counts: Counts, elapsed: Duration, width: Int) -> String {
+        let seconds = max(0.001, elapsed.timeInterval)
         let rate = Double(counts.done) / seconds
         var tail = String(format: " %@ %.1f/s", counts.total.map { "\(counts.done)/\($0)" } ?? "\(counts.done)", rate)
         if let total = counts.total, rate > 0, counts.done < total {

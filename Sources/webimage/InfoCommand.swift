@@ -28,7 +28,7 @@ struct InfoCommand: AsyncParsableCommand {
                 "pixelWidth": info.pixelSize.width, "pixelHeight": info.pixelSize.height,
                 "width": Double(info.pixelSize.width) / scale, "height": Double(info.pixelSize.height) / scale, "scale": scale,
                 "frameCount": info.frameCount,
-                "frameDurations": info.frameDurations.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 },
+                "frameDurations": info.frameDurations.map(\.timeInterval),
                 "loopCount": info.loopCount,
                 "orientation": info.storedOrientation.rawValue,
                 "hasAlpha": info.hasAlpha,

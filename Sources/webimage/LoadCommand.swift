@@ -144,7 +144,7 @@ struct LoadJob: Sendable {
             record.error = WebImageError.wrap(error, as: .loadFailed, "loading \(input)")
         }
         let elapsed = ContinuousClock.now - started
-        record.milliseconds = (Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15).rounded() / 1
+        record.milliseconds = (elapsed.timeInterval * 1000).rounded()
         return record
     }
 

@@ -1,11 +1,11 @@
-public import Foundation
+package import Foundation
 
 /// The directory of a store that keeps files.
-public enum CacheDirectory {
+package enum CacheDirectory {
     /// Creates `directory` (mode 0700) if needed and checks it is a writable
     /// directory: the first step of every store that keeps files.
     /// - Throws: ``WebImageError/Code/storeFailed`` saying which it is not.
-    public static func prepare(_ directory: URL) throws {
+    package static func prepare(_ directory: URL) throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {

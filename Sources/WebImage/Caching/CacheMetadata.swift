@@ -61,7 +61,6 @@ public struct CacheLimits: Hashable, Sendable {
     /// The oldest access date that is still fresh at `now`.
     public func expiryCutoff(now: Date) -> Date? {
         guard let maxAge else { return nil }
-        let (seconds, attoseconds) = maxAge.components
-        return now.addingTimeInterval(-(Double(seconds) + Double(attoseconds) / 1e18))
+        return now.addingTimeInterval(-maxAge.timeInterval)
     }
 }

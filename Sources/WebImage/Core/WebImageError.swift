@@ -81,6 +81,14 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The error for a response outside the acceptable statuses: `notFound` for 404
+    /// and 410 (permanent), `badStatus` otherwise; transient for 5xx, 408 and 429,
+    /// so that those never block a URL. Loaders and the manager both use it.
+    public static func httpStatus(_ status: Int, url: String) -> WebImageError {
+        WebImageError(status == 404 || status == 410 ? .notFound : .badStatus, "\(url) answered HTTP \(status)",
+                      isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)
+    }
+
     /// Wraps any error as a `WebImageError`, keeping one that already is.
     public static func wrap(_ error: any Error, as code: Code, _ context: @autoclosure () -> String) -> WebImageError {
         if let error = error as? WebImageError { return error }

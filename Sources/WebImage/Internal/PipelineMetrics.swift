@@ -35,18 +35,11 @@ struct PipelineMetrics: Sendable {
     func miss() { misses.increment() }
     func loaded(bytes: Int, duration: Duration) {
         loadedBytes.increment(by: bytes)
-        loadTimer.recordNanoseconds(duration.nanoseconds)
+        loadTimer.recordNanoseconds(duration.wholeNanoseconds)
     }
-    func decoded(duration: Duration) { decodeTimer.recordNanoseconds(duration.nanoseconds) }
+    func decoded(duration: Duration) { decodeTimer.recordNanoseconds(duration.wholeNanoseconds) }
     func failed(_ code: WebImageError.Code) {
         Counter(label: "webimage_errors_total", dimensions: [("code", code.rawValue)] + dimensions).increment()
     }
     func storeError() { storeErrors.increment() }
-}
-
-extension Duration {
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
 }

@@ -45,8 +45,7 @@ public final class FailedURLBlocklist: Sendable {
     public func record(_ error: WebImageError, for url: String) -> Bool {
         guard !error.isTransient, error.code != .cancelled, capacity > 0 else { return false }
         let now = clock()
-        let (seconds, attoseconds) = ttl.components
-        let until = now.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18)
+        let until = now.addingTimeInterval(ttl.timeInterval)
         entries.withLock { entries in
             if entries.count >= capacity, entries[url] == nil {
                 // Drop expired entries, then the one closest to expiry.

@@ -240,10 +240,7 @@ public final class ImageManager: Sendable {
         metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if response.isNotModified { return response }
         guard (200..<300).contains(response.statusCode) else {
-            let status = response.statusCode
-            let code: WebImageError.Code = status == 404 || status == 410 ? .notFound : .badStatus
-            throw WebImageError(code, "\(url.absoluteString) answered HTTP \(status)",
-                                isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)
+            throw WebImageError.httpStatus(response.statusCode, url: url.absoluteString)
         }
         guard !response.data.isEmpty else {
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
