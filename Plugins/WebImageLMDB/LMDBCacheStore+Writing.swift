@@ -21,7 +21,7 @@ extension LMDBCacheStore {
     /// Runs a write transaction on the writer thread, growing the map (or, at its
     /// maximum, trimming) when LMDB says it is full, then trying once more.
     @discardableResult
-    func writeGrowing<T: Sendable>(_ body: @escaping @Sendable (OpaquePointer) throws -> T) async throws -> T {
+    func writeGrowing<T: Sendable>(_ body: @escaping @Sendable (borrowing Transaction) throws -> T) async throws -> T {
         try await writer.run { [environment, self] in
             var evictions = 0
             for attempt in 0..<64 {
@@ -94,7 +94,7 @@ extension LMDBCacheStore {
     }
 
     /// Puts a batch of entries in one transaction; returns whether the store is now over its size limit.
-    private func write(_ batch: [PendingWrite], _ txn: OpaquePointer) throws -> Bool {
+    private func write(_ batch: [PendingWrite], _ txn: borrowing Transaction) throws -> Bool {
         try applyPendingAccess(txn)
         var size: Int64 = 0
         for item in batch {
@@ -111,7 +111,7 @@ extension LMDBCacheStore {
 
     /// Deletes an entry and its index records; returns the bytes freed (0 if absent).
     @discardableResult
-    func removeRecord(_ txn: OpaquePointer, _ databaseKey: [UInt8]) throws -> Int {
+    func removeRecord(_ txn: borrowing Transaction, _ databaseKey: [UInt8]) throws -> Int {
         guard let value = try get(txn, environment.entries, databaseKey) else { return 0 }
         let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
         if let stamp = try get(txn, environment.access, databaseKey) {
@@ -124,7 +124,7 @@ extension LMDBCacheStore {
     }
 
     /// Records an access date in both index databases.
-    func setAccess(_ txn: OpaquePointer, _ databaseKey: [UInt8], stamp: UInt64, size: UInt64) throws {
+    func setAccess(_ txn: borrowing Transaction, _ databaseKey: [UInt8], stamp: UInt64, size: UInt64) throws {
         if let old = try get(txn, environment.access, databaseKey) {
             try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(old), databaseKey: databaseKey))
         }
@@ -132,7 +132,7 @@ extension LMDBCacheStore {
         try put(txn, environment.lru, LMDBRecord.lruKey(access: stamp, databaseKey: databaseKey), LMDBRecord.bigEndian(size))
     }
 
-    func adjustTotals(_ txn: OpaquePointer, size: Int64, count: Int64) throws -> (size: Int64, count: Int64) {
+    func adjustTotals(_ txn: borrowing Transaction, size: Int64, count: Int64) throws -> (size: Int64, count: Int64) {
         let sizeKey = Array("size".utf8), countKey = Array("count".utf8)
         let oldSize = try get(txn, environment.totals, sizeKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
         let oldCount = try get(txn, environment.totals, countKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
@@ -153,7 +153,7 @@ extension LMDBCacheStore {
     }
 
     /// Writes the batched access dates of entries that still exist.
-    func applyPendingAccess(_ txn: OpaquePointer) throws {
+    func applyPendingAccess(_ txn: borrowing Transaction) throws {
         let pending = pendingAccess.withLock { pending in
             defer { pending.removeAll() }
             return pending

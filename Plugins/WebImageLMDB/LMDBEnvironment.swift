@@ -56,7 +56,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         try write { txn in
             for (name, slot) in [("entries", 0), ("access", 1), ("lru", 2), ("totals", 3)] {
                 var dbi: MDB_dbi = 0
-                try Self.check(mdb_dbi_open(txn, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
+                try Self.check(mdb_dbi_open(txn.pointer, name, UInt32(MDB_CREATE), &dbi), "mdb_dbi_open \(name)")
                 switch slot {
                 case 0: entries = dbi
                 case 1: access = dbi
@@ -94,7 +94,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     }
 
     /// Runs `body` in a read-only transaction, adopting a map another process grew.
-    func read<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
+    func read<T>(_ body: (borrowing Transaction) throws -> T) throws -> T {
         while true {
             mapLock.lockShared()
             var txn: OpaquePointer?
@@ -107,13 +107,13 @@ final class LMDBEnvironment: @unchecked Sendable {
             defer { mapLock.unlock() }
             try Self.check(rc, "mdb_txn_begin (read)")
             defer { mdb_txn_abort(txn) }
-            return try body(txn!)
+            return try body(Transaction(pointer: txn!))
         }
     }
 
     /// Runs `body` in a write transaction and commits it. Call only from the
     /// store's writer thread: LMDB allows one writer at a time.
-    func write<T>(_ body: (OpaquePointer) throws -> T) throws -> T {
+    func write<T>(_ body: (borrowing Transaction) throws -> T) throws -> T {
         while true {
             mapLock.lockShared()
             var txn: OpaquePointer?
@@ -127,7 +127,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             try Self.check(rc, "mdb_txn_begin (write)")
             let result: T
             do {
-                result = try body(txn!)
+                result = try body(Transaction(pointer: txn!))
             } catch {
                 mdb_txn_abort(txn)
                 throw error
@@ -188,6 +188,14 @@ final class ReadWriteLock: @unchecked Sendable {
     }
 }
 
+/// An open LMDB transaction, lent to the closure of `LMDBEnvironment.read` or
+/// `write` and valid only inside it. Noncopyable and passed `borrowing`, so it
+/// cannot be stored or outlive its closure (LMDB frees it at commit or abort);
+/// the functions below are the only ones that reach its pointer.
+struct Transaction: ~Copyable {
+    fileprivate let pointer: OpaquePointer
+}
+
 // MARK: - Values
 
 extension MDB_val {
@@ -203,37 +211,37 @@ extension MDB_val {
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: mv_data, count: mv_size) }
 }
 
-func get(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+func get(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
     try MDB_val.with(key) { k in
         var value = MDB_val()
-        let rc = mdb_get(txn, dbi, &k, &value)
+        let rc = mdb_get(txn.pointer, dbi, &k, &value)
         if rc == MDB_NOTFOUND { return nil }
         try LMDBEnvironment.check(rc, "mdb_get")
         return value.bytes
     }
 }
 
-func put(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+func put(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
     try MDB_val.with(key) { k in
         try MDB_val.with(value) { v in
-            try LMDBEnvironment.check(mdb_put(txn, dbi, &k, &v, 0), "mdb_put")
+            try LMDBEnvironment.check(mdb_put(txn.pointer, dbi, &k, &v, 0), "mdb_put")
         }
     }
 }
 
 /// Writes a value of `count` bytes that `fill` copies in place (no extra copy of large data).
-func putReserved(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+func putReserved(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
     try MDB_val.with(key) { k in
         var v = MDB_val(mv_size: count, mv_data: nil)
-        try LMDBEnvironment.check(mdb_put(txn, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
+        try LMDBEnvironment.check(mdb_put(txn.pointer, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
         fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
     }
 }
 
 @discardableResult
-func delete(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+func delete(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
     try MDB_val.with(key) { k in
-        let rc = mdb_del(txn, dbi, &k, nil)
+        let rc = mdb_del(txn.pointer, dbi, &k, nil)
         if rc == MDB_NOTFOUND { return false }
         try LMDBEnvironment.check(rc, "mdb_del")
         return true
@@ -241,9 +249,9 @@ func delete(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool
 }
 
 /// Visits keys in order from the first (or from `start`), until `body` returns false.
-func forEach(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+func forEach(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
     var cursor: OpaquePointer?
-    try LMDBEnvironment.check(mdb_cursor_open(txn, dbi, &cursor), "mdb_cursor_open")
+    try LMDBEnvironment.check(mdb_cursor_open(txn.pointer, dbi, &cursor), "mdb_cursor_open")
     defer { mdb_cursor_close(cursor) }
     var key = MDB_val(), value = MDB_val()
     var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
@@ -254,6 +262,6 @@ func forEach(_ txn: OpaquePointer, _ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBuff
     if rc != MDB_NOTFOUND { try LMDBEnvironment.check(rc, "mdb_cursor_get") }
 }
 
-func dropAll(_ txn: OpaquePointer, _ dbi: MDB_dbi) throws {
-    try LMDBEnvironment.check(mdb_drop(txn, dbi, 0), "mdb_drop")
+func dropAll(_ txn: borrowing Transaction, _ dbi: MDB_dbi) throws {
+    try LMDBEnvironment.check(mdb_drop(txn.pointer, dbi, 0), "mdb_drop")
 }
