@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -20,6 +21,9 @@ final class InputSource: Sendable {
     let arguments: [String]
     private let stream: Stream?
     private let window: DispatchSemaphore
+    /// Set by ``stop()``: no further input is handed out.
+    private let stopped = Mutex(false)
+    private let output = Mutex<AsyncStream<String>.Continuation?>(nil)
 
     /// - Throws: ``OpenError`` when `file` cannot be opened for reading, or is a directory.
     init(arguments: [String], file: String?, window: Int) throws {
@@ -47,11 +51,21 @@ final class InputSource: Sendable {
     /// Call once per input when its processing has finished.
     func consumed() { window.signal() }
 
+    /// Hands out no further input (SIGTERM): the stream ends now, even if the
+    /// reader thread is waiting for a line of standard input.
+    func stop() {
+        stopped.withLock { $0 = true }
+        output.withLock { $0 }?.finish()
+        window.signal()
+    }
+
     func lines() -> AsyncStream<String> {
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        output.withLock { $0 = continuation }
         let thread = Thread { [self] in
             for argument in arguments {
                 window.wait()
+                if stopped.withLock({ $0 }) { break }
                 continuation.yield(argument)
             }
             if let handle = stream?.handle {
@@ -61,6 +75,7 @@ final class InputSource: Sendable {
                     let text = String(cString: line!).trimmingCharacters(in: .whitespacesAndNewlines)
                     if text.isEmpty || text.hasPrefix("#") { continue }
                     window.wait()
+                    if stopped.withLock({ $0 }) { break }
                     continuation.yield(text)
                 }
                 free(line)

@@ -76,6 +76,23 @@ struct LoadCommand: AsyncParsableCommand {
 
         let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
                                 progress: !quiet && Terminal.standardErrorIsTerminal)
+        // SIGTERM or SIGINT: take no new input, let the loads in flight finish and be
+        // reported, wait for the manager's pending writes, then exit 128+signal. A
+        // second signal exits at once.
+        let interrupted = Mutex<Int32?>(nil)
+        let signalSources = [Int32(SIGTERM), Int32(SIGINT)].map { (number: Int32) -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let handler = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            handler.setEventHandler {
+                if interrupted.withLock({ previous in defer { previous = previous ?? number }; return previous != nil }) {
+                    Glibc.exit(128 + number)
+                }
+                source.stop()
+            }
+            handler.resume()
+            return handler
+        }
+        defer { signalSources.forEach { $0.cancel() } }
         let job = LoadJob(manager: manager, context: context, options: cacheOnly ? [.waitStoreCache, .fromCacheOnly] : [.waitStoreCache],
                           format: context.encodeFormat, quality: quality, out: out)
         await withTaskGroup(of: Void.self) { group in
@@ -94,6 +111,11 @@ struct LoadCommand: AsyncParsableCommand {
             }
         }
         reporter.finish()
+        await manager.shutdown(gracePeriod: .seconds(30))
+        if let number = interrupted.withLock({ $0 }) {
+            Terminal.error("stopped by signal \(number) after \(reporter.done) inputs; loads in flight finished and were stored")
+            throw ExitCode(128 + number)
+        }
         if reporter.failures > 0 { throw ExitCode.failure }
     }
 }
@@ -181,6 +203,7 @@ final class Reporter: Sendable {
     }
 
     var failures: Int { state.withLock { $0.counts.failed } }
+    var done: Int { state.withLock { $0.counts.done } }
 
     func report(_ record: LoadJob.Record) {
         state.withLock { state in

@@ -27,7 +27,7 @@ package final class TestHTTPServer: Sendable {
 
     package let stats = Mutex(Stats())
     /// Bodies served at exact request paths (`serve(_:_:)`), checked before the routes.
-    private let files = Mutex<[String: (data: Data, contentType: String)]>([:])
+    private let files = Mutex<[String: (data: Data, contentType: String, delay: Int)]>([:])
     /// Responses held by `/gate` until `openGate()`, and whether it is open.
     private let gate = Mutex<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
     private let channel: Mutex<(any Channel)?> = Mutex(nil)
@@ -88,11 +88,12 @@ package final class TestHTTPServer: Sendable {
 
     /// Serves `data` at exactly `path` (as the request line has it, percent-encoding
     /// and all), ahead of every route.
-    package func serve(_ path: String, _ data: Data, contentType: String = "application/octet-stream") {
-        files.withLock { $0[path] = (data, contentType) }
+    /// - Parameter delay: milliseconds before the answer.
+    package func serve(_ path: String, _ data: Data, contentType: String = "application/octet-stream", delay: Int = 0) {
+        files.withLock { $0[path] = (data, contentType, delay) }
     }
 
-    func file(at path: String) -> (data: Data, contentType: String)? { files.withLock { $0[path] } }
+    func file(at path: String) -> (data: Data, contentType: String, delay: Int)? { files.withLock { $0[path] } }
 
     package func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
 
@@ -159,7 +160,10 @@ package final class TestHTTPServer: Sendable {
             let headers = Dictionary(head.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
             server.stats.withLock { $0.requests.append((head.uri, headers)) }
             if let file = server.file(at: head.uri) {
-                send(context, status: .ok, headers: [("Content-Type", file.contentType)], body: file.data)
+                let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+                context.eventLoop.scheduleTask(in: .milliseconds(Int64(file.delay))) {
+                    self.send(bound.value, status: .ok, headers: [("Content-Type", file.contentType)], body: file.data)
+                }
                 return
             }
             switch parts.first ?? "" {

@@ -32,14 +32,42 @@ package struct Tool: Sendable {
     /// Runs the tool and waits for it on a thread of its own, so that waiting never
     /// blocks a thread of Swift's cooperative pool (other suites run meanwhile).
     package func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Swift.Result { try self.runBlocking(arguments, stdin: stdin, environment: environment) }) }
-            thread.start()
+        try await start(arguments, stdin: stdin, environment: environment).wait()
+    }
+
+    /// A tool process started and not yet waited for.
+    package struct Running: Sendable {
+        package let pid: pid_t
+        let out: URL
+        let err: URL
+
+        /// What it has written to standard output so far.
+        package var stdout: String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+
+        package func signal(_ number: Int32) { _ = kill(pid, number) }
+
+        /// Waits for it on a thread of its own, so that waiting never blocks a thread
+        /// of Swift's cooperative pool (other suites run meanwhile).
+        package func wait() async throws -> Result {
+            await withCheckedContinuation { continuation in
+                let thread = Thread {
+                    var status: Int32 = 0
+                    var usage = rusage()
+                    while wait4(pid, &status, 0, &usage) == -1 && errno == EINTR {}
+                    let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+                    let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+                    // The exit status, or 128 + the signal that killed it, as a shell reports it.
+                    let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                    continuation.resume(returning: Result(status: code, stdout: stdout, stderr: stderr, peakResidentBytes: usage.ru_maxrss * 1024))
+                }
+                thread.start()
+            }
         }
     }
 
-    /// posix_spawn, not Foundation.Process: tests run in parallel and Process races on Linux.
-    private func runBlocking(_ arguments: [String], stdin: String?, environment: [String: String]) throws -> Result {
+    /// Starts the tool. posix_spawn, not Foundation.Process: tests run in parallel
+    /// and Process races on Linux.
+    package func start(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Running {
         let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
         let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
         try Data((stdin ?? "").utf8).write(to: input)
@@ -60,12 +88,7 @@ package struct Tool: Sendable {
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
         guard posix_spawn(&pid, Self.executable, &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
-        var status: Int32 = 0
-        var usage = rusage()
-        while wait4(pid, &status, 0, &usage) == -1 && errno == EINTR {}
-        let stdout = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
-        return Result(status: (status >> 8) & 0xFF, stdout: stdout, stderr: stderr, peakResidentBytes: usage.ru_maxrss * 1024)
+        return Running(pid: pid, out: out, err: err)
     }
 
     package func cleanUp() { try? FileManager.default.removeItem(at: home) }

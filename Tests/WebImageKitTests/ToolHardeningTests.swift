@@ -291,3 +291,36 @@ struct CacheOnlyTests {
         #expect(stats["count"] as? Int == 2, "the uncached input was not loaded")
     }
 }
+
+@Suite("The tool and SIGTERM", .serialized, .timeLimit(.minutes(3)))
+struct ToolSignalTests {
+    @Test("SIGTERM mid-batch: the tool stops taking inputs, finishes those in flight, exits 143; every input it reported is cached")
+    func sigterm() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let server = try await TestHTTPServer.start()
+        defer { Task { await server.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let jpeg = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        let urls = (0..<40).map { index in
+            server.serve("/img/\(index).jpg", jpeg, contentType: "image/jpeg", delay: 300)
+            return server.url("/img/\(index).jpg").absoluteString
+        }
+        let running = try tool.start(["load", "--json", "--concurrency", "2"] + urls)
+        // Wait for a few results (bounded by the suite's time limit), then stop it.
+        while running.stdout.split(separator: "\n").count < 3 { try await Task.sleep(for: .milliseconds(20)) }
+        running.signal(SIGTERM)
+        let result = try await running.wait()
+        #expect(result.status == 143, "\(result.stderr)")
+        #expect(result.stderr.contains("stopped by signal 15"))
+        let reported = result.lines
+        #expect(reported.count >= 3 && reported.count < 40, "\(reported.count) inputs reported")
+        #expect(reported.allSatisfy { $0["error"] is NSNull }, "inputs in flight finished rather than failing")
+
+        let inputs = reported.compactMap { $0["input"] as? String }
+        let cached = try await tool.run(["load", "--json", "--cache-only"] + inputs)
+        #expect(cached.status == 0 && cached.lines.count == inputs.count)
+        #expect(cached.lines.allSatisfy { $0["cacheType"] as? String == "disk" }, "every reported input is a disk hit")
+    }
+}

@@ -51,6 +51,8 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code("invalidArgument")
         /// The task was cancelled.
         public static let cancelled = Code("cancelled")
+        /// The manager is shutting down and starts no new load.
+        public static let shutDown = Code("shutDown")
     }
 
     public var code: Code
@@ -76,7 +78,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
 
     private static func defaultTransience(_ code: Code) -> Bool {
         switch code {
-        case .timedOut, .loadFailed, .cancelled, .storeFailed: true
+        case .timedOut, .loadFailed, .cancelled, .storeFailed, .shutDown: true
         default: false
         }
     }

@@ -5,7 +5,8 @@ import Metrics
 /// - `webimage_cache_hits_total{tier=memory|disk}`, `webimage_cache_misses_total`
 /// - `webimage_loaded_bytes_total`, `webimage_load_duration_seconds`
 /// - `webimage_decode_duration_seconds`
-/// - `webimage_errors_total{code=...}`, `webimage_store_errors_total`
+/// - `webimage_errors_total{code=...}`, `webimage_store_errors_total`,
+///   `webimage_store_writes_dropped_total` (background writes past the bound)
 ///
 /// Every metric also carries the configuration's ``ImageManager/Configuration/metricsDimensions``.
 struct PipelineMetrics: Sendable {
@@ -17,6 +18,7 @@ struct PipelineMetrics: Sendable {
     private let loadTimer: Metrics.Timer
     private let decodeTimer: Metrics.Timer
     private let storeErrors: Counter
+    private let droppedWrites: Counter
 
     init(dimensions: [(String, String)] = []) {
         self.dimensions = dimensions
@@ -27,6 +29,7 @@ struct PipelineMetrics: Sendable {
         loadTimer = Metrics.Timer(label: "webimage_load_duration_seconds", dimensions: dimensions)
         decodeTimer = Metrics.Timer(label: "webimage_decode_duration_seconds", dimensions: dimensions)
         storeErrors = Counter(label: "webimage_store_errors_total", dimensions: dimensions)
+        droppedWrites = Counter(label: "webimage_store_writes_dropped_total", dimensions: dimensions)
     }
 
     func hit(_ tier: CacheType) {
@@ -42,4 +45,5 @@ struct PipelineMetrics: Sendable {
         Counter(label: "webimage_errors_total", dimensions: [("code", code.rawValue)] + dimensions).increment()
     }
     func storeError() { storeErrors.increment() }
+    func droppedWrite() { droppedWrites.increment() }
 }

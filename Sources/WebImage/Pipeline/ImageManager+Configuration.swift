@@ -37,6 +37,13 @@ extension ImageManager {
         public var maxResponseSize: Int64 = 64 << 20
         /// Where decoding, transforming and encoding run.
         public var pool: BlockingThreadPool = .shared
+        /// Store writes a load may leave running in the background (without
+        /// `.waitStoreCache`) at once; past it a write is dropped and counted
+        /// (`webimage_store_writes_dropped_total`), the image served all the same.
+        /// Default 256.
+        public var maxPendingWrites = 256
+        /// The bytes those writes may hold at once. Default 256 MiB.
+        public var maxPendingWriteBytes = 256 << 20
         public var logger = Logger(label: "webimage")
         /// Dimensions added to every metric (swift-metrics), to tell several
         /// managers apart: `[("pipeline", "avatars")]`. Metrics: hits per tier,

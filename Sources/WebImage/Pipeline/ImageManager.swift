@@ -36,10 +36,57 @@ public final class ImageManager: Sendable {
     private let downloads = Coalescer<String, LoadResponse>()
     let slots = Mutex<[String: ImageTask]>([:])
     private let metrics: PipelineMetrics
+    /// Loads in flight, counted so that ``shutdown(gracePeriod:)`` can wait for them.
+    private let loads = BackgroundWork(maxPending: .max, maxPendingBytes: .max)
+    /// Store writes running in the background, bounded.
+    private let writes: BackgroundWork
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.metrics = PipelineMetrics(dimensions: configuration.metricsDimensions)
+        self.writes = BackgroundWork(maxPending: configuration.maxPendingWrites, maxPendingBytes: configuration.maxPendingWriteBytes)
+    }
+
+    /// Store writes running in the background now, and the bytes they hold.
+    public var pendingStoreWrites: (count: Int, bytes: Int) { writes.pending }
+
+    /// Stops the manager without losing work: new loads fail at once with
+    /// ``WebImageError/Code/shutDown``; loads in flight finish, and so do the store
+    /// writes they left running in the background; then it returns.
+    ///
+    /// ```swift
+    /// // On SIGTERM, after the server stopped accepting requests:
+    /// let clean = await manager.shutdown(gracePeriod: .seconds(20))
+    /// ```
+    ///
+    /// - Parameter gracePeriod: the longest it waits. Work still running then goes
+    ///   on in the background, and the result is false.
+    /// - Returns: whether every load and write finished within the grace period.
+    @discardableResult
+    public func shutdown(gracePeriod: Duration = .seconds(30)) async -> Bool {
+        loads.stop()
+        let finished = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                // Loads first: a load that finishes may still start a background write.
+                await self.loads.idle()
+                await self.writes.idle()
+                return !Task.isCancelled
+            }
+            group.addTask {
+                try? await Task.sleep(for: gracePeriod)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        writes.stop()
+        if !finished {
+            let (count, bytes) = writes.pending
+            configuration.logger.warning("shutdown: the grace period ended with work still running",
+                                         metadata: ["writes": "\(count)", "bytes": "\(bytes)"])
+        }
+        return finished
     }
 
     /// The memory tier, if any.
@@ -74,6 +121,10 @@ public final class ImageManager: Sendable {
         context: ImageContext = ImageContext(),
         progress: (@Sendable (LoadProgress) -> Void)? = nil
     ) async throws -> ImageResult {
+        guard loads.enter() else {
+            throw WebImageError(.shutDown, "the manager is shutting down; \(url.absoluteString) was not loaded")
+        }
+        defer { loads.leave() }
         let plainKey = cacheKey(for: url, context: context)
         let key = options.contains(.avoidDecode) ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context)
 
@@ -317,7 +368,7 @@ public final class ImageManager: Sendable {
             return await self.write(data, key: key, metadata: metadata, store: store, wait: true)
         }
         if wait { return await job() }
-        Task.detached(priority: .utility) { _ = await job() }
+        background(bytes: image.cost, key: key) { _ = await job() }
         return nil
     }
 
@@ -331,11 +382,19 @@ public final class ImageManager: Sendable {
                 return WebImageError.wrap(error, as: .storeFailed, "storing \(key)")
             }
         } else {
-            Task.detached(priority: .utility) {
+            background(bytes: data.count, key: key) {
                 do { try await store.setData(data, forKey: key, metadata: metadata) } catch { self.logStoreError(error, key: key) }
             }
         }
         return nil
+    }
+
+    /// Runs a store write in the background within the bound, or drops it (counted, logged).
+    private func background(bytes: Int, key: String, _ job: @escaping @Sendable () async -> Void) {
+        guard !writes.start(bytes: bytes, job) else { return }
+        metrics.droppedWrite()
+        configuration.logger.warning("cache write dropped: too many pending writes",
+                                     metadata: ["key": "\(key)", "pending": "\(writes.pending.count)"])
     }
 
     /// A store that fails to read is a miss, not a failed load: the disk tier is a cache.

@@ -151,3 +151,39 @@ struct FullDiskStore: CacheStore {
     var totalSize: Int { get async throws { 0 } }
     var count: Int { get async throws { 0 } }
 }
+
+/// A store whose writes wait until `open()`: background writes stay pending for
+/// as long as a test needs (a real store, MemoryCacheStore, keeps what is written).
+final class GatedStore: CacheStore {
+    let inner = MemoryCacheStore(limits: .unlimited)
+    private let gate = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = gate.withLock { gate in
+            gate.open = true
+            defer { gate.waiters = [] }
+            return gate.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func entry(forKey key: String) async throws -> CacheEntry? { try await inner.entry(forKey: key) }
+    func metadata(forKey key: String) async throws -> CacheMetadata? { try await inner.metadata(forKey: key) }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        await withCheckedContinuation { continuation in
+            let now = gate.withLock { gate -> Bool in
+                if gate.open { return true }
+                gate.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        try await inner.setData(data, forKey: key, metadata: metadata)
+    }
+    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await inner.updateMetadata(metadata, forKey: key) }
+    func removeData(forKey key: String) async throws { try await inner.removeData(forKey: key) }
+    func removeAll() async throws { try await inner.removeAll() }
+    func removeExpired() async throws {}
+    var totalSize: Int { get async throws { try await inner.totalSize } }
+    var count: Int { get async throws { try await inner.count } }
+}
