@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
+        // ImageManagerService (WebImageKit); already in the graph through swift-configuration.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // Deque: work queues that release each item as it is taken.
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // `swift package generate-documentation` (DocC catalogs in each public module).
@@ -97,6 +99,7 @@ let package = Package(
             dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageLMDB", "WebImageCurl",
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming
         ),
@@ -138,6 +141,7 @@ let package = Package(
         .testTarget(
             name: "WebImageKitTests",
             dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage", "WebImageTestSupport",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

@@ -4,6 +4,8 @@ import WebImageKit
 import WebImage
 import WebImageConfiguration
 import WebImageTestSupport
+import ServiceLifecycle
+import Logging
 
 /// The tool against hostile inputs and a hostile origin on loopback.
 @Suite("The webimage tool, hostile inputs", .serialized, .timeLimit(.minutes(5)))
@@ -322,5 +324,26 @@ struct ToolSignalTests {
         let cached = try await tool.run(["load", "--json", "--cache-only"] + inputs)
         #expect(cached.status == 0 && cached.lines.count == inputs.count)
         #expect(cached.lines.allSatisfy { $0["cacheType"] as? String == "disk" }, "every reported input is a disk hit")
+    }
+}
+
+@Suite("ImageManagerService")
+struct ImageManagerServiceTests {
+    @Test("graceful shutdown of its group shuts the manager down: later loads fail with shutDown")
+    func gracefulShutdown() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("a.png")
+        _ = try SampleImages.write(to: directory)
+        let manager = try ConfigLayers.manager(config: try await ConfigLayers.reader(flags: ["store.kind": "memory"], file: nil, environment: [:]))
+        let logo = directory.appendingPathComponent("logo.png")
+        #expect(try await manager.loadImage(with: logo).image != nil)
+        let group = ServiceGroup(configuration: .init(services: [ImageManagerService(manager)], logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+        await group.triggerGracefulShutdown()
+        try await running.value
+        let error = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: file) }
+        #expect(error?.code == .shutDown)
     }
 }

@@ -10,7 +10,8 @@ import WebImageKit
 // ThumbnailServer [CONFIG.json]
 // Reads the configuration file named on the command line, else $THUMBNAIL_SERVER_CONFIG,
 // else ./thumbnail-server.json if present; WEBIMAGE_* variables override it.
-// Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, then it exits 0.
+// Stops gracefully on SIGTERM or SIGINT: in-flight requests finish, then the cache
+// writes they started, then it exits 0.
 
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.contains("--help") || arguments.contains("-h") {
@@ -41,7 +42,10 @@ do {
         FileHandle.standardOutput.write(Data("listening on http://\(settings.host):\(port)\n".utf8))
     }
     try await app.runService()
-    logger.info("stopped")
+    // The server has stopped taking requests and finished those in flight: let the
+    // cache writes they started finish too.
+    let clean = await manager.shutdown(gracePeriod: .seconds(20))
+    logger.info("stopped", metadata: ["pendingWritesFinished": "\(clean)"])
 } catch {
     FileHandle.standardError.write(Data("ThumbnailServer: \(error)\n".utf8))
     exit(2)
