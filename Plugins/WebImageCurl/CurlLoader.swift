@@ -105,8 +105,10 @@ public final class CurlLoader: Loader {
         for hop in 0...configuration.maxRedirects {
             try await checkTarget(current.url, original: hop == 0 ? nil : request.url)
             let response = try await transfer(current, followsRedirects: false, progress: progress)
-            guard (300..<400).contains(response.statusCode), response.statusCode != 304, let location = response.headers["location"] else {
-                return response
+            guard (300..<400).contains(response.statusCode), response.statusCode != 304 else { return response }
+            guard let location = response.headers["location"] else {
+                // As curl reports it on the direct path: a redirect with nowhere to go.
+                throw WebImageError.httpStatus(response.statusCode, url: current.url.absoluteString)
             }
             guard let next = URL(string: location, relativeTo: current.url)?.absoluteURL, next.host != nil else {
                 throw WebImageError(.badStatus, "\(current.url.absoluteString) redirected to '\(location)', which is not a URL", isTransient: false)

@@ -190,6 +190,8 @@ package final class TestHTTPServer: Sendable {
             case "redirect":
                 let hops = Int(parts[1]) ?? 0
                 send(context, status: .found, headers: [("Location", hops > 1 ? "/redirect/\(hops - 1)" : "/bytes/100")])
+            case "redirect-nowhere":
+                send(context, status: .found)
             case "redirect-to":
                 send(context, status: .found, headers: [("Location", "http://" + parts.dropFirst().joined(separator: "/"))])
             case "redirect-file":

@@ -109,6 +109,9 @@ struct GuardProxyTests {
         // Exempt redirect hops are followed.
         let followed = try await load(loader, URL(string: "http://127.0.0.3:9/redirect/2")!)
         #expect(followed.data.count == 100 && followed.url.path == "/bytes/100")
+        // A redirect without a Location is an error, as it is without a proxy.
+        let nowhere = await #expect(throws: WebImageError.self) { try await load(loader, URL(string: "http://127.0.0.3:9/redirect-nowhere")!) }
+        #expect(nowhere?.code == .badStatus && nowhere?.statusCode == 302)
     }
 
     @Test("without a proxy, a refused redirect hop is named in the error")
