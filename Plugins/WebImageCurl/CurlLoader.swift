@@ -121,12 +121,12 @@ public final class CurlLoader: Loader {
         throw WebImageError(.badStatus, "\(request.url.absoluteString) redirected more than \(configuration.maxRedirects) times", isTransient: false)
     }
 
-    /// Resolves the URL's host (on the blocking pool: DNS waits) and refuses it if
+    /// Resolves the URL's host (on the I/O pool: DNS waits) and refuses it if
     /// any of its addresses is one the guard refuses.
     private func checkTarget(_ url: URL, original: URL?) async throws {
         guard let host = url.host else { throw WebImageError(.invalidURL, "\(url.absoluteString) has no host") }
         let policy = configuration.addressPolicy
-        let refusal = try await BlockingThreadPool.shared.run { () throws -> (String, String)? in
+        let refusal = try await BlockingThreadPool.io.run { () throws -> (String, String)? in
             let addresses = try AddressPolicy.resolve(host)
             for address in addresses {
                 if let reason = policy.refusal(for: address) { return (AddressPolicy.text(of: address), reason) }

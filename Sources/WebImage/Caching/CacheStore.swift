@@ -43,9 +43,19 @@ public protocol CacheStore: Sendable {
     var totalSize: Int { get async throws }
     /// The number of entries.
     var count: Int { get async throws }
+    /// Finishes the store's background work (a sweep in progress, batched access
+    /// dates, queued writes) and stops its timers, so that nothing is lost when the
+    /// process exits. ``ImageManager/shutdown(gracePeriod:)`` calls it last.
+    ///
+    /// The store stays usable afterwards (a late call still works, it just starts
+    /// no timer again); its files and handles are released when the last reference
+    /// to it goes. Closing twice is harmless. The default does nothing.
+    func close() async
 }
 
 extension CacheStore {
+    public func close() async {}
+
     /// The bytes stored under a key, or nil.
     public func data(forKey key: String) async throws -> Data? {
         try await entry(forKey: key)?.data

@@ -20,6 +20,13 @@ public final class CacheSweeper: Sendable {
 
     deinit { task.cancel() }
 
+    /// Stops the timer and returns once a sweep in progress has finished (a sweep
+    /// still waiting for a thread does not start).
+    public func stop() async {
+        task.cancel()
+        await task.value
+    }
+
     /// A sweeper that calls `store.removeExpired()` every `interval` while the
     /// store lives, or nil when `interval` is nil. Errors are ignored: the next
     /// sweep tries again.

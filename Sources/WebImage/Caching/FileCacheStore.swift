@@ -7,29 +7,32 @@ import Glibc
 /// A ``CacheStore`` with one file per entry in a directory of its own.
 ///
 /// ## Layout
-/// An entry for key `k` is two files named by `h = SHA-256(k)` in hex:
-/// - `h.meta`: JSON with the full key (so a collision can never return another
-///   key's bytes), the metadata, and the name of the data file;
-/// - `h-<token>.<ext>`: the bytes, with the key's extension (`jpg`, `png`...) so
-///   a person browsing the directory can open them.
+/// An entry for key `k` is one file named `h.<ext>`, where `h` is SHA-256(k) in
+/// hex and `<ext>` the key's extension (`jpg`, `png`...) when it has a short one.
+/// The file holds the bytes, then a binary record (the full key, so a collision
+/// can never return another key's bytes, and the metadata), then a 16-byte footer
+/// (the record's length and the magic `WEBIMGF1`). The bytes come first, so an
+/// image viewer opens the file (decoders stop at the image's own end); a hit is one
+/// `open`, `fstat`, `read` and `close` (``FileCacheStore/EntryFile`` has the format).
 ///
 /// No key, however hostile (`../../etc/passwd`, NUL bytes, 10 kB), can name a
 /// path outside the directory: names are hex digests. The directory is created
 /// with mode 0700 and files with 0600.
 ///
 /// ## Atomicity
-/// A write goes to `tmp/`, then is renamed into place: first the data under a
-/// fresh token, then the `.meta` file, whose rename is the commit point. A crash
-/// before it leaves only files that nothing points to, which sweeps delete; a
-/// reader sees the old entry or the new one, never part of one.
+/// A write goes to `tmp/`, then is renamed into place: the rename is the commit
+/// point. A crash before it leaves a file in `tmp/` that nothing points to, which
+/// sweeps delete; a reader sees the old entry or the new one, never part of one.
 ///
 /// ## Access dates and limits
-/// The last access is the `.meta` file's modification time, which the store sets
-/// itself on every read (one `utimensat`, no rewrite; filesystem `atime` is not
-/// used, as `noatime` mounts make it meaningless). Sweeps list the directory once,
-/// remove entries older than ``CacheLimits/maxAge`` and, over ``CacheLimits/maxSize``,
-/// remove least recently accessed entries down to half the limit. They run on a
-/// timer and when a write takes the store over its limit.
+/// The last access is the file's modification time, which a hit moves forward
+/// (`futimens` on the open file, no rewrite) when it is more than 30 seconds old;
+/// filesystem `atime` is not used, as `noatime` mounts make it meaningless. Sweeps
+/// list the directory once, remove entries older than ``CacheLimits/maxAge`` and,
+/// over ``CacheLimits/maxSize``, remove least recently accessed entries down to
+/// half the limit. They run on a timer and when a write takes the store over its
+/// limit. Files that are not entries (the JSON `.meta` layout of earlier versions,
+/// leftovers of interrupted writes) are deleted by sweeps.
 ///
 /// Several processes may share a directory: every step above is a rename or an
 /// unlink, which the filesystem makes atomic.
@@ -45,14 +48,18 @@ public final class FileCacheStore: CacheStore {
     /// takes the estimate over the limit starts a sweep.
     private let estimatedSize = Mutex<Int?>(nil)
     private let sweeper = Mutex<CacheSweeper?>(nil)
+    /// A hit moves the file's access date only when it is older than this.
+    static let accessGranularity: TimeInterval = 30
 
     /// Opens (creating if needed) a store in `directory`.
+    /// - Parameter pool: where its file I/O runs; the I/O pool by default, so that
+    ///   a hit never queues behind decodes.
     /// - Throws: ``WebImageError/Code/storeFailed`` if the directory cannot be
     ///   created or is not a writable directory.
     public init(
         directory: URL,
         limits: CacheLimits = CacheLimits(),
-        pool: BlockingThreadPool = .shared,
+        pool: BlockingThreadPool = .io,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.directory = directory.standardizedFileURL
@@ -67,15 +74,17 @@ public final class FileCacheStore: CacheStore {
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        try await pool.run { [self] in try readEntry(forKey: key, withData: true) }
+        try await pool.run { [self] in readEntry(forKey: key, withData: true) }
     }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
-        try await pool.run { [self] in try readEntry(forKey: key, withData: false)?.metadata }
+        try await pool.run { [self] in readEntry(forKey: key, withData: false)?.metadata }
     }
 
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
         let overLimit = try await pool.run { [self] in
+            var metadata = metadata
+            metadata.storedAt = clock()
             try write(data, forKey: key, metadata: metadata)
             return noteWritten(data.count)
         }
@@ -84,27 +93,25 @@ public final class FileCacheStore: CacheStore {
 
     public func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {
         try await pool.run { [self] in
-            let hash = SHA256Digest.hex(key)
-            guard let record = try readRecord(hash: hash), record.key == key else { return }
+            guard let old = readEntry(forKey: key, withData: true) else { return }
             var updated = metadata
-            updated.storedAt = record.metadata.storedAt
-            updated.size = record.metadata.size
-            try commitRecord(Record(key: key, dataFile: record.dataFile, metadata: updated), hash: hash)
+            updated.storedAt = old.metadata.storedAt
+            try write(old.data, forKey: key, metadata: updated)
         }
     }
 
     public func removeData(forKey key: String) async throws {
         try await pool.run { [self] in
-            let hash = SHA256Digest.hex(key)
-            guard let record = try readRecord(hash: hash), record.key == key else { return }
-            try removeEntry(hash: hash, dataFiles: [record.dataFile])
+            let path = path(forKey: key)
+            guard readEntry(atPath: path, key: key, withData: false) != nil else { return }
+            unlink(path)
         }
     }
 
     public func removeAll() async throws {
         try await pool.run { [self] in
             for name in try listNames() where name != "tmp" {
-                unlink(directory.appendingPathComponent(name).path)
+                unlink(directoryPrefix + name)
             }
             estimatedSize.withLock { $0 = 0 }
         }
@@ -115,19 +122,107 @@ public final class FileCacheStore: CacheStore {
     }
 
     public var totalSize: Int {
-        get async throws { try await pool.run { [self] in try scan().values.reduce(0) { $0 + $1.size } } }
+        get async throws { try await pool.run { [self] in try scan().reduce(0) { $0 + $1.dataSize } } }
     }
 
     public var count: Int {
-        get async throws { try await pool.run { [self] in try scan().values.count { $0.hasMeta } } }
+        get async throws { try await pool.run { [self] in try scan().count } }
     }
 
-    /// The path of the file holding a key's bytes, if the key is stored.
+    /// Stops the sweep timer, waiting for a sweep in progress. Every write has
+    /// already committed when its call returned.
+    public func close() async {
+        await sweeper.withLock { $0.take() }?.stop()
+    }
+
+    /// The path of the file holding a key's entry, if the key is stored. The file
+    /// starts with the bytes; the store's record follows them (see the type's
+    /// discussion), which image decoders ignore.
     public func fileURL(forKey key: String) async throws -> URL? {
         try await pool.run { [self] in
-            let hash = SHA256Digest.hex(key)
-            guard let record = try readRecord(hash: hash), record.key == key else { return nil }
-            return directory.appendingPathComponent(record.dataFile)
+            let path = path(forKey: key)
+            guard readEntry(atPath: path, key: key, withData: false) != nil else { return nil }
+            return URL(fileURLWithPath: path)
+        }
+    }
+}
+
+// MARK: - The entry file
+
+extension FileCacheStore {
+    /// The format of an entry file: `bytes ‖ record ‖ footer`.
+    ///
+    /// - record: the key, then `contentType`, `etag`, `lastModified`, `originalURL`,
+    ///   each a little-endian `UInt32` length (`0xFFFF_FFFF` for nil) and UTF-8;
+    ///   then `storedAt` in milliseconds since 1970 (`Int64`).
+    /// - footer (16 bytes): the record's length (`UInt32`), the format version
+    ///   (`UInt32`, 1), and the magic `WEBIMGF1`.
+    ///
+    /// The access date is not in the file: it is the file's modification time.
+    enum EntryFile {
+        static let magic = Array("WEBIMGF1".utf8)
+        static let version: UInt32 = 1
+        static let footerSize = 16
+        static let absent: UInt32 = 0xFFFF_FFFF
+
+        static func record(key: String, metadata: CacheMetadata) -> [UInt8] {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(key.utf8.count + 128)
+            func put(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+            func put(_ text: String?) {
+                guard let text else { return put(absent) }
+                put(UInt32(text.utf8.count))
+                bytes.append(contentsOf: text.utf8)
+            }
+            put(key)
+            put(metadata.contentType)
+            put(metadata.etag)
+            put(metadata.lastModified)
+            put(metadata.originalURL)
+            let stored = Int64((metadata.storedAt.timeIntervalSince1970 * 1000).rounded())
+            withUnsafeBytes(of: stored.littleEndian) { bytes.append(contentsOf: $0) }
+            return bytes
+        }
+
+        static func footer(recordLength: Int) -> [UInt8] {
+            var bytes: [UInt8] = []
+            withUnsafeBytes(of: UInt32(recordLength).littleEndian) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: version.littleEndian) { bytes.append(contentsOf: $0) }
+            return bytes + magic
+        }
+
+        /// The record's length from a footer, or nil if it is not one that fits in a
+        /// file of `fileSize` bytes.
+        static func recordLength(footer: UnsafeRawBufferPointer, fileSize: Int) -> Int? {
+            guard footer.count == footerSize, Array(footer[8..<16]) == magic,
+                  UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == version
+            else { return nil }
+            let length = Int(UInt32(littleEndian: footer.loadUnaligned(as: UInt32.self)))
+            return length + footerSize <= fileSize ? length : nil
+        }
+
+        /// The key and metadata in a record; nil when it does not parse.
+        static func parse(_ record: UnsafeRawBufferPointer) -> (key: String, metadata: CacheMetadata)? {
+            var offset = 0
+            func uint32() -> UInt32? {
+                guard offset + 4 <= record.count else { return nil }
+                defer { offset += 4 }
+                return UInt32(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+            }
+            func text() -> String?? {
+                guard let length = uint32() else { return .none }
+                if length == absent { return .some(nil) }
+                guard offset + Int(length) <= record.count else { return .none }
+                defer { offset += Int(length) }
+                return .some(String(decoding: UnsafeRawBufferPointer(rebasing: record[offset..<offset + Int(length)]), as: UTF8.self))
+            }
+            guard let key = text(), let key, let contentType = text(), let etag = text(),
+                  let lastModified = text(), let originalURL = text(), offset + 8 == record.count
+            else { return nil }
+            let stored = Int64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: Int64.self))
+            let metadata = CacheMetadata(contentType: contentType, etag: etag, lastModified: lastModified, originalURL: originalURL,
+                                         storedAt: Date(timeIntervalSince1970: Double(stored) / 1000))
+            return (key, metadata)
         }
     }
 }
@@ -135,14 +230,7 @@ public final class FileCacheStore: CacheStore {
 // MARK: - Files
 
 extension FileCacheStore {
-    /// The `.meta` file's content.
-    struct Record: Codable {
-        var key: String
-        var dataFile: String
-        var metadata: CacheMetadata
-    }
-
-    private var tmpDirectory: URL { directory.appendingPathComponent("tmp") }
+    private var tmpDirectory: String { directoryPrefix + "tmp" }
 
     private static func prepare(_ directory: URL) throws {
         try CacheDirectory.prepare(directory)
@@ -161,117 +249,152 @@ extension FileCacheStore {
         return ext
     }
 
-    private func readRecord(hash: String) throws -> Record? {
-        guard let data = Self.readFile(directoryPrefix + hash + ".meta") else { return nil }
-        // A meta file that does not parse is treated as absent (and swept later).
-        return try? JSONDecoder().decode(Record.self, from: data)
+    /// Whether a name in the directory is an entry's: 64 hex digits, then an
+    /// optional extension of one to five lowercase letters or digits.
+    static func isEntryName(_ name: some StringProtocol) -> Bool {
+        let utf8 = Array(name.utf8)
+        guard utf8.count >= 64, utf8[..<64].allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return false }
+        if utf8.count == 64 { return true }
+        let ext = utf8[65...]
+        return utf8[64] == UInt8(ascii: ".") && (1...5).contains(ext.count)
+            && ext.allSatisfy { (48...57).contains($0) || (97...122).contains($0) }
     }
 
-    private func readEntry(forKey key: String, withData: Bool) throws -> CacheEntry? {
-        let hash = SHA256Digest.hex(key)
-        guard var record = try readRecord(hash: hash), record.key == key else { return nil }
-        var data = Data()
-        if withData {
-            guard let bytes = Self.readFile(directoryPrefix + record.dataFile, expectedSize: record.metadata.size),
-                  bytes.count == record.metadata.size
-            else { return nil }  // replaced or removed under us: a miss
-            data = bytes
-            let now = clock()
-            touch(directoryPrefix + hash + ".meta", at: now)
-            record.metadata.accessedAt = now
-        }
-        return CacheEntry(data: data, metadata: record.metadata)
+    private func path(forKey key: String) -> String {
+        let name = SHA256Digest.hex(key)
+        guard let ext = Self.fileExtension(forKey: key) else { return directoryPrefix + name }
+        return directoryPrefix + name + "." + ext
     }
 
-    private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
-        let hash = SHA256Digest.hex(key)
-        let previous = try readRecord(hash: hash)
-        var dataFile = hash + "-" + UUID().uuidString.lowercased().prefix(8)
-        if let ext = Self.fileExtension(forKey: key) { dataFile += "." + ext }
-
-        try writeAtomically(data, to: directory.appendingPathComponent(dataFile))
-        var metadata = metadata
-        let now = clock()
-        metadata.storedAt = now
-        metadata.accessedAt = now
-        metadata.size = data.count
-        do {
-            try commitRecord(Record(key: key, dataFile: dataFile, metadata: metadata), hash: hash)
-        } catch {
-            unlink(directory.appendingPathComponent(dataFile).path)
-            throw error
-        }
-        if let previous, previous.dataFile != dataFile {
-            unlink(directory.appendingPathComponent(previous.dataFile).path)
-        }
+    private func readEntry(forKey key: String, withData: Bool) -> CacheEntry? {
+        readEntry(atPath: path(forKey: key), key: key, withData: withData)
     }
 
-    private func commitRecord(_ record: Record, hash: String) throws {
-        let json: Data
-        do { json = try JSONEncoder().encode(record) } catch {
-            throw WebImageError(.storeFailed, "cannot encode metadata: \(error)", underlying: error)
-        }
-        let url = directory.appendingPathComponent(hash + ".meta")
-        try writeAtomically(json, to: url)
-        touch(url.path, at: record.metadata.accessedAt)
-    }
-
-    /// Writes to `tmp/`, then renames over `destination`.
-    private func writeAtomically(_ data: Data, to destination: URL) throws {
-        let temporary = tmpDirectory.appendingPathComponent(UUID().uuidString)
-        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
-            let reason = String(cString: strerror(errno))
-            throw WebImageError(.storeFailed, "cannot write \(temporary.path): \(reason)")
-        }
-        if rename(temporary.path, destination.path) != 0 {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary.path)
-            throw WebImageError(.storeFailed, "cannot move a cache entry into \(destination.path): \(reason)")
-        }
-    }
-
-    /// A whole file by open/read/close (Foundation's reader adds a path `stat` and
-    /// its own bookkeeping to every hit). With `expectedSize`, reads one byte more
-    /// than expected so that a longer file is noticed; nil when the file is missing.
-    static func readFile(_ path: String, expectedSize: Int? = nil) -> Data? {
+    /// Reads an entry file: with its bytes, one `read` into a buffer of the file's
+    /// size; without, the footer and record by `pread`. Nil when the file is
+    /// missing, malformed, or holds another key. A hit moves the access date
+    /// (see ``accessGranularity``).
+    private func readEntry(atPath path: String, key: String, withData: Bool) -> CacheEntry? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var capacity = (expectedSize ?? 4096) + 1
-        var data = Data(count: capacity)
+        defer { Glibc.close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let fileSize = Int(info.st_size)
+        guard fileSize >= EntryFile.footerSize else { return nil }
+
+        var data = Data()
+        let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
+        if withData {
+            data = Data(count: fileSize)
+            let filled = data.withUnsafeMutableBytes { Self.readFully(descriptor, into: $0, at: nil) }
+            guard filled == fileSize else { return nil }
+            parsed = data.withUnsafeBytes { bytes -> (String, CacheMetadata, Int)? in
+                guard let length = EntryFile.recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(fileSize - EntryFile.footerSize)...]), fileSize: fileSize),
+                      let record = EntryFile.parse(UnsafeRawBufferPointer(rebasing: bytes[(fileSize - EntryFile.footerSize - length)..<(fileSize - EntryFile.footerSize)])),
+                      record.key == key
+                else { return nil }
+                return (record.key, record.metadata, length)
+            }
+        } else {
+            parsed = Self.readRecord(descriptor, fileSize: fileSize).flatMap { $0.key == key ? $0 : nil }
+        }
+        guard let parsed else { return nil }
+        let dataSize = fileSize - EntryFile.footerSize - parsed.recordLength
+        if withData { data.count = dataSize }
+
+        var metadata = parsed.metadata
+        metadata.size = dataSize
+        metadata.accessedAt = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+        if withData {
+            let now = clock()
+            if now.timeIntervalSince(metadata.accessedAt) > Self.accessGranularity {
+                var times = Self.timespecs(now)
+                _ = futimens(descriptor, &times)
+            }
+            metadata.accessedAt = now
+        }
+        return CacheEntry(data: data, metadata: metadata)
+    }
+
+    /// The footer and record of an open entry file, by `pread`.
+    static func readRecord(_ descriptor: Int32, fileSize: Int) -> (key: String, metadata: CacheMetadata, recordLength: Int)? {
+        var footer = [UInt8](repeating: 0, count: EntryFile.footerSize)
+        let footerRead = footer.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - EntryFile.footerSize) }
+        guard footerRead == EntryFile.footerSize,
+              let length = footer.withUnsafeBytes({ EntryFile.recordLength(footer: $0, fileSize: fileSize) })
+        else { return nil }
+        var record = [UInt8](repeating: 0, count: length)
+        let recordRead = record.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - EntryFile.footerSize - length) }
+        guard recordRead == length, let parsed = record.withUnsafeBytes({ EntryFile.parse($0) }) else { return nil }
+        return (parsed.key, parsed.metadata, length)
+    }
+
+    /// Reads until `buffer` is full or the file ends (`read`, or `pread` from
+    /// `offset`); the bytes read, or -1 on an error.
+    static func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int?) -> Int {
         var filled = 0
-        while true {
-            let count = data.withUnsafeMutableBytes { buffer in
-                read(descriptor, buffer.baseAddress! + filled, capacity - filled)
+        while filled < buffer.count {
+            let count = if let offset {
+                pread(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+            } else {
+                read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
             }
             if count < 0 {
                 if errno == EINTR { continue }
-                return nil
+                return -1
             }
             if count == 0 { break }
             filled += count
-            if filled == capacity {
-                capacity *= 2
-                data.count = capacity
-            }
         }
-        data.count = filled
-        return data
+        return filled
     }
 
-    private func touch(_ path: String, at date: Date) {
+    /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
+    private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
+        let record = EntryFile.record(key: key, metadata: metadata)
+        let footer = EntryFile.footer(recordLength: record.count)
+        let temporary = tmpDirectory + "/" + UUID().uuidString
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw WebImageError(.storeFailed, "cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
+        var failure: Int32 = 0
+        for chunk in [data.withUnsafeBytes { writeAll(descriptor, $0) }, record.withUnsafeBytes { writeAll(descriptor, $0) },
+                      footer.withUnsafeBytes { writeAll(descriptor, $0) }] where failure == 0 {
+            failure = chunk
+        }
+        var times = Self.timespecs(clock())  // the access date: the store's clock, not the file system's
+        if failure == 0, futimens(descriptor, &times) != 0 { failure = errno }
+        if Glibc.close(descriptor) != 0, failure == 0 { failure = errno }
+        let destination = path(forKey: key)
+        if failure == 0, rename(temporary, destination) != 0 { failure = errno }
+        guard failure == 0 else {
+            unlink(temporary)
+            throw WebImageError(.storeFailed, "cannot write a cache entry to \(destination): \(String(cString: strerror(failure)))")
+        }
+    }
+
+    /// Writes all of `bytes`; 0, or the `errno` of the failure.
+    private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
+        var written = 0
+        while written < bytes.count {
+            let count = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return errno
+            }
+            written += count
+        }
+        return 0
+    }
+
+    static func timespecs(_ date: Date) -> [timespec] {
         let seconds = date.timeIntervalSince1970
-        var times = [timespec](repeating: timespec(), count: 2)
-        times[0].tv_sec = Int(seconds)
-        times[0].tv_nsec = Int((seconds - seconds.rounded(.down)) * 1e9)
-        times[1] = times[0]
-        _ = utimensat(AT_FDCWD, path, times, 0)
-    }
-
-    private func removeEntry(hash: String, dataFiles: [String]) throws {
-        // The meta file first: once it is gone the entry is gone, whatever follows.
-        unlink(directory.appendingPathComponent(hash + ".meta").path)
-        for file in dataFiles { unlink(directory.appendingPathComponent(file).path) }
+        var time = timespec()
+        time.tv_sec = Int(seconds.rounded(.down))
+        time.tv_nsec = Int((seconds - seconds.rounded(.down)) * 1e9)
+        return [time, time]
     }
 
     private func listNames() throws -> [String] {
@@ -286,68 +409,60 @@ extension FileCacheStore {
 extension FileCacheStore {
     /// What one listing of the directory tells about an entry.
     struct Listed {
-        var hasMeta = false
-        var accessedAt = Date.distantPast
-        var dataFiles: [(name: String, size: Int, modified: Date)] = []
-        var size: Int { dataFiles.reduce(0) { $0 + $1.size } }
+        var name: String
+        var dataSize: Int
+        var accessedAt: Date
     }
 
-    /// Groups the directory's files by key hash, from one listing and `stat`s.
-    func scan() throws -> [String: Listed] {
-        var listed: [String: Listed] = [:]
+    /// The directory's entries, from one listing, a `stat` each and a read of each
+    /// footer (so that sizes are the bytes' sizes, as ``CacheStore/totalSize`` says).
+    /// With `removingOthers`, deletes what is not an entry: files of another
+    /// name, files whose footer does not parse.
+    func scan(removingOthers: Bool = false) throws -> [Listed] {
+        var listed: [Listed] = []
         for name in try listNames() where name != "tmp" {
-            var info = stat()
-            guard stat(directory.appendingPathComponent(name).path, &info) == 0 else { continue }
-            let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-            let hash = String(name.prefix(64))
-            if name.hasSuffix(".meta") {
-                listed[hash, default: Listed()].hasMeta = true
-                listed[hash, default: Listed()].accessedAt = modified
-            } else {
-                listed[hash, default: Listed()].dataFiles.append((name, Int(info.st_size), modified))
+            let path = directoryPrefix + name
+            guard Self.isEntryName(name) else {
+                if removingOthers { unlink(path) }
+                continue
             }
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { continue }
+            defer { Glibc.close(descriptor) }
+            var info = stat()
+            guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            guard let record = Self.readRecord(descriptor, fileSize: Int(info.st_size)) else {
+                if removingOthers { unlink(path) }
+                continue
+            }
+            let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
+            listed.append(Listed(name: name, dataSize: Int(info.st_size) - EntryFile.footerSize - record.recordLength, accessedAt: modified))
         }
         return listed
     }
 
-    /// Removes orphans, expired entries, then trims to half the size limit.
+    /// Removes leftovers of interrupted writes and files that are not entries,
+    /// then expired entries, then trims to half the size limit.
     func sweep() throws {
         let now = clock()
         let grace: TimeInterval = 60  // a write in progress elsewhere may not have committed yet
-        var listed = try scan()
-
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory.path)) ?? [] {
-            let path = tmpDirectory.appendingPathComponent(name).path
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory)) ?? [] {
+            let path = tmpDirectory + "/" + name
             var info = stat()
             if stat(path, &info) == 0, now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > grace { unlink(path) }
         }
 
-        for (hash, entry) in listed {
-            if !entry.hasMeta {
-                for file in entry.dataFiles where now.timeIntervalSince(file.modified) > grace {
-                    unlink(directory.appendingPathComponent(file.name).path)
-                }
-                listed[hash] = nil
-            } else if entry.dataFiles.count > 1, let record = try readRecord(hash: hash) {
-                // Data files the meta no longer names were left by interrupted writes.
-                for file in entry.dataFiles where file.name != record.dataFile && now.timeIntervalSince(file.modified) > grace {
-                    unlink(directory.appendingPathComponent(file.name).path)
-                }
-            }
-        }
-
+        var listed = try scan(removingOthers: true)
         if let cutoff = limits.expiryCutoff(now: now) {
-            for (hash, entry) in listed where entry.accessedAt < cutoff {
-                try removeEntry(hash: hash, dataFiles: entry.dataFiles.map(\.name))
-                listed[hash] = nil
-            }
+            for entry in listed where entry.accessedAt < cutoff { unlink(directoryPrefix + entry.name) }
+            listed.removeAll { $0.accessedAt < cutoff }
         }
 
-        var total = listed.values.reduce(0) { $0 + $1.size }
+        var total = listed.reduce(0) { $0 + $1.dataSize }
         if let maxSize = limits.maxSize, total > maxSize {
-            for (hash, entry) in listed.sorted(by: { $0.value.accessedAt < $1.value.accessedAt }) where total > maxSize / 2 {
-                try removeEntry(hash: hash, dataFiles: entry.dataFiles.map(\.name))
-                total -= entry.size
+            for entry in listed.sorted(by: { $0.accessedAt < $1.accessedAt }) where total > maxSize / 2 {
+                unlink(directoryPrefix + entry.name)
+                total -= entry.dataSize
             }
         }
         estimatedSize.withLock { $0 = total }
@@ -363,7 +478,7 @@ extension FileCacheStore {
         }
         guard let estimate else {
             // First write since opening: measure once.
-            let measured = ((try? scan()) ?? [:]).values.reduce(0) { $0 + $1.size }
+            let measured = ((try? scan()) ?? []).reduce(0) { $0 + $1.dataSize }
             estimatedSize.withLock { $0 = measured }
             return measured > maxSize
         }

@@ -13,8 +13,13 @@ import Synchronization
 /// still waits in the queue gets `CancellationError` at once and the job never
 /// runs; a job that has started runs to the end (a C call cannot be interrupted).
 public final class BlockingThreadPool: Sendable {
-    /// The pool the core and its plugins share: one thread per core.
+    /// The pool for CPU-bound work (decoding, transforming, encoding): one thread per core.
     public static let shared = BlockingThreadPool(threadCount: ProcessInfo.processInfo.activeProcessorCount, name: "webimage.blocking")
+
+    /// The pool for blocking I/O (disk stores, file loads): separate from
+    /// ``shared`` so that a disk hit never queues behind decodes, with more threads
+    /// than cores (four at least, two per core) because its jobs mostly wait.
+    public static let io = BlockingThreadPool(threadCount: max(4, 2 * ProcessInfo.processInfo.activeProcessorCount), name: "webimage.io")
 
     private struct Job {
         let run: @Sendable () -> Void

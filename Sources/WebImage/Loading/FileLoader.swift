@@ -41,7 +41,7 @@ public struct FileLoader: Loader {
     private let pool: BlockingThreadPool
 
     public init(maxFileSize: Int64 = 64 << 20, access: Access = .unrestricted, timeout: Duration = .seconds(15),
-                pool: BlockingThreadPool = .shared) {
+                pool: BlockingThreadPool = .io) {
         self.maxFileSize = maxFileSize
         self.access = access
         self.timeout = timeout

@@ -23,23 +23,28 @@ struct FileCacheStoreTests {
         ).run()
     }
 
-    @Test("directory is 0700; files are named by hash and cannot escape")
+    @Test("directory is 0700; one file per entry, named by hash, starting with the bytes; keys cannot escape")
     func layout() async throws {
         let root = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let directory = root.appendingPathComponent("cache")
         let store = try FileCacheStore(directory: directory, limits: .unlimited)
         try await store.setData(Data([1]), forKey: "../../escape.png")
-        try await store.setData(Data([2]), forKey: "https://x.com/photo.JPG?size=2")
+        try await store.setData(Data([2, 3]), forKey: "https://x.com/photo.JPG?size=2", metadata: CacheMetadata(etag: "\"e\""))
         let attributes = try FileManager.default.attributesOfItem(atPath: directory.path)
         #expect((attributes[.posixPermissions] as? Int) == 0o700)
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "tmp" }
-        #expect(names.count == 4)
-        #expect(names.allSatisfy { $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "." } })
+        #expect(names.count == 2)
+        #expect(names.allSatisfy { $0.allSatisfy { $0.isLetter || $0.isNumber || $0 == "." } })
         #expect(names.contains { $0.hasSuffix(".png") } && names.contains { $0.hasSuffix(".jpg") })
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("escape.png").path))
-        let url = try await store.fileURL(forKey: "../../escape.png")
-        #expect(url?.deletingLastPathComponent().standardizedFileURL.path == directory.standardizedFileURL.path)
+        let url = try #require(try await store.fileURL(forKey: "https://x.com/photo.JPG?size=2"))
+        #expect(url.deletingLastPathComponent().standardizedFileURL.path == directory.standardizedFileURL.path)
+        let file = try Data(contentsOf: url)
+        #expect(file.prefix(2) == Data([2, 3]), "the bytes come first, so a viewer opens the file")
+        #expect(file.suffix(8) == Data("WEBIMGF1".utf8))
+        let entry = try #require(try await store.entry(forKey: "https://x.com/photo.JPG?size=2"))
+        #expect(entry.data == Data([2, 3]) && entry.metadata.etag == "\"e\"" && entry.metadata.size == 2)
     }
 
     @Test("the timer sweeps without any call")
@@ -53,7 +58,7 @@ struct FileCacheStoreTests {
         #expect(try await eventually { try await store.count == 0 })
     }
 
-    @Test("a crash before the commit leaves nothing readable, and sweeps clean up")
+    @Test("a crash before the commit leaves nothing readable; sweeps remove leftovers and the old .meta layout")
     func crashBeforeCommit() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -61,35 +66,65 @@ struct FileCacheStoreTests {
         let store = try FileCacheStore(directory: directory, limits: .unlimited, clock: clock.source)
         try await store.setData(Data("old".utf8), forKey: "k")
 
-        // What a writer leaves if killed after writing its temp file, and after
-        // renaming the data but before renaming the meta file (the commit point).
-        let hash = SHA256Digest.hex("k")
+        // What a writer leaves if killed before its rename (the commit point), and
+        // what the JSON layout of earlier versions left.
+        let other = SHA256Digest.hex("other")
         try Data("partial".utf8).write(to: directory.appendingPathComponent("tmp/\(UUID().uuidString)"))
-        try Data("new but uncommitted".utf8).write(to: directory.appendingPathComponent("\(hash)-deadbeef"))
-        try Data("orphan".utf8).write(to: directory.appendingPathComponent("\(SHA256Digest.hex("other"))-cafebabe"))
+        try Data("{}".utf8).write(to: directory.appendingPathComponent("\(other).meta"))
+        try Data("old layout bytes".utf8).write(to: directory.appendingPathComponent("\(other)-cafebabe.jpg"))
 
         let reopened = try FileCacheStore(directory: directory, limits: .unlimited, clock: clock.source)
         #expect(try await reopened.data(forKey: "k") == Data("old".utf8))
         #expect(try await reopened.data(forKey: "other") == nil)
+        #expect(try await reopened.data(forKey: "other.meta") == nil, "an old .meta file is not an entry")
 
         clock.advance(by: 120)  // past the grace period for writes in flight
         try await reopened.removeExpired()
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0 != "tmp" }
-        #expect(names.count == 2, "only the committed entry's two files remain: \(names)")
+        #expect(names == [SHA256Digest.hex("k")], "only the committed entry remains: \(names)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("tmp").path).isEmpty)
         #expect(try await reopened.data(forKey: "k") == Data("old".utf8))
     }
 
-    @Test("a corrupt meta file is a miss, not a crash")
-    func corruptMeta() async throws {
+    @Test("a truncated or corrupt entry file, or another key's file, is a miss, not a crash")
+    func corruptEntry() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try FileCacheStore(directory: directory, limits: .unlimited)
         try await store.setData(Data([1, 2, 3]), forKey: "k")
-        try Data("{not json".utf8).write(to: directory.appendingPathComponent(SHA256Digest.hex("k") + ".meta"))
+        let file = directory.appendingPathComponent(SHA256Digest.hex("k"))
+        let whole = try Data(contentsOf: file)
+        for broken in [whole.prefix(whole.count - 1), whole.prefix(5), Data(), Data(count: 64), whole.prefix(3) + Data(repeating: 0xFF, count: 30)] {
+            try broken.write(to: file)
+            #expect(try await store.entry(forKey: "k") == nil)
+            #expect(try await store.metadata(forKey: "k") == nil)
+        }
+        // Another key's entry under this key's name (as a hash collision would put it).
+        try await store.setData(Data([9]), forKey: "j")
+        try FileManager.default.removeItem(at: file)
+        try FileManager.default.copyItem(at: directory.appendingPathComponent(SHA256Digest.hex("j")), to: file)
         #expect(try await store.entry(forKey: "k") == nil)
         try await store.setData(Data([4]), forKey: "k")
         #expect(try await store.data(forKey: "k") == Data([4]))
+    }
+
+    @Test("a hit moves the access date only when it is stale, and 304 metadata keeps the bytes")
+    func accessDates() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clock = TestClock()
+        let store = try FileCacheStore(directory: directory, limits: .unlimited, clock: clock.source)
+        try await store.setData(Data([7]), forKey: "k", metadata: CacheMetadata(etag: "a"))
+        let written = try #require(try await store.metadata(forKey: "k")).accessedAt
+        clock.advance(by: 5)
+        _ = try await store.entry(forKey: "k")
+        #expect(try #require(try await store.metadata(forKey: "k")).accessedAt == written, "a hit within 30 s of the last touch writes nothing")
+        clock.advance(by: 100)
+        _ = try await store.entry(forKey: "k")
+        #expect(try #require(try await store.metadata(forKey: "k")).accessedAt > written)
+        try await store.updateMetadata(CacheMetadata(etag: "b"), forKey: "k")
+        let updated = try #require(try await store.entry(forKey: "k"))
+        #expect(updated.data == Data([7]) && updated.metadata.etag == "b")
     }
 
     @Test("a path that is a file, or an unwritable directory, is a typed error")
