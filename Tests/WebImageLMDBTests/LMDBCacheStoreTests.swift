@@ -158,6 +158,27 @@ struct LMDBCacheStoreTests {
         #expect(emptied)
     }
 
+    @Test("close writes the access dates still in memory and stops the timers")
+    func close() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clock = TestClock()
+        let store = try LMDBCacheStore(directory: directory, limits: CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: .milliseconds(20)),
+                                       options: .init(accessFlushInterval: .seconds(3600)), clock: clock.source)
+        try await store.setData(Data([1]), forKey: "k")
+        let written = try #require(try await store.metadata(forKey: "k")).accessedAt
+        clock.advance(by: 600)
+        _ = try await store.entry(forKey: "k")  // its access date waits in memory (flush interval 1 h)
+        #expect(try #require(try await store.metadata(forKey: "k")).accessedAt == written)
+        await store.close()
+        #expect(try #require(try await store.metadata(forKey: "k")).accessedAt > written, "close wrote the pending access date")
+        // The sweep timer is stopped: an expired entry stays until someone sweeps.
+        clock.advance(by: 7200)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try await store.count == 1)
+        await store.close()  // twice is harmless
+    }
+
     @Test("bad directories and data files are typed errors")
     func badInput() async throws {
         let root = temporaryDirectory()

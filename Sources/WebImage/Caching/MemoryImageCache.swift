@@ -1,8 +1,14 @@
-import Foundation
+public import Foundation
 import Synchronization
 
-/// The memory tier: decoded images under their keys, least recently used evicted
-/// first, charged by the exact bytes of their pixels.
+/// The memory tier: decoded images and encoded bytes under their keys, least
+/// recently used evicted first, charged by the exact bytes of their pixels plus the
+/// bytes of their encoding.
+///
+/// A key holds an image, its encoded bytes, or both: a server that answers with
+/// bytes (``ImageOptions/avoidDecode``) caches the bytes it serves, and an app that
+/// draws caches images. ``setImage(_:forKey:)`` and ``setData(_:forKey:)`` each
+/// replace their own half and keep the other.
 ///
 /// Limits are hard: after every insertion the cache is within both its cost and
 /// count limits. An image over the per-entry cap is not cached at all (one huge
@@ -35,14 +41,16 @@ public final class MemoryImageCache: Sendable {
 
     private final class Node {
         let key: String
-        var image: Image
-        var cost: Int
+        let image: Image?
+        let data: Data?
+        let cost: Int
         var previous: Node?
         var next: Node?
-        init(key: String, image: Image) {
+        init(key: String, image: Image?, data: Data?) {
             self.key = key
             self.image = image
-            self.cost = image.cost
+            self.data = data
+            self.cost = (image?.cost ?? 0) + (data?.count ?? 0)
         }
     }
 
@@ -101,37 +109,66 @@ public final class MemoryImageCache: Sendable {
 
     /// The image under a key, marking it most recently used.
     public func image(forKey key: String) -> Image? {
+        entry(forKey: key)?.image
+    }
+
+    /// The encoded bytes under a key, marking it most recently used.
+    public func data(forKey key: String) -> Data? {
+        entry(forKey: key)?.data
+    }
+
+    /// What a key holds, marking it most recently used: its image, its bytes, or both.
+    public func entry(forKey key: String) -> (image: Image?, data: Data?)? {
         state.withLock { state in
             guard let node = state.nodes[key] else { return nil }
             if state.head !== node {
                 state.unlink(node)
                 state.pushFront(node)
             }
-            return node.image
+            return (node.image, node.data)
         }
     }
 
-    /// Whether an image is cached, without touching its recency.
+    /// Whether an image or bytes are cached, without touching recency.
     public func contains(key: String) -> Bool {
         state.withLock { $0.nodes[key] != nil }
     }
 
-    /// Caches an image, evicting least recently used ones to stay within limits.
+    /// Caches an image, keeping any bytes under the key, and evicts least recently
+    /// used entries to stay within limits.
     /// - Returns: false if the image is over the per-entry cap and was not cached
     ///   (any older image under the key is removed then, so a stale one never lingers).
     @discardableResult
     public func setImage(_ image: Image, forKey key: String) -> Bool {
-        let cost = image.cost
-        return state.withLock { state in
-            if let old = state.nodes[key] { state.remove(old) }
-            guard cost <= state.limits.entryCostLimit, cost <= state.limits.costLimit, state.limits.countLimit > 0 else {
-                return false
+        set(key: key, image: image, data: nil)
+    }
+
+    /// Caches encoded bytes, keeping any image under the key, charged at their exact
+    /// length; evicts as ``setImage(_:forKey:)`` does.
+    /// - Returns: false if the bytes are over the per-entry cap and were not cached.
+    @discardableResult
+    public func setData(_ data: Data, forKey key: String) -> Bool {
+        set(key: key, image: nil, data: data)
+    }
+
+    /// Puts the new half (`image` or `data`) beside the other half already under
+    /// the key; if the pair is over the entry cap, the new half alone; if that is
+    /// over too, nothing (and the old node is gone either way).
+    private func set(key: String, image: Image?, data: Data?) -> Bool {
+        state.withLock { state in
+            let old = state.nodes[key]
+            if let old { state.remove(old) }
+            let limits = state.limits
+            let fits = { (node: Node) in node.cost <= limits.entryCostLimit && node.cost <= limits.costLimit && limits.countLimit > 0 }
+            var node = Node(key: key, image: image ?? old?.image, data: data ?? old?.data)
+            if !fits(node) {
+                node = Node(key: key, image: image, data: data)
+                guard fits(node) else { return false }
             }
-            let node = Node(key: key, image: image)
             state.nodes[key] = node
             state.pushFront(node)
-            state.totalCost += cost
-            state.trim(cost: state.limits.costLimit, count: state.limits.countLimit)
+            state.totalCost += node.cost
+            state.trim(cost: limits.costLimit, count: limits.countLimit)
             return true
         }
     }
@@ -161,9 +198,9 @@ public final class MemoryImageCache: Sendable {
         state.withLock { $0.trim(cost: .max, count: max(0, count)) }
     }
 
-    /// The bytes of all cached images.
+    /// The bytes of all cached images and encoded bytes.
     public var totalCost: Int { state.withLock { $0.totalCost } }
-    /// The number of cached images.
+    /// The number of keys cached.
     public var count: Int { state.withLock { $0.nodes.count } }
     /// Keys from most to least recently used.
     public var keys: [String] {

@@ -52,7 +52,10 @@ public final class ImageManager: Sendable {
 
     /// Stops the manager without losing work: new loads fail at once with
     /// ``WebImageError/Code/shutDown``; loads in flight finish, and so do the store
-    /// writes they left running in the background; then it returns.
+    /// writes they left running in the background; then the configured store is
+    /// closed (``CacheStore/close()``: a sweep in progress finishes, batched
+    /// access dates are written, timers stop); then it returns. A store passed in
+    /// an ``ImageContext`` is the caller's to close.
     ///
     /// ```swift
     /// // On SIGTERM, after the server stopped accepting requests:
@@ -70,6 +73,8 @@ public final class ImageManager: Sendable {
                 // Loads first: a load that finishes may still start a background write.
                 await self.loads.idle()
                 await self.writes.idle()
+                if Task.isCancelled { return false }
+                await self.store?.close()
                 return !Task.isCancelled
             }
             group.addTask {
@@ -126,7 +131,10 @@ public final class ImageManager: Sendable {
         }
         defer { loads.leave() }
         let plainKey = cacheKey(for: url, context: context)
-        let key = options.contains(.avoidDecode) ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context)
+        let derivesBytes = CacheKey.storesDerivedBytes(options: options, context: context)
+        // Bytes of an original live under the plain key; a thumbnail's or a
+        // transform's under the derived key, bytes-only or not.
+        let key = options.contains(.avoidDecode) && !derivesBytes ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context)
 
         if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
             throw WebImageError(.blockedURL, "\(url.absoluteString) failed recently (\(failure)); pass .retryFailed to try again",
@@ -137,9 +145,31 @@ public final class ImageManager: Sendable {
         }
         let flags: ImageOptions = [.refreshCached, .fromCacheOnly, .fromLoaderOnly, .cacheMemoryOnly, .avoidDecode, .waitStoreCache]
         let jobKey = key + "|" + String(options.intersection(flags).rawValue)
+        let store = context.store ?? self.store
+        let readDisk = store != nil && context.queryCacheTiers.contains(.disk)
+            && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
+
+        // The fast path: a disk hit that no job is loading is read on the caller's
+        // task (an LMDB read is a memory lookup; a file store hops to its I/O pool
+        // once), with no coalescer task or continuation. Bytes are returned as they
+        // are; a hit to decode goes on into the coalesced job with its bytes, so
+        // that concurrent decodes of one key still happen once.
+        var firstRead: DiskRead?
+        if readDisk, let store, !images.isRunning(jobKey) {
+            let diskKey = derivesBytes ? key : plainKey
+            let entry = await read(store, diskKey)
+            if let entry, options.contains(.avoidDecode) {
+                metrics.hit(.disk)
+                rememberData(entry.data, key: key, context: context)
+                return ImageResult(image: nil, data: entry.data, cacheType: .disk, key: key, url: url)
+            }
+            firstRead = DiskRead(key: diskKey, entry: entry)
+        }
+        let read = firstRead
         do {
             return try await images.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
-                try await self.fetch(url: url, plainKey: plainKey, key: key, options: options, context: context, progress: progress)
+                try await self.fetch(url: url, plainKey: plainKey, key: key, options: options, context: context,
+                                     firstRead: read, progress: progress)
             }
         } catch {
             throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
@@ -154,36 +184,58 @@ public final class ImageManager: Sendable {
 
     // MARK: Steps
 
+    /// A disk lookup already made on the caller's task, handed to the job.
+    struct DiskRead: Sendable {
+        var key: String
+        var entry: CacheEntry?
+    }
+
     private func memoryHit(url: URL, key: String, options: ImageOptions, context: ImageContext) async -> ImageResult? {
         guard let cache = memoryCache, context.queryCacheTiers.contains(.memory),
-              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached, .avoidDecode]),
-              let image = cache.image(forKey: key)
+              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         else { return nil }
+        if options.contains(.avoidDecode) {
+            guard let data = cache.data(forKey: key) else { return nil }
+            metrics.hit(.memory)
+            return ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url)
+        }
+        guard let (image, cachedData) = cache.entry(forKey: key), let image else { return nil }
         metrics.hit(.memory)
-        var data: Data?
-        if options.contains(.queryMemoryData), let store = context.store ?? store {
+        var data = cachedData
+        if data == nil, options.contains(.queryMemoryData), let store = context.store ?? store {
             data = try? await store.data(forKey: key)
         }
         return ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
     }
 
     private func fetch(url: URL, plainKey: String, key: String, options: ImageOptions, context: ImageContext,
-                       progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> ImageResult {
+                       firstRead: DiskRead?, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> ImageResult {
         let store = context.store ?? self.store
         let readDisk = store != nil && context.queryCacheTiers.contains(.disk)
             && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         let derivesBytes = key != plainKey && CacheKey.storesDerivedBytes(options: options, context: context)
+        let bytesOnly = options.contains(.avoidDecode)
+        /// One disk lookup, unless the caller's task already made it.
+        func lookup(_ lookupKey: String) async -> CacheEntry? {
+            if let firstRead, firstRead.key == lookupKey { return firstRead.entry }
+            guard readDisk, let store else { return nil }
+            return await read(store, lookupKey)
+        }
 
         // A derived result already on disk: its bytes are the finished image.
-        if readDisk, derivesBytes, let store, let entry = await read(store, key) {
+        if derivesBytes, let entry = await lookup(key) {
+            metrics.hit(.disk)
+            if bytesOnly {
+                rememberData(entry.data, key: key, context: context)
+                return ImageResult(image: nil, data: entry.data, cacheType: .disk, key: key, url: url)
+            }
             let image = try await decode(entry.data, key: plainKey, options: options, context: context, derived: true)
             remember(image, key: key, context: context)
-            metrics.hit(.disk)
             return ImageResult(image: image, data: entry.data, cacheType: .disk, key: key, url: url)
         }
 
         var source: (data: Data, cacheType: CacheType, response: LoadResponse?)
-        if readDisk, let store, let entry = await read(store, plainKey) {
+        if let entry = await lookup(plainKey) {
             metrics.hit(.disk)
             source = (entry.data, .disk, nil)
         } else if options.contains(.fromCacheOnly) {
@@ -198,7 +250,8 @@ public final class ImageManager: Sendable {
             }
         }
 
-        if options.contains(.avoidDecode) {
+        if bytesOnly && !derivesBytes {
+            var failure: WebImageError?
             if source.cacheType == .none {
                 // Bytes only, but still images: some coder must recognise them before
                 // they are cached (a pipeline with no coders at all stores anything).
@@ -206,10 +259,10 @@ public final class ImageManager: Sendable {
                 guard recognised || configuration.coders.coders.isEmpty else {
                     throw recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
                 }
-                let failure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
-                return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
+                failure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
             }
-            return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url)
+            rememberData(source.data, key: plainKey, context: context)
+            return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
         }
 
         let image: Image
@@ -231,12 +284,42 @@ public final class ImageManager: Sendable {
         if source.cacheType == .none {
             storeFailure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
         }
-        remember(image, key: key, context: context)
-        if derivesBytes, let failure = await storeDerived(image, key: key, store: store, options: options, context: context) {
-            storeFailure = storeFailure ?? failure
+        guard derivesBytes else {
+            remember(image, key: key, context: context)
+            return ImageResult(image: image, data: source.data, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
         }
-        return ImageResult(image: image, data: derivesBytes ? nil : source.data, cacheType: source.cacheType, key: key, url: url,
-                           storeFailure: storeFailure)
+        // The derived result's bytes: made now when the caller wants them (bytes
+        // only) or waits for the store anyway, else made and stored in the background.
+        guard bytesOnly || options.contains(.waitStoreCache) else {
+            remember(image, key: key, context: context)
+            storeDerivedInBackground(image, key: key, store: store, options: options, context: context)
+            return ImageResult(image: image, data: nil, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
+        }
+        let encoded: Data?
+        do { encoded = try await encodeDerived(image, key: key, context: context) } catch {
+            guard bytesOnly else {
+                logStoreError(error, key: key)
+                remember(image, key: key, context: context)
+                return ImageResult(image: image, data: nil, cacheType: source.cacheType, key: key, url: url,
+                                   storeFailure: storeFailure ?? WebImageError.wrap(error, as: .storeFailed, "encoding \(key)"))
+            }
+            throw error
+        }
+        if bytesOnly {
+            guard let encoded else {
+                throw WebImageError(.encodeFailed, "the cache serializer made no bytes for \(key), which .avoidDecode asked for")
+            }
+            rememberData(encoded, key: key, context: context)
+        } else {
+            remember(image, key: key, context: context)
+        }
+        if let encoded, let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) {
+            let metadata = CacheMetadata(contentType: ImageFormat.sniff(encoded)?.mimeType)
+            if let failure = await write(encoded, key: key, metadata: metadata, store: store, wait: options.contains(.waitStoreCache)) {
+                storeFailure = storeFailure ?? failure
+            }
+        }
+        return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
     }
 
     /// The bytes from the loader, one download per URL however many jobs want it.
@@ -339,6 +422,11 @@ public final class ImageManager: Sendable {
         memoryCache?.setImage(image, forKey: key)
     }
 
+    private func rememberData(_ data: Data, key: String, context: ImageContext) {
+        guard context.storeCacheTiers.contains(.memory) else { return }
+        memoryCache?.setData(data, forKey: key)
+    }
+
     /// Stores the original bytes; returns the failure of a write it waited for.
     private func storeOriginal(_ data: Data, response: LoadResponse?, key: String, store: (any CacheStore)?, options: ImageOptions,
                                context: ImageContext) async -> WebImageError? {
@@ -352,24 +440,28 @@ public final class ImageManager: Sendable {
         return await write(data, key: key, metadata: metadata, store: store, wait: options.contains(.waitStoreCache))
     }
 
-    /// Encodes and stores a derived result; returns the failure of a write it waited for.
-    private func storeDerived(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) async -> WebImageError? {
-        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return nil }
+    /// A derived result's bytes, by the cache serializer, on the decode pool; nil
+    /// when the serializer makes none.
+    private func encodeDerived(_ image: Image, key: String, context: ImageContext) async throws -> Data? {
         let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat)
         let coders = configuration.coders
-        let wait = options.contains(.waitStoreCache)
-        let job: @Sendable () async -> WebImageError? = {
-            let encoded: Data?
-            do { encoded = try await self.configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
-                return WebImageError.wrap(error, as: .storeFailed, "encoding \(key) for the cache")
-            }
-            guard let data = encoded else { return nil }
-            let metadata = CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType)
-            return await self.write(data, key: key, metadata: metadata, store: store, wait: true)
+        do { return try await configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
+            throw WebImageError.wrap(error, as: .encodeFailed, "encoding \(key)")
         }
-        if wait { return await job() }
-        background(bytes: image.cost, key: key) { _ = await job() }
-        return nil
+    }
+
+    /// Encodes and stores a derived result in the background, within the bound.
+    private func storeDerivedInBackground(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) {
+        guard let store, context.storeCacheTiers.contains(.disk), !options.contains(.cacheMemoryOnly) else { return }
+        background(bytes: image.cost, key: key) {
+            let encoded: Data?
+            do { encoded = try await self.encodeDerived(image, key: key, context: context) } catch {
+                self.logStoreError(error, key: key)
+                return
+            }
+            guard let data = encoded else { return }
+            _ = await self.write(data, key: key, metadata: CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType), store: store, wait: true)
+        }
     }
 
     /// Writes now (`wait`: a failure is logged, counted and returned) or in the

@@ -96,9 +96,18 @@ struct ImageManagerTierTests {
         #expect(raw.image == nil && raw.data == bytes)
         let decoded = try await h.manager.loadImage(with: h.url("a.timg"))
         #expect(decoded.cacheType == .disk && decoded.image != nil)
+        // The bytes-only load left the bytes in memory beside the image: at hand, so returned.
         let plainHit = try await h.manager.loadImage(with: h.url("a.timg"))
-        #expect(plainHit.cacheType == .memory && plainHit.data == nil)
-        let withData = try await h.manager.loadImage(with: h.url("a.timg"), options: .queryMemoryData)
+        #expect(plainHit.cacheType == .memory && plainHit.image != nil && plainHit.data == bytes)
+        let bytesHit = try await h.manager.loadImage(with: h.url("a.timg"), options: .avoidDecode)
+        #expect(bytesHit.cacheType == .memory && bytesHit.image == nil && bytesHit.data == bytes)
+
+        // An image alone in memory: its bytes only with queryMemoryData, read from disk.
+        h.loader.serve("test://host/b.timg", data: bytes)
+        _ = try await h.manager.loadImage(with: h.url("b.timg"), options: .waitStoreCache)
+        let imageOnly = try await h.manager.loadImage(with: h.url("b.timg"))
+        #expect(imageOnly.cacheType == .memory && imageOnly.data == nil)
+        let withData = try await h.manager.loadImage(with: h.url("b.timg"), options: .queryMemoryData)
         #expect(withData.cacheType == .memory && withData.data == bytes)
     }
 

@@ -22,7 +22,7 @@ struct ShutdownTests {
         #expect(try await store.count == 10, "the first ten were written, the forty past the bound dropped")
     }
 
-    @Test("shutdown refuses new loads, waits for pending writes, and then the entry is stored")
+    @Test("shutdown refuses new loads, waits for pending writes, then closes the store")
     func waitsForWrites() async throws {
         let store = GatedStore()
         let h = Harness(store: store)
@@ -49,6 +49,8 @@ struct ShutdownTests {
         store.open()
         #expect(await shutdown.value)
         #expect(try await store.data(forKey: "test://host/a.timg") != nil, "the pending write finished before shutdown returned")
+        let count = try await store.count
+        #expect(count >= 1 && store.countAtClose == count, "the store was closed after every write, not before")
     }
 
     @Test("the grace period bounds the wait: false when writes are still running")
@@ -58,6 +60,7 @@ struct ShutdownTests {
         h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 4, height: 4))
         _ = try await h.manager.loadImage(with: h.url("a.timg"))
         #expect(await h.manager.shutdown(gracePeriod: .milliseconds(100)) == false)
+        #expect(store.countAtClose == nil, "a store with writes still running is not closed")
         store.open()
     }
 }

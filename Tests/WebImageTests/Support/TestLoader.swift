@@ -184,6 +184,13 @@ final class GatedStore: CacheStore {
     func removeData(forKey key: String) async throws { try await inner.removeData(forKey: key) }
     func removeAll() async throws { try await inner.removeAll() }
     func removeExpired() async throws {}
+    /// The number of entries when `close()` was called, if it was.
+    private let closedWith = Mutex<Int?>(nil)
+    var countAtClose: Int? { closedWith.withLock { $0 } }
+    func close() async {
+        let count = (try? await inner.count) ?? -1
+        closedWith.withLock { $0 = count }
+    }
     var totalSize: Int { get async throws { try await inner.totalSize } }
     var count: Int { get async throws { try await inner.count } }
 }
