@@ -36,22 +36,32 @@ final class CurlDriver: Sendable {
         thread.start()
     }
 
+    /// Hands a transfer to the driver. Only the submission that finds the inbox
+    /// empty wakes the driver: one that finds it full knows a wake-up is already on
+    /// its way (from the submitter before it) and that the driver has not yet
+    /// drained the inbox, so a burst of submissions costs one wake-up, not one each.
     func submit(_ transfer: CurlTransfer) {
-        let accepted = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopped else { return false }
+        let outcome = inbox.withLock { inbox -> (accepted: Bool, wake: Bool) in
+            guard !inbox.stopped else { return (false, false) }
+            let wake = inbox.submitted.isEmpty && inbox.cancelled.isEmpty
             inbox.submitted.append(transfer)
             counts.withLock { $0.queued += 1 }
-            return true
+            return (true, wake)
         }
-        if accepted { curl_multi_wakeup(multi.handle) } else {
+        guard outcome.accepted else {
             transfer.finish(.failure(WebImageError(.cancelled, "the loader has shut down")))
+            return
         }
+        if outcome.wake { curl_multi_wakeup(multi.handle) }
     }
 
     func cancel(_ transfer: CurlTransfer) {
         transfer.markCancelled()
-        inbox.withLock { $0.cancelled.append(transfer) }
-        curl_multi_wakeup(multi.handle)
+        let wake = inbox.withLock { inbox -> Bool in
+            defer { inbox.cancelled.append(transfer) }
+            return inbox.submitted.isEmpty && inbox.cancelled.isEmpty
+        }
+        if wake { curl_multi_wakeup(multi.handle) }
     }
 
     func shutdown() {

@@ -27,8 +27,6 @@ public struct ThumbnailService: Sendable {
     let samples: (directory: URL, names: [String])?
     /// The address the server is listening on, once it is (for the gallery's default sources).
     let origin = OriginBox()
-    /// Finished thumbnails in memory (`thumbnail.memoryCacheSize`).
-    let encoded: EncodedCache
 
     /// - Parameters:
     ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
@@ -40,7 +38,6 @@ public struct ThumbnailService: Sendable {
         self.manager = manager
         self.settings = settings
         self.metrics = metrics
-        self.encoded = EncodedCache(limit: settings.memoryCacheSize)
         if settings.gallerySources == nil {
             let directory = settings.samplesDirectory
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-server-samples-\(getpid())")
@@ -96,30 +93,14 @@ public struct ThumbnailService: Sendable {
             var context = ImageContext()
             context.thumbnailPixelSize = query.box
             context.encodeFormat = query.format
-            // Bytes first: the finished thumbnail from memory, else from the disk store
-            // (no decode: it is already encoded), else made by the manager.
-            let key = manager.resultKey(for: query.url, context: context)
-            var source = "memory"
-            var cached = encoded.entry(forKey: key)
-            if cached == nil, let store = manager.store, let data = try? await store.data(forKey: key), !data.isEmpty {
-                source = "disk"
-                cached = EncodedCache.Entry(data: data, size: nil)
-                encoded.set(cached!, forKey: key)
-            }
-            if cached == nil {
-                // The decoded thumbnail is not kept in the manager's memory cache: this
-                // service keeps the encoded bytes instead.
-                context.storeCacheTiers = [.disk]
-                context.queryCacheTiers = [.disk]
-                let result = try await manager.loadImage(with: query.url, options: [.waitStoreCache], context: context)
-                let data = try await encodedBytes(of: result, as: query.format)
-                source = result.cacheType == .none ? "network" : result.cacheType.rawValue
-                cached = EncodedCache.Entry(data: data,
-                                            size: result.image.map { "\($0.pixelSize.width)x\($0.pixelSize.height)" })
-                encoded.set(cached!, forKey: key)
-            }
-            guard let thumbnail = cached else { throw WebImageError(.loadFailed, "no thumbnail made") }
-            let bytes = thumbnail.data, etag = thumbnail.etag
+            // Bytes only: the manager answers with the finished thumbnail's bytes from
+            // memory, else from the disk store (no decode: they are encoded already),
+            // else it loads, decodes, transforms and encodes them, and stores them in
+            // the background. Concurrent requests for one thumbnail share one load.
+            let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
+            guard let bytes = result.data else { throw WebImageError(.encodeFailed, "no thumbnail bytes were made") }
+            let source = result.cacheType == .none ? "network" : result.cacheType.rawValue
+            let etag = Self.etag(of: bytes)
             let elapsed = ContinuousClock.now - started
             var headers: HTTPFields = [
                 .contentType: ImageFormat.sniff(bytes)?.mimeType ?? query.format.mimeType,
@@ -128,7 +109,7 @@ public struct ThumbnailService: Sendable {
                 .serverTiming: "\(source);dur=\(String(format: "%.1f", elapsed.milliseconds))",
                 .imageSource: source,
             ]
-            if let size = thumbnail.size { headers[.imageSize] = size }
+            if let image = result.image { headers[.imageSize] = "\(image.pixelSize.width)x\(image.pixelSize.height)" }
             Counter(label: "thumbnail_responses_total", dimensions: [("source", source)]).increment()
             if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
                 return Response(status: .notModified, headers: headers)
@@ -143,15 +124,13 @@ public struct ThumbnailService: Sendable {
         }
     }
 
-    /// The finished bytes of a load: the derived entry the manager just stored, else
-    /// (no disk tier) encoded here.
-    private func encodedBytes(of result: ImageResult, as format: ImageFormat) async throws -> Data {
-        if let data = result.data { return data }
-        if let store = manager.store, let data = try? await store.data(forKey: result.key) { return data }
-        guard let image = result.image, let coder = manager.configuration.coders.encoder(for: format) else {
-            throw WebImageError(.encodeFailed, "no coder writes \(format)")
+    /// A strong ETag: FNV-1a (64 bits) of the bytes, and their length.
+    static func etag(of data: Data) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        data.withUnsafeBytes { bytes in
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
         }
-        return try await BlockingThreadPool.shared.run { try coder.encode(image, as: format, options: EncodeOptions()) }
+        return "\"" + String(hash, radix: 16) + "-" + String(data.count, radix: 16) + "\""
     }
 
     private func sample(named name: String) throws -> Response {

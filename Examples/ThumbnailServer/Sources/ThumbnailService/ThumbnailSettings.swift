@@ -14,14 +14,15 @@ import WebImageKit
 /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted |
 /// | `thumbnail.defaultFormat` | `webp` | the format when the request names none |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
-/// | `thumbnail.memoryCacheSize` | `64MiB` | finished (encoded) thumbnails kept in memory |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
 /// | `samples.path` | a temporary directory | where the bundled samples are written |
 ///
 /// The pipeline's keys (`store.*`, `memory.*`, `loader.*`, `decode.*`, …) are in
 /// the package's docs/configuration.md; the service turns the SSRF guard
-/// (`loader.blockPrivateAddresses`) on unless the configuration turns it off.
+/// (`loader.blockPrivateAddresses`) on unless the configuration turns it off, and
+/// gives the manager's memory tier, which holds finished thumbnails' bytes,
+/// `memory.costLimit = 64MiB`.
 public struct ThumbnailSettings: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
@@ -29,8 +30,6 @@ public struct ThumbnailSettings: Sendable {
     public var maxDimension = 2048
     public var defaultFormat = ImageFormat.webp
     public var cacheMaxAge: Duration = .seconds(86_400)
-    /// Bytes of encoded thumbnails kept in memory.
-    public var memoryCacheSize = 64 << 20
     /// Nil: the bundled samples, served by the service itself under `/samples/`.
     public var gallerySources: [URL]?
     public var gallerySize = 256
@@ -41,7 +40,7 @@ public struct ThumbnailSettings: Sendable {
     /// The keys the service reads itself; unknown keys under these namespaces stop start-up.
     public static let keys: Set<String> = [
         "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
-        "thumbnail.cacheMaxAge", "thumbnail.memoryCacheSize", "gallery.sources", "gallery.size", "samples.path",
+        "thumbnail.cacheMaxAge", "gallery.sources", "gallery.size", "samples.path",
     ]
 
     /// Reads the settings from `config`.
@@ -67,7 +66,6 @@ public struct ThumbnailSettings: Sendable {
             defaultFormat = format
         }
         if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
-        if let size = try values.bytes("thumbnail.memoryCacheSize") { memoryCacheSize = size }
         if let sources = values.list("gallery.sources") {
             gallerySources = try sources.map { text in
                 guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
@@ -89,9 +87,9 @@ public struct ThumbnailSettings: Sendable {
                               flags: [String: String] = [:]) async throws -> ConfigReader {
         let defaults: [String: String] = [
             "loader.blockPrivateAddresses": "true",
-            // The service keeps encoded thumbnails in memory (thumbnail.memoryCacheSize),
-            // not decoded images.
-            "memory.costLimit": "0",
+            // The manager's memory tier holds the finished thumbnails' bytes (the
+            // service loads bytes only, so no decoded image is kept).
+            "memory.costLimit": "64MiB",
             "store.path": WebImageKit.defaultCacheDirectory.deletingLastPathComponent().appendingPathComponent("thumbnail-server").path,
         ]
         return try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults,

@@ -70,6 +70,27 @@ final class Upstream: Sendable {
 
     func count(_ path: String) -> Int { requests.withLock { $0[path] ?? 0 } }
 
+    /// `/img/gated.jpg` answers only once the gate is open.
+    private let gate = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    func openGate() {
+        let waiters = gate.withLock { gate in
+            gate.open = true
+            defer { gate.waiters = [] }
+            return gate.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+    func waitForGate() async {
+        await withCheckedContinuation { continuation in
+            let now = gate.withLock { gate -> Bool in
+                if gate.open { return true }
+                gate.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     func application(onServerRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router()
         router.middlewares.add(CountingMiddleware(upstream: self))
@@ -80,6 +101,10 @@ final class Upstream: Sendable {
         router.get("/img/huge.jpg") { _, _ in Self.image(photo.prefix(64) + Data(count: 2 << 20), "image/jpeg") }
         router.get("/img/slow.jpg") { _, _ in
             try await Task.sleep(for: .seconds(3))
+            return Self.image(photo, "image/jpeg")
+        }
+        router.get("/img/gated.jpg") { _, _ in
+            await self.waitForGate()
             return Self.image(photo, "image/jpeg")
         }
         router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }

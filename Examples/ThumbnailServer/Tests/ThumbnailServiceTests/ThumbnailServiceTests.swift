@@ -1,4 +1,5 @@
 import Foundation
+import ServiceLifecycle
 import Testing
 import ThumbnailService
 import WebImage
@@ -94,6 +95,41 @@ struct ThumbnailServiceTests {
             // The size header comes from a decoded image; a disk hit serves stored bytes undecoded.
             #expect(made.headers["x-image-size"] == "120x90" && served.headers["x-image-size"] == nil,
                     "a disk hit serves the stored bytes without decoding them")
+        }
+    }
+
+    @Test("a graceful shutdown drains: the request in flight is answered, its cache write lands, then the manager shuts down clean")
+    func drain() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let upstream = try Upstream()
+        try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
+            let service = try await makeService(directory: directory, overrides: ["store.kind": "filesystem", "loader.timeout": "120s"])
+            let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+            let group = ServiceGroup(configuration: .init(services: [service.application(logger: quietLogger) { portContinuation.yield($0) }],
+                                                          logger: quietLogger))
+            let running = Task { try await group.run() }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let photo = "http://127.0.0.1:\(upstreamPort)/img/gated.jpg"
+            let request = Task { try await Client(port: port).thumbnail(photo, "&w=100&h=100&format=jpeg") }
+            var started = false
+            for _ in 0..<6000 where !started {  // event: the origin has the request (bounded at 60 s)
+                started = upstream.count("/img/gated.jpg") == 1
+                if !started { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(started)
+            await group.triggerGracefulShutdown()
+            upstream.openGate()
+            let response = try await request.value
+            #expect(response.statusCode == 200 && response.headers["x-image-source"] == "network", "the request in flight was answered")
+            try await running.value
+            #expect(await service.manager.shutdown(gracePeriod: .seconds(120)), "every cache write finished")
+            var context = ImageContext()
+            context.thumbnailPixelSize = PixelSize(100)
+            context.encodeFormat = .jpeg
+            let key = service.manager.resultKey(for: URL(string: photo)!, context: context)
+            #expect(try await service.manager.store?.data(forKey: key) == response.data, "the thumbnail is on disk for the next start")
         }
     }
 
