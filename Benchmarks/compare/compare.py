@@ -5,6 +5,7 @@
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
     python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
+    python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
     python3 Benchmarks/compare/compare.py plots      (PNG charts of the results, into docs/images)
 
 Each comparison runs the same work through this package (webimage-bench, built
@@ -71,17 +72,17 @@ def cache_hits(args):
         file_list = os.path.join(work, "files.txt")
         with open(file_list, "w") as f:
             for name in sorted(os.listdir(files_dir)):
-                if name != "tmp" and not name.endswith(".meta"):
+                if name != "tmp":
                     f.write(os.path.join(files_dir, name) + "\n")
         n, gets = str(args.entries), str(args.gets)
         scenarios = [
             ("LMDBCacheStore.data(forKey:)", [bench, "store-get", "lmdb", lmdb_dir, n, gets]),
-            ("LMDBCacheStore, readsOnCallingThread", [bench, "store-get", "lmdb-inline", lmdb_dir, n, gets]),
+            ("LMDBCacheStore, reads on the I/O pool", [bench, "store-get", "lmdb-pooled", lmdb_dir, n, gets]),
             ("C loop: mdb_get + memcpy", [mdb_loop, lmdb_dir, n, gets]),
             ("FileCacheStore.data(forKey:)", [bench, "store-get", "files", files_dir, n, gets]),
             ("C loop: open/read/close", [file_loop, file_list, gets]),
             ("ImageManager disk hit (LMDB, bytes)", [bench, "manager-hit", "lmdb", lmdb_dir, n, gets]),
-            ("ImageManager disk hit (LMDB inline, bytes)", [bench, "manager-hit", "lmdb-inline", lmdb_dir, n, gets]),
+            ("ImageManager disk hit (LMDB pooled, bytes)", [bench, "manager-hit", "lmdb-pooled", lmdb_dir, n, gets]),
             ("ImageManager disk hit (files, bytes)", [bench, "manager-hit", "files", files_dir, n, gets]),
             ("ImageManager memory hit", [bench, "manager-hit", "memory", work, n, gets]),
         ]
@@ -93,8 +94,8 @@ def cache_hits(args):
         med = {name: statistics.median(v) for name, v in results.items()}
         ratios = {
             "LMDB store / C mdb_get": med["LMDBCacheStore.data(forKey:)"] / med["C loop: mdb_get + memcpy"],
-            "LMDB store (readsOnCallingThread) / C mdb_get": med["LMDBCacheStore, readsOnCallingThread"] / med["C loop: mdb_get + memcpy"],
-            "Manager LMDB inline hit / C mdb_get": med["ImageManager disk hit (LMDB inline, bytes)"] / med["C loop: mdb_get + memcpy"],
+            "LMDB store (I/O pool) / C mdb_get": med["LMDBCacheStore, reads on the I/O pool"] / med["C loop: mdb_get + memcpy"],
+            "Manager LMDB pooled hit / C mdb_get": med["ImageManager disk hit (LMDB pooled, bytes)"] / med["C loop: mdb_get + memcpy"],
             "File store / C open-read-close": med["FileCacheStore.data(forKey:)"] / med["C loop: open/read/close"],
             "Manager LMDB hit / C mdb_get": med["ImageManager disk hit (LMDB, bytes)"] / med["C loop: mdb_get + memcpy"],
             "Manager file hit / C open-read-close": med["ImageManager disk hit (files, bytes)"] / med["C loop: open/read/close"],
@@ -270,6 +271,274 @@ def scaling(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def nginx_conf(work, name, port, root):
+    conf = os.path.join(work, name + ".conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off; master_process off; worker_processes 1; pid {work}/{name}.pid; error_log {work}/{name}-error.log;
+events {{ worker_connections 1024; }}
+http {{ access_log off; keepalive_requests 1000000; sendfile on; include /etc/nginx/mime.types;
+  client_body_temp_path {work}; proxy_temp_path {work}; fastcgi_temp_path {work}; uwsgi_temp_path {work}; scgi_temp_path {work};
+  server {{ listen 127.0.0.1:{port}; root {root}; }} }}
+""")
+    return subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_http(url, timeout=120):
+    import urllib.request
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status < 500:
+                    return
+        except Exception:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def process_tree(pid):
+    """pid and all its descendants."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
+def peak_rss_mib(pid):
+    """The sum of the peak resident sets (VmHWM) of a process and its descendants."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def cold_run(base, paths, concurrency, save=None):
+    """Requests every path once, `concurrency` at a time on keep-alive connections;
+    returns (requests/s, p50 ms, p99 ms)."""
+    import http.client, threading
+    from concurrent.futures import ThreadPoolExecutor
+    host, port = base.split("//")[1].split(":")
+    local = threading.local()
+
+    def fetch(path):
+        if not hasattr(local, "conn"):
+            local.conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        started = time.perf_counter()
+        local.conn.request("GET", path)
+        response = local.conn.getresponse()
+        body = response.read()
+        elapsed = time.perf_counter() - started
+        if response.status != 200:
+            raise RuntimeError(f"{path}: HTTP {response.status} {body[:200]!r}")
+        if save is not None:
+            save(path, body)
+        return elapsed
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        latencies = sorted(pool.map(fetch, paths))
+    wall = time.perf_counter() - started
+    return len(paths) / wall, latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+WRK_SCRIPT = """
+local paths = {}
+local index = 0
+function init(args)
+  for line in io.lines(args[1]) do paths[#paths + 1] = line end
+  index = math.random(#paths)
+end
+function request()
+  index = index % #paths + 1
+  return wrk.format("GET", paths[index])
+end
+function response(status, headers, body)
+  if status ~= 200 then error("HTTP " .. status) end
+end
+"""
+
+
+def warm_run(work, base, paths, seconds, connections=16):
+    """wrk over the paths, cycling; returns (requests/s, p50 ms, p99 ms)."""
+    script, listing = os.path.join(work, "cycle.lua"), os.path.join(work, f"paths-{abs(hash(base))}.txt")
+    with open(script, "w") as f:
+        f.write(WRK_SCRIPT)
+    with open(listing, "w") as f:
+        f.write("\n".join(paths) + "\n")
+    output = run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, base, "--", listing])
+    if "Non-2xx" in output:
+        raise RuntimeError("wrk saw errors:\n" + output)
+
+    def ms(text):
+        for unit, factor in (("us", 0.001), ("ms", 1), ("s", 1000)):
+            if text.endswith(unit):
+                return float(text[: -len(unit)]) * factor
+        raise ValueError(text)
+    rate = p50 = p99 = None
+    for line in output.splitlines():
+        parts = line.split()
+        if line.startswith("Requests/sec:"):
+            rate = float(parts[1])
+        elif len(parts) == 2 and parts[0] == "50%":
+            p50 = ms(parts[1])
+        elif len(parts) == 2 and parts[0] == "99%":
+            p99 = ms(parts[1])
+    return rate, p50, p99
+
+
+def server(args):
+    """The ThumbnailServer example (release) against thumbor with its PIL engine,
+    both fetching the same photos from nginx on loopback: cold (every URL once,
+    concurrency 4) and warm (wrk, 16 connections, cycling the same URLs), with nginx
+    serving the finished thumbnails as the physical reference for warm."""
+    ensure_apt("nginx", "wrk", "libvips-tools")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "thumbor==7.8.0"], check=True)
+    example = os.path.join(ROOT, "Examples", "ThumbnailServer")
+    print("building ThumbnailServer (release)...", file=sys.stderr)
+    subprocess.run(["swift", "build", "-c", "release", "--package-path", example, "--product", "ThumbnailServer"], check=True)
+    binary = os.path.join(run(["swift", "build", "-c", "release", "--package-path", example, "--show-bin-path"]).strip(), "ThumbnailServer")
+    tool = None
+    work = tempfile.mkdtemp(prefix="webimage-server-")
+    origin = None
+    try:
+        # Photos: the tool's sample photos, scaled to between 1600 and 3000 px wide.
+        subprocess.run(["swift", "build", "-c", "release", "--package-path", ROOT, "--product", "webimage"], check=True)
+        tool = os.path.join(run(["swift", "build", "-c", "release", "--package-path", ROOT, "--show-bin-path"]).strip(), "webimage")
+        samples, photos = os.path.join(work, "samples"), os.path.join(work, "photos")
+        os.makedirs(photos)
+        run([tool, "samples", samples])
+        sources = [os.path.join(samples, f"photo-{i}.jpg") for i in (1, 2, 3)]
+        for i in range(args.photos):
+            run(["vips", "resize", sources[i % 3], os.path.join(photos, f"p{i:03}.jpg[Q=88]"), str(1.3 + (i % 7) * 0.12)])
+        origin_port = free_port()
+        origin = nginx_conf(work, "origin", origin_port, photos)
+        wait_http(f"http://127.0.0.1:{origin_port}/p000.jpg")
+        boxes = (200, 256, 320, 400, 480)
+        pairs = [(f"p{i:03}.jpg", box) for i in range(args.photos) for box in boxes][: args.urls]
+        source = lambda name: f"http://127.0.0.1:{origin_port}/{name}"
+        from urllib.parse import quote
+        ours_paths = [f"/thumbnail?url={quote(source(n), safe='')}&w={b}&h={b}&format=jpeg" for n, b in pairs]
+        thumbor_paths = [f"/unsafe/fit-in/{b}x{b}/filters:format(jpeg):quality(90)/{source(n)}" for n, b in pairs]
+
+        def start_ours(round_dir):
+            port = free_port()
+            config = os.path.join(round_dir, "server.json")
+            with open(config, "w") as f:
+                json.dump({"http": {"host": "127.0.0.1", "port": port},
+                           "thumbnail": {"allowedHosts": [f"127.0.0.1:{origin_port}"], "defaultFormat": "jpeg"},
+                           "loader": {"blockPrivateAddresses": True, "exemptAddresses": ["127.0.0.1/32"]},
+                           "store": {"kind": "lmdb", "path": os.path.join(round_dir, "cache")},
+                           "samples": {"path": os.path.join(round_dir, "samples")}}, f)
+            env = {**os.environ, "MALLOC_ARENA_MAX": "2", "LOG_LEVEL": "error"}
+            process = subprocess.Popen([binary, config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            wait_http(f"http://127.0.0.1:{port}/health")
+            return process, f"http://127.0.0.1:{port}"
+
+        def start_thumbor(round_dir):
+            port = free_port()
+            config = os.path.join(round_dir, "thumbor.conf")
+            with open(config, "w") as f:
+                f.write(f"""LOADER = 'thumbor.loaders.http_loader'
+STORAGE = 'thumbor.storages.file_storage'
+FILE_STORAGE_ROOT_PATH = '{round_dir}/storage'
+RESULT_STORAGE = 'thumbor.result_storages.file_storage'
+RESULT_STORAGE_FILE_STORAGE_ROOT_PATH = '{round_dir}/results'
+RESULT_STORAGE_STORES_UNSAFE = True
+ENGINE = 'thumbor.engines.pil'
+ALLOW_UNSAFE_URL = True
+QUALITY = 90
+""")
+            process = subprocess.Popen(["thumbor", "-i", "127.0.0.1", "-p", str(port), "-c", config, "--processes", "2", "-l", "error"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_http(f"http://127.0.0.1:{port}/healthcheck")
+            return process, f"http://127.0.0.1:{port}"
+
+        rows = {}
+        def add(name, value, unit):
+            rows.setdefault((name, unit), []).append(value)
+
+        reference_dir = os.path.join(work, "reference")
+        for round_index in range(args.rounds):
+            for name, start, paths in (("ThumbnailServer", start_ours, ours_paths), ("thumbor 7.8 (PIL, 2 processes)", start_thumbor, thumbor_paths)):
+                round_dir = os.path.join(work, f"{name.split()[0]}-{round_index}")
+                os.makedirs(round_dir)
+                process, base = start(round_dir)
+                try:
+                    saved = {}
+                    save = (lambda path, body: saved.__setitem__(path, body)) if name == "ThumbnailServer" and round_index == 0 else None
+                    rate, p50, p99 = cold_run(base, paths, 4, save)
+                    add(f"{name}: cold", rate, "req/s")
+                    add(f"{name}: cold p50", p50, "ms")
+                    add(f"{name}: cold p99", p99, "ms")
+                    rate, p50, p99 = warm_run(work, base, paths, args.seconds)
+                    add(f"{name}: warm", rate, "req/s")
+                    add(f"{name}: warm p50", p50, "ms")
+                    add(f"{name}: warm p99", p99, "ms")
+                    add(f"{name}: peak RSS, all processes", peak_rss_mib(process.pid), "MiB")
+                    if saved:
+                        os.makedirs(reference_dir, exist_ok=True)
+                        for index, path in enumerate(ours_paths):
+                            with open(os.path.join(reference_dir, f"t{index:04}.jpg"), "wb") as f:
+                                f.write(saved[path])
+                finally:
+                    for pid in reversed(process_tree(process.pid)):
+                        try:
+                            os.kill(pid, 15)
+                        except OSError:
+                            pass
+                    process.wait(timeout=60)
+                shutil.rmtree(round_dir, ignore_errors=True)
+            # The physical reference: nginx serving the finished thumbnails as files.
+            port = free_port()
+            reference = nginx_conf(work, f"reference-{round_index}", port, reference_dir)
+            try:
+                wait_http(f"http://127.0.0.1:{port}/t0000.jpg")
+                rate, p50, p99 = warm_run(work, f"http://127.0.0.1:{port}", [f"/t{i:04}.jpg" for i in range(len(ours_paths))], args.seconds)
+                add("nginx, the same thumbnails as files: warm", rate, "req/s")
+                add("nginx, the same thumbnails as files: warm p50", p50, "ms")
+                add("nginx, the same thumbnails as files: warm p99", p99, "ms")
+            finally:
+                reference.terminate()
+                reference.wait()
+        med = {name: statistics.median(values) for (name, _), values in rows.items()}
+        ratios = {
+            "ThumbnailServer / thumbor, cold": med["ThumbnailServer: cold"] / med["thumbor 7.8 (PIL, 2 processes): cold"],
+            "ThumbnailServer / thumbor, warm": med["ThumbnailServer: warm"] / med["thumbor 7.8 (PIL, 2 processes): warm"],
+            "ThumbnailServer / nginx files, warm": med["ThumbnailServer: warm"] / med["nginx, the same thumbnails as files: warm"],
+            "ThumbnailServer / thumbor, peak RSS": med["ThumbnailServer: peak RSS, all processes"] / med["thumbor 7.8 (PIL, 2 processes): peak RSS, all processes"],
+        }
+        report(f"Server: {len(pairs)} thumbnail URLs over {args.photos} photos from nginx on loopback; cold at concurrency 4, "
+               f"warm with wrk (16 connections, {args.seconds} s), {args.rounds} rounds",
+               [(name, values, unit) for (name, unit), values in rows.items()], "server",
+               {"ratios": ratios, "urls": len(pairs), "photos": args.photos})
+        targets = {"cold": "at least 2.5x", "warm": "at least 12x", "nginx": "at least 0.5x", "RSS": "at most 1x"}
+        for name, ratio in ratios.items():
+            target = next(t for k, t in targets.items() if k in name)
+            print(f"  ratio {name:<40} {ratio:.2f}x  (target: {target})")
+    finally:
+        if origin:
+            origin.terminate()
+            origin.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def plots(args):
     """PNG charts of Benchmarks/results/*.json, into docs/images."""
     try:
@@ -359,6 +628,11 @@ def main():
     scale.add_argument("--max-file-entries", type=int, default=100_000)
     scale.add_argument("--size", type=int, default=1024)
     scale.add_argument("--gets", type=int, default=20000)
+    srv = sub.add_parser("server")
+    srv.add_argument("--rounds", type=int, default=3)
+    srv.add_argument("--photos", type=int, default=60)
+    srv.add_argument("--urls", type=int, default=300)
+    srv.add_argument("--seconds", type=int, default=10)
     sub.add_parser("plots")
     args = parser.parse_args()
     {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "plots": plots}[args.comparison](args)

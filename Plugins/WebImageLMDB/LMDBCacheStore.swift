@@ -141,7 +141,8 @@ public final class LMDBCacheStore: CacheStore {
                       let decoded = LMDBRecord.decode(value) else { return nil }
                 if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return nil }
                 var metadata = decoded.metadata
-                if let stamp = try get(txn, environment.access, databaseKey) {
+                // A hit with data sets accessedAt to now itself: skip the second lookup.
+                if !withData, let stamp = try get(txn, environment.access, databaseKey) {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
                 let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()

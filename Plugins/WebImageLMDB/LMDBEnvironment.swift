@@ -1,5 +1,6 @@
 internal import CLMDB
 import Foundation
+import Synchronization
 import WebImage
 #if canImport(Glibc)
 import Glibc
@@ -29,6 +30,15 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// Transactions hold it shared; changing the map size holds it exclusively,
     /// because `mdb_env_set_mapsize` needs no transaction open in this process.
     private let mapLock: ReadWriteLock
+    /// Read transactions reset after use, renewed by the next read: a fresh
+    /// `mdb_txn_begin` allocates and takes the lock-file mutex to claim a reader
+    /// slot, which costs about as much as a warm read itself; `mdb_txn_renew`
+    /// reuses both. At most ``maxIdleReaders`` are kept.
+    private let idleReaders = Mutex<[IdleReader]>([])
+    /// `@unchecked`: a reset `MDB_txn*`, used by one thread at a time (it is taken
+    /// out of the list under the lock before use); `MDB_NOTLS` lets it move threads.
+    private struct IdleReader: @unchecked Sendable { let txn: OpaquePointer }
+    private static let maxIdleReaders = 64
 
     init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
         try CacheDirectory.prepare(directory)
@@ -67,7 +77,13 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    deinit { mdb_env_close(env) }
+    deinit {
+        idleReaders.withLock { readers in
+            for reader in readers { mdb_txn_abort(reader.txn) }
+            readers.removeAll()
+        }
+        mdb_env_close(env)
+    }
 
     static func check(_ code: Int32, _ operation: @autoclosure () -> String) throws {
         guard code != 0 else { return }
@@ -97,17 +113,44 @@ final class LMDBEnvironment: @unchecked Sendable {
     func read<T>(_ body: (borrowing Transaction) throws -> T) throws -> T {
         while true {
             mapLock.lockShared()
-            var txn: OpaquePointer?
-            let rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn)
+            var txn = idleReaders.withLock { $0.popLast() }?.txn
+            var rc: Int32 = 0
+            if let reused = txn {
+                rc = mdb_txn_renew(reused)
+                if rc != 0 {
+                    mdb_txn_abort(reused)
+                    txn = nil
+                }
+            }
+            if txn == nil { rc = mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) }
             if rc == MDB_MAP_RESIZED {
+                if let txn { mdb_txn_abort(txn) }
                 mapLock.unlock()
                 try adoptMapSize()
                 continue
             }
             defer { mapLock.unlock() }
             try Self.check(rc, "mdb_txn_begin (read)")
-            defer { mdb_txn_abort(txn) }
-            return try body(Transaction(pointer: txn!))
+            let reader = txn!
+            defer {
+                mdb_txn_reset(reader)
+                let kept = idleReaders.withLock { readers -> Bool in
+                    guard readers.count < Self.maxIdleReaders else { return false }
+                    readers.append(IdleReader(txn: reader))
+                    return true
+                }
+                if !kept { mdb_txn_abort(reader) }
+            }
+            return try body(Transaction(pointer: reader))
+        }
+    }
+
+    /// Frees the idle read transactions; called with the map lock held exclusively,
+    /// before the map size changes.
+    private func dropIdleReaders() {
+        idleReaders.withLock { readers in
+            for reader in readers { mdb_txn_abort(reader.txn) }
+            readers.removeAll()
         }
     }
 
@@ -146,6 +189,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         let current = mapSize
         guard current < maxMapSize else { return false }
         let next = min(maxMapSize, current * 2)
+        dropIdleReaders()
         try Self.check(mdb_env_set_mapsize(env, next), "mdb_env_set_mapsize \(next)")
         return true
     }
@@ -153,6 +197,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     private func adoptMapSize() throws {
         mapLock.lockExclusive()
         defer { mapLock.unlock() }
+        dropIdleReaders()
         try Self.check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize (adopt)")
     }
 }

@@ -58,6 +58,7 @@ enum LMDBRecord {
         guard value.count >= 9, value[0] == version else { return nil }
         var offset = 9
         var fields: [String?] = []
+        fields.reserveCapacity(5)
         for _ in 0..<5 {
             guard value.count >= offset + 8 else { return nil }
             let length = uint64(value, at: offset)

@@ -18,7 +18,7 @@ func store(_ kind: String, _ directory: String) throws -> any CacheStore {
     let url = URL(fileURLWithPath: directory)
     switch kind {
     case "lmdb": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30))
-    case "lmdb-inline": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30, readsOnCallingThread: true))
+    case "lmdb-pooled": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30, readsOnCallingThread: false))
     case "files": return try FileCacheStore(directory: url, limits: .unlimited)
     default: fail("unknown store \(kind)")
     }

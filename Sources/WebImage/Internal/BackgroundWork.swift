@@ -2,10 +2,10 @@ import Foundation
 import Synchronization
 
 /// Work the manager must see finished before it shuts down, counted, bounded and
-/// awaitable: the loads in flight (``enter(bytes:)``/``leave(bytes:)``), and the
-/// store writes a load started but did not wait for (``start(bytes:_:)``), so that
-/// `ImageManager.shutdown()` loses none of them and a burst of loads cannot pile
-/// up an unbounded set of tasks holding image bytes.
+/// awaitable: the store writes a load started but did not wait for
+/// (``start(bytes:_:)``), so that `ImageManager.shutdown()` loses none of them and
+/// a burst of loads cannot pile up an unbounded set of tasks holding image bytes.
+/// (Loads in flight are counted by ``InFlightCounter``, which takes no lock.)
 ///
 /// Past the bound (``ImageManager/Configuration/maxPendingWrites`` writes or
 /// ``ImageManager/Configuration/maxPendingWriteBytes`` bytes) a write is dropped,
@@ -85,6 +85,65 @@ final class BackgroundWork: Sendable {
             }
         } onCancel: {
             state.withLock { $0.idleWaiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
+
+/// The loads in flight, counted with one atomic add each way (a load's hot path
+/// must not take a lock for this), so that `ImageManager.shutdown()` can refuse
+/// new loads and wait for the running ones.
+final class InFlightCounter: Sendable {
+    /// The count, plus ``stoppedBit`` once ``stop()`` was called.
+    private let state = Atomic<Int>(0)
+    private static let stoppedBit = 1 << 62
+    private let waiters = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
+
+    var count: Int { state.load(ordering: .acquiring) & ~Self.stoppedBit }
+
+    /// Counts one load in, unless stopped. Every `true` must be matched by one ``leave()``.
+    func enter() -> Bool {
+        var current = state.load(ordering: .relaxed)
+        while current & Self.stoppedBit == 0 {
+            let (exchanged, original) = state.compareExchange(expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    func leave() {
+        let now = state.subtract(1, ordering: .acquiringAndReleasing).newValue
+        guard now == Self.stoppedBit else { return }
+        let woken = waiters.withLock { waiters in
+            defer { waiters.waiting.removeAll() }
+            return Array(waiters.waiting.values)
+        }
+        for waiter in woken { waiter.resume() }
+    }
+
+    /// Refuses new loads from now on.
+    func stop() { _ = state.bitwiseOr(Self.stoppedBit, ordering: .acquiringAndReleasing) }
+
+    /// Returns when no load is in flight (call after ``stop()``), or when the
+    /// calling task is cancelled.
+    func idle() async {
+        let id = waiters.withLock { waiters -> Int in
+            waiters.next += 1
+            return waiters.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Checked and stored under the lock that `leave()` takes to wake,
+                // so a load that finishes in between cannot be missed.
+                let now = waiters.withLock { waiters -> Bool in
+                    if count == 0 || Task.isCancelled { return true }
+                    waiters.waiting[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            waiters.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
         }
     }
 }

@@ -28,10 +28,9 @@ public final class FailedURLBlocklist: Sendable {
 
     /// The error a URL failed with, if it is blocked now.
     public func blockingError(for url: String) -> WebImageError? {
-        let now = clock()
-        return entries.withLock { entries in
+        entries.withLock { entries in
             guard let entry = entries[url] else { return nil }
-            if entry.until <= now {
+            if entry.until <= clock() {
                 entries[url] = nil
                 return nil
             }

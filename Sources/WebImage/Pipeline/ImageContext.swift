@@ -68,10 +68,13 @@ public enum CacheType: String, Sendable, Hashable, Codable {
 
 /// What a load returns.
 public struct ImageResult: Sendable {
-    /// The decoded image; nil with `.avoidDecode`.
+    /// The decoded image; nil for a hit with `.avoidDecode`.
     public var image: Image?
-    /// The bytes, when the pipeline had them: always with `.avoidDecode`, on a
-    /// load or disk hit, and on a memory hit with `.queryMemoryData`.
+    /// The encoded bytes of the result, when the pipeline had them: always with
+    /// `.avoidDecode`; on a load or a disk hit (for a thumbnail or a transform,
+    /// the derived bytes, which a load has only with `.waitStoreCache`, since
+    /// otherwise they are encoded in the background); on a memory hit when the
+    /// memory tier holds them, or with `.queryMemoryData`.
     public var data: Data?
     public var cacheType: CacheType
     /// The key the result is cached under (derived for transformed results).

@@ -37,7 +37,7 @@ public final class ImageManager: Sendable {
     let slots = Mutex<[String: ImageTask]>([:])
     private let metrics: PipelineMetrics
     /// Loads in flight, counted so that ``shutdown(gracePeriod:)`` can wait for them.
-    private let loads = BackgroundWork(maxPending: .max, maxPendingBytes: .max)
+    private let loads = InFlightCounter()
     /// Store writes running in the background, bounded.
     private let writes: BackgroundWork
 

@@ -23,7 +23,12 @@ public struct ImageOptions: OptionSet, Hashable, Sendable {
     public static let scaleDownLargeImages = ImageOptions(rawValue: 1 << 8)
     /// Return only after the disk store has been written (otherwise it is written in the background).
     public static let waitStoreCache = ImageOptions(rawValue: 1 << 9)
-    /// Return the bytes without decoding them (``ImageResult/image`` is nil).
+    /// Return encoded bytes in ``ImageResult/data``: the original's, or with a
+    /// thumbnail or transformer in the context, the derived result's. A hit in
+    /// memory or on disk is returned without decoding (``ImageResult/image`` is
+    /// nil); on a miss the manager makes the result, and returns its image too.
+    /// The memory tier keeps the bytes (charged at their length). This is how a
+    /// service that answers with bytes should load.
     public static let avoidDecode = ImageOptions(rawValue: 1 << 10)
     /// On a memory hit, also read the bytes from the disk store into ``ImageResult/data``.
     public static let queryMemoryData = ImageOptions(rawValue: 1 << 11)
