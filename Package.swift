@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "WebImageLMDB", targets: ["WebImageLMDB"]),
         .library(name: "WebImageVips", targets: ["WebImageVips"]),
         .library(name: "WebImageCurl", targets: ["WebImageCurl"]),
+        .library(name: "WebImageRedis", targets: ["WebImageRedis"]),
         .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
         .library(name: "WebImageKit", targets: ["WebImageKit"]),
         .executable(name: "webimage", targets: ["webimage"]),
@@ -87,6 +88,16 @@ let package = Package(
         ),
         .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl", .product(name: "DequeModule", package: "swift-collections")], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
 
+        // Redis (standalone or Cluster) store for the shared tier, over the system hiredis.
+        .systemLibrary(
+            name: "CHiredis",
+            path: "Plugins/CHiredis",
+            // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM
+            // warns about and drops; the header and library are on the default paths.
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        .target(name: "WebImageRedis", dependencies: ["WebImage", "CHiredis"], path: "Plugins/WebImageRedis", swiftSettings: upcoming),
+
         // Pipelines built from configuration (swift-configuration), by plugin name.
         .target(
             name: "WebImageConfiguration",
@@ -96,7 +107,7 @@ let package = Package(
         // Everything together: the standard plugin catalog.
         .target(
             name: "WebImageKit",
-            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageLMDB", "WebImageCurl",
+            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageLMDB", "WebImageCurl", "WebImageRedis",
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -142,6 +153,12 @@ let package = Package(
             name: "WebImageKitTests",
             dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage", "WebImageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageRedisTests",
+            dependencies: ["WebImageRedis", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageConfiguration",
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

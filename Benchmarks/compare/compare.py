@@ -635,7 +635,7 @@ def main():
     srv.add_argument("--seconds", type=int, default=10)
     sub.add_parser("plots")
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "plots": plots}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "plots": plots}[args.comparison](args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ extension ImageManager.Configuration {
     public static let configurationKeys: Set<String> = [
         "memory.costLimit", "memory.countLimit",
         "store.kind", "store.path", "store.maxSize", "store.maxAge", "store.sweepInterval",
+        "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
         "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
         "decode.pixelLimit", "blocklist.ttl",
     ]
@@ -25,6 +26,8 @@ extension ImageManager.Configuration {
     /// Keys (docs/configuration.md has the full reference):
     /// `store.kind` (`lmdb`, `filesystem`, `memory`, `none`, or a registered name),
     /// `store.path`, `store.maxSize`, `store.maxAge`, `store.sweepInterval`,
+    /// `store.shared.kind` (`none`, or `redis` for a shared tier behind the store:
+    /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
     /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, and each plugin's own
@@ -61,6 +64,30 @@ extension ImageManager.Configuration {
             } catch let error as WebImageError {
                 throw WebImageError(error.code, "store (\(kind)): \(error.message)", isTransient: false, underlying: error)
             }
+        }
+
+        // Shared tier.
+        let sharedKind = values.text("store.shared.kind")?.lowercased() ?? "none"
+        if sharedKind != "none" {
+            guard catalog.stores.names.contains(sharedKind) else {
+                throw WebImageError(.invalidArgument, "store.shared.kind: unknown store '\(sharedKind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
+            }
+            var extra: [String: String] = [:]
+            extra["url"] = values.list("store.shared.url")?.joined(separator: ",")
+            extra["prefix"] = values.text("store.shared.prefix")
+            if let timeout = try values.duration("store.shared.timeout") {
+                guard timeout > .zero else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
+                extra["timeoutMilliseconds"] = String(max(1, timeout.wholeMilliseconds))
+            }
+            let shared: any CacheStore
+            do {
+                shared = try catalog.stores.makeStore(named: sharedKind, settings: CacheStoreSettings(limits: limits, extra: extra))
+            } catch let error as WebImageError {
+                throw WebImageError(error.code, "store.shared (\(sharedKind)): \(error.message)", isTransient: false, underlying: error)
+            }
+            store = TieredCacheStore(local: store, shared: shared)
+        } else if values.text("store.shared.url") != nil {
+            throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis")
         }
 
         // Coders, first listed asked first.

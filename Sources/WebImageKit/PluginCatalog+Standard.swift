@@ -4,14 +4,17 @@ import WebImage
 public import WebImageConfiguration
 import WebImageCurl
 import WebImageLMDB
+import WebImageRedis
 import WebImageVips
 
 extension PluginCatalog {
-    /// Every plugin in the package: stores `lmdb`, `filesystem`, `memory`; coder
+    /// Every plugin in the package: stores `lmdb`, `filesystem`, `memory`, and
+    /// `redis` for the shared tier; coder
     /// `vips`; loaders `curl` (http, https) and `file`.
     public static var standard: PluginCatalog {
         var catalog = PluginCatalog.core
         catalog.stores.registerLMDB()
+        catalog.stores.registerRedis()
         catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }

@@ -231,7 +231,7 @@ final class Reporter: Sendable {
                     emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(record.input)  \(error.code): \(error.message)"))
                 } else {
                     let loaded = record.input.contains("://") && !record.input.hasPrefix("file:") ? "network" : "file"
-                    let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; default: loaded }
+                    let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; case .shared?: "shared"; default: loaded }
                     emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
                                    record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds),
                                    record.input + (record.warning.map { "  (\($0))" } ?? "")))

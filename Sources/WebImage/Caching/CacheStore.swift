@@ -69,10 +69,22 @@ extension CacheStore {
 
 /// Bytes and their metadata, as a store returns them.
 public struct CacheEntry: Sendable {
+    /// Which tier of a ``TieredCacheStore`` an entry came from.
+    public enum Source: Sendable, Hashable {
+        /// A store of this host (any store that is not tiered answers this).
+        case local
+        /// The shared tier, after a local miss.
+        case shared
+    }
+
     public var data: Data
     public var metadata: CacheMetadata
-    public init(data: Data, metadata: CacheMetadata) {
+    /// Where the entry came from; the manager reports `.shared` as ``CacheType/shared``.
+    public var source: Source
+
+    public init(data: Data, metadata: CacheMetadata, source: Source = .local) {
         self.data = data
         self.metadata = metadata
+        self.source = source
     }
 }

@@ -13,7 +13,7 @@ import Glibc
 /// can never return another key's bytes, and the metadata), then a 16-byte footer
 /// (the record's length and the magic `WEBIMGF1`). The bytes come first, so an
 /// image viewer opens the file (decoders stop at the image's own end); a hit is one
-/// `open`, `fstat`, `read` and `close` (``FileCacheStore/EntryFile`` has the format).
+/// `open`, `fstat`, `read` and `close` (`CacheEntryCodec` has the format).
 ///
 /// No key, however hostile (`../../etc/passwd`, NUL bytes, 10 kB), can name a
 /// path outside the directory: names are hex digests. The directory is created
@@ -147,86 +147,6 @@ public final class FileCacheStore: CacheStore {
     }
 }
 
-// MARK: - The entry file
-
-extension FileCacheStore {
-    /// The format of an entry file: `bytes ‖ record ‖ footer`.
-    ///
-    /// - record: the key, then `contentType`, `etag`, `lastModified`, `originalURL`,
-    ///   each a little-endian `UInt32` length (`0xFFFF_FFFF` for nil) and UTF-8;
-    ///   then `storedAt` in milliseconds since 1970 (`Int64`).
-    /// - footer (16 bytes): the record's length (`UInt32`), the format version
-    ///   (`UInt32`, 1), and the magic `WEBIMGF1`.
-    ///
-    /// The access date is not in the file: it is the file's modification time.
-    enum EntryFile {
-        static let magic = Array("WEBIMGF1".utf8)
-        static let version: UInt32 = 1
-        static let footerSize = 16
-        static let absent: UInt32 = 0xFFFF_FFFF
-
-        static func record(key: String, metadata: CacheMetadata) -> [UInt8] {
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(key.utf8.count + 128)
-            func put(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-            func put(_ text: String?) {
-                guard let text else { return put(absent) }
-                put(UInt32(text.utf8.count))
-                bytes.append(contentsOf: text.utf8)
-            }
-            put(key)
-            put(metadata.contentType)
-            put(metadata.etag)
-            put(metadata.lastModified)
-            put(metadata.originalURL)
-            let stored = Int64((metadata.storedAt.timeIntervalSince1970 * 1000).rounded())
-            withUnsafeBytes(of: stored.littleEndian) { bytes.append(contentsOf: $0) }
-            return bytes
-        }
-
-        static func footer(recordLength: Int) -> [UInt8] {
-            var bytes: [UInt8] = []
-            withUnsafeBytes(of: UInt32(recordLength).littleEndian) { bytes.append(contentsOf: $0) }
-            withUnsafeBytes(of: version.littleEndian) { bytes.append(contentsOf: $0) }
-            return bytes + magic
-        }
-
-        /// The record's length from a footer, or nil if it is not one that fits in a
-        /// file of `fileSize` bytes.
-        static func recordLength(footer: UnsafeRawBufferPointer, fileSize: Int) -> Int? {
-            guard footer.count == footerSize, Array(footer[8..<16]) == magic,
-                  UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == version
-            else { return nil }
-            let length = Int(UInt32(littleEndian: footer.loadUnaligned(as: UInt32.self)))
-            return length + footerSize <= fileSize ? length : nil
-        }
-
-        /// The key and metadata in a record; nil when it does not parse.
-        static func parse(_ record: UnsafeRawBufferPointer) -> (key: String, metadata: CacheMetadata)? {
-            var offset = 0
-            func uint32() -> UInt32? {
-                guard offset + 4 <= record.count else { return nil }
-                defer { offset += 4 }
-                return UInt32(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
-            }
-            func text() -> String?? {
-                guard let length = uint32() else { return .none }
-                if length == absent { return .some(nil) }
-                guard offset + Int(length) <= record.count else { return .none }
-                defer { offset += Int(length) }
-                return .some(String(decoding: UnsafeRawBufferPointer(rebasing: record[offset..<offset + Int(length)]), as: UTF8.self))
-            }
-            guard let key = text(), let key, let contentType = text(), let etag = text(),
-                  let lastModified = text(), let originalURL = text(), offset + 8 == record.count
-            else { return nil }
-            let stored = Int64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: Int64.self))
-            let metadata = CacheMetadata(contentType: contentType, etag: etag, lastModified: lastModified, originalURL: originalURL,
-                                         storedAt: Date(timeIntervalSince1970: Double(stored) / 1000))
-            return (key, metadata)
-        }
-    }
-}
-
 // MARK: - Files
 
 extension FileCacheStore {
@@ -281,7 +201,7 @@ extension FileCacheStore {
         var info = stat()
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         let fileSize = Int(info.st_size)
-        guard fileSize >= EntryFile.footerSize else { return nil }
+        guard fileSize >= CacheEntryCodec.footerSize else { return nil }
 
         var data = Data()
         let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
@@ -290,8 +210,8 @@ extension FileCacheStore {
             let filled = data.withUnsafeMutableBytes { Self.readFully(descriptor, into: $0, at: nil) }
             guard filled == fileSize else { return nil }
             parsed = data.withUnsafeBytes { bytes -> (String, CacheMetadata, Int)? in
-                guard let length = EntryFile.recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(fileSize - EntryFile.footerSize)...]), fileSize: fileSize),
-                      let record = EntryFile.parse(UnsafeRawBufferPointer(rebasing: bytes[(fileSize - EntryFile.footerSize - length)..<(fileSize - EntryFile.footerSize)])),
+                guard let length = CacheEntryCodec.recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(fileSize - CacheEntryCodec.footerSize)...]), fileSize: fileSize),
+                      let record = CacheEntryCodec.parse(UnsafeRawBufferPointer(rebasing: bytes[(fileSize - CacheEntryCodec.footerSize - length)..<(fileSize - CacheEntryCodec.footerSize)])),
                       record.key == key
                 else { return nil }
                 return (record.key, record.metadata, length)
@@ -300,7 +220,7 @@ extension FileCacheStore {
             parsed = Self.readRecord(descriptor, fileSize: fileSize).flatMap { $0.key == key ? $0 : nil }
         }
         guard let parsed else { return nil }
-        let dataSize = fileSize - EntryFile.footerSize - parsed.recordLength
+        let dataSize = fileSize - CacheEntryCodec.footerSize - parsed.recordLength
         if withData { data.count = dataSize }
 
         var metadata = parsed.metadata
@@ -319,14 +239,14 @@ extension FileCacheStore {
 
     /// The footer and record of an open entry file, by `pread`.
     static func readRecord(_ descriptor: Int32, fileSize: Int) -> (key: String, metadata: CacheMetadata, recordLength: Int)? {
-        var footer = [UInt8](repeating: 0, count: EntryFile.footerSize)
-        let footerRead = footer.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - EntryFile.footerSize) }
-        guard footerRead == EntryFile.footerSize,
-              let length = footer.withUnsafeBytes({ EntryFile.recordLength(footer: $0, fileSize: fileSize) })
+        var footer = [UInt8](repeating: 0, count: CacheEntryCodec.footerSize)
+        let footerRead = footer.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize) }
+        guard footerRead == CacheEntryCodec.footerSize,
+              let length = footer.withUnsafeBytes({ CacheEntryCodec.recordLength(footer: $0, fileSize: fileSize) })
         else { return nil }
         var record = [UInt8](repeating: 0, count: length)
-        let recordRead = record.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - EntryFile.footerSize - length) }
-        guard recordRead == length, let parsed = record.withUnsafeBytes({ EntryFile.parse($0) }) else { return nil }
+        let recordRead = record.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize - length) }
+        guard recordRead == length, let parsed = record.withUnsafeBytes({ CacheEntryCodec.parse($0) }) else { return nil }
         return (parsed.key, parsed.metadata, length)
     }
 
@@ -352,8 +272,8 @@ extension FileCacheStore {
 
     /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
     private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
-        let record = EntryFile.record(key: key, metadata: metadata)
-        let footer = EntryFile.footer(recordLength: record.count)
+        let record = CacheEntryCodec.record(key: key, metadata: metadata)
+        let footer = CacheEntryCodec.footer(recordLength: record.count)
         let temporary = tmpDirectory + "/" + UUID().uuidString
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
@@ -436,7 +356,7 @@ extension FileCacheStore {
                 continue
             }
             let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-            listed.append(Listed(name: name, dataSize: Int(info.st_size) - EntryFile.footerSize - record.recordLength, accessedAt: modified))
+            listed.append(Listed(name: name, dataSize: Int(info.st_size) - CacheEntryCodec.footerSize - record.recordLength, accessedAt: modified))
         }
         return listed
     }

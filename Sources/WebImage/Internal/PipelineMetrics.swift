@@ -2,7 +2,7 @@ import Metrics
 
 /// The manager's counters and timers, made once (swift-metrics factories are not free).
 ///
-/// - `webimage_cache_hits_total{tier=memory|disk}`, `webimage_cache_misses_total`
+/// - `webimage_cache_hits_total{tier=memory|disk|shared}`, `webimage_cache_misses_total`
 /// - `webimage_loaded_bytes_total`, `webimage_load_duration_seconds`
 /// - `webimage_decode_duration_seconds`
 /// - `webimage_errors_total{code=...}`, `webimage_store_errors_total`,
@@ -13,6 +13,7 @@ struct PipelineMetrics: Sendable {
     private let dimensions: [(String, String)]
     private let memoryHits: Counter
     private let diskHits: Counter
+    private let sharedHits: Counter
     private let misses: Counter
     private let loadedBytes: Counter
     private let loadTimer: Metrics.Timer
@@ -24,6 +25,7 @@ struct PipelineMetrics: Sendable {
         self.dimensions = dimensions
         memoryHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "memory")] + dimensions)
         diskHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "disk")] + dimensions)
+        sharedHits = Counter(label: "webimage_cache_hits_total", dimensions: [("tier", "shared")] + dimensions)
         misses = Counter(label: "webimage_cache_misses_total", dimensions: dimensions)
         loadedBytes = Counter(label: "webimage_loaded_bytes_total", dimensions: dimensions)
         loadTimer = Metrics.Timer(label: "webimage_load_duration_seconds", dimensions: dimensions)
@@ -33,7 +35,11 @@ struct PipelineMetrics: Sendable {
     }
 
     func hit(_ tier: CacheType) {
-        (tier == .memory ? memoryHits : diskHits).increment()
+        switch tier {
+        case .memory: memoryHits.increment()
+        case .shared: sharedHits.increment()
+        case .disk, .none: diskHits.increment()
+        }
     }
     func miss() { misses.increment() }
     func loaded(bytes: Int, duration: Duration) {

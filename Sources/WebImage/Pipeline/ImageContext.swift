@@ -62,8 +62,10 @@ public enum CacheType: String, Sendable, Hashable, Codable {
     case none
     /// From the memory cache.
     case memory
-    /// From the disk store.
+    /// From the disk store (with a ``TieredCacheStore``, its local tier).
     case disk
+    /// From the shared tier of a ``TieredCacheStore`` (Redis, for a fleet).
+    case shared
 }
 
 /// What a load returns.

@@ -159,9 +159,9 @@ public final class ImageManager: Sendable {
             let diskKey = derivesBytes ? key : plainKey
             let entry = await read(store, diskKey)
             if let entry, options.contains(.avoidDecode) {
-                metrics.hit(.disk)
+                metrics.hit(entry.cacheType)
                 rememberData(entry.data, key: key, context: context)
-                return ImageResult(image: nil, data: entry.data, cacheType: .disk, key: key, url: url)
+                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
             }
             firstRead = DiskRead(key: diskKey, entry: entry)
         }
@@ -224,20 +224,20 @@ public final class ImageManager: Sendable {
 
         // A derived result already on disk: its bytes are the finished image.
         if derivesBytes, let entry = await lookup(key) {
-            metrics.hit(.disk)
+            metrics.hit(entry.cacheType)
             if bytesOnly {
                 rememberData(entry.data, key: key, context: context)
-                return ImageResult(image: nil, data: entry.data, cacheType: .disk, key: key, url: url)
+                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
             }
             let image = try await decode(entry.data, key: plainKey, options: options, context: context, derived: true)
             remember(image, key: key, context: context)
-            return ImageResult(image: image, data: entry.data, cacheType: .disk, key: key, url: url)
+            return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
         }
 
         var source: (data: Data, cacheType: CacheType, response: LoadResponse?)
         if let entry = await lookup(plainKey) {
-            metrics.hit(.disk)
-            source = (entry.data, .disk, nil)
+            metrics.hit(entry.cacheType)
+            source = (entry.data, entry.cacheType, nil)
         } else if options.contains(.fromCacheOnly) {
             metrics.miss()
             throw WebImageError(.notCached, "\(url.absoluteString) is not in the cache and .fromCacheOnly forbids loading it")
@@ -522,4 +522,9 @@ public final class ImageManager: Sendable {
         if options.contains(.lowPriority) { return .low }
         return nil
     }
+}
+
+extension CacheEntry {
+    /// How the manager reports a hit on this entry.
+    var cacheType: CacheType { source == .shared ? .shared : .disk }
 }
