@@ -1,8 +1,10 @@
 # The plain entry points. `make test` is the README's test command and what CI runs.
 SWIFT ?= swift
-APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev
-# The ThumbnailServer example's gallery test drives a real browser.
-EXAMPLE_APT_PACKAGES := chromium
+APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev
+# The tests start their own Redis servers (standalone and a 3-primary cluster) on
+# free loopback ports; the ThumbnailServer example's gallery test drives a real
+# browser. Nothing here is ever needed running beforehand.
+EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools
 
 .PHONY: deps example-deps apt-install test build demo serve bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
@@ -10,7 +12,7 @@ EXAMPLE_APT_PACKAGES := chromium
 deps:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
 
-# What the examples' tests need beyond the libraries (a headless browser).
+# What the tests need beyond the libraries (Redis servers they start, a headless browser).
 example-deps:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(EXAMPLE_APT_PACKAGES)"
 
@@ -69,7 +71,7 @@ bench-build: deps
 	$(SWIFT) build --package-path Benchmarks
 
 # DocC for each public module; fails on any warning (broken links, undocumented parameters).
-DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl
+DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis
 docs: deps
 	@for t in $(DOC_TARGETS); do \
 		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \

@@ -57,6 +57,7 @@ let package = Package(
                 .product(name: "WebImageKit", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
+                .product(name: "WebImageRedis", package: "swift-web-image"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

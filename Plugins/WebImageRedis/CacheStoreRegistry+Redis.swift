@@ -13,7 +13,7 @@ extension CacheStoreRegistry {
         register(name: name) { settings in
             guard let urls = settings.extra["url"]?.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).filter({ !$0.isEmpty }),
                   !urls.isEmpty else {
-                throw WebImageError(.invalidArgument, "store.shared.url: the redis store needs a URL such as redis://127.0.0.1:6379")
+                throw WebImageError(.invalidArgument, "store.shared.url: the redis store is a shared tier and needs a URL such as redis://127.0.0.1:6379 (store.shared.kind = redis, store.shared.url = …)")
             }
             var configuration = RedisCacheStore.Configuration(urls: urls)
             if let prefix = settings.extra["prefix"] { configuration.prefix = prefix }

@@ -1,8 +1,8 @@
 public import Foundation
 public import WebImage
 
-/// A ``CacheStore`` in Redis (or Valkey), standalone or Cluster: the shared tier
-/// of a fleet, behind each host's local store (``TieredCacheStore``).
+/// A `CacheStore` in Redis (or Valkey), standalone or Cluster: the shared tier
+/// of a fleet, behind each host's local store (`TieredCacheStore`).
 ///
 /// ```swift
 /// let shared = try RedisCacheStore(configuration: .init(
@@ -69,9 +69,12 @@ public final class RedisCacheStore: CacheStore {
 
     /// Makes the store; connects only when first used, so a Redis that is down at
     /// start-up fails no start-up (the tier is then a miss until it is back).
-    /// - Parameter limits: ``CacheLimits/maxAge`` is the sliding TTL; the size
-    ///   limit is not used (Redis' `maxmemory` is).
-    /// - Throws: ``WebImageError/Code/invalidArgument`` for a URL it cannot use.
+    /// - Parameters:
+    ///   - configuration: the URLs, prefix, timeouts and pool size.
+    ///   - limits: `maxAge` is the sliding TTL; the size limit is not used (Redis'
+    ///     `maxmemory` is).
+    ///   - clock: the date reported as a hit's access date.
+    /// - Throws: `WebImageError` `.invalidArgument` for a URL it cannot use.
     public init(configuration: Configuration, limits: CacheLimits = CacheLimits(), clock: @escaping @Sendable () -> Date = { Date() }) throws {
         guard !configuration.urls.isEmpty else { throw WebImageError(.invalidArgument, "redis: no URL given") }
         let parsed = try configuration.urls.map(Self.parse)

@@ -105,8 +105,17 @@ struct ToolTests {
     func badConfiguration() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
-        let byFlag = try await tool.run(["cache", "stats", "--store", "redis"])
-        #expect(byFlag.status == 2 && byFlag.stderr.contains("store.kind") && byFlag.stderr.contains("redis"))
+        let byFlag = try await tool.run(["cache", "stats", "--store", "memcached"])
+        #expect(byFlag.status == 2 && byFlag.stderr.contains("store.kind") && byFlag.stderr.contains("memcached"))
+        // The shared tier's keys: each bad value names its key.
+        for (settings, key) in [(["store.shared.kind=memcached"], "store.shared.kind"),
+                                (["store.shared.kind=redis"], "store.shared.url"),
+                                (["store.shared.kind=redis", "store.shared.url=http://cache:6379"], "store.shared.url"),
+                                (["store.shared.kind=redis", "store.shared.url=redis://cache", "store.shared.timeout=soon"], "store.shared.timeout"),
+                                (["store.shared.url=redis://cache"], "store.shared.kind")] {
+            let result = try await tool.run(["cache", "stats"] + settings.flatMap { ["--set", $0] })
+            #expect(result.status == 2 && result.stderr.contains(key), "\(settings): \(result.status) \(result.stderr)")
+        }
         let byEnvironment = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_MAX_AGE": "forever"])
         #expect(byEnvironment.status == 2 && byEnvironment.stderr.contains("store.maxAge"))
         let badSet = try await tool.run(["load", "x.png", "--set", "novalue"])
