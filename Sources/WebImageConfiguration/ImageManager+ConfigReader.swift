@@ -62,7 +62,7 @@ extension ImageManager.Configuration {
             do {
                 store = try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: path, limits: limits, extra: extra))
             } catch let error as WebImageError {
-                throw WebImageError(error.code, "store (\(kind)): \(error.message)", isTransient: false, underlying: error)
+                throw WebImageError(error.code, "store.kind (\(kind)): \(error.message)", isTransient: false, underlying: error)
             }
         }
 

@@ -138,16 +138,16 @@ struct UnknownKeyTests {
     func tool() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
-        let bySet = try await tool.run(["cache", "stats", "--set", "store.shared.kind=redis"])
-        #expect(bySet.status == 2 && bySet.stderr.contains("store.shared.kind") && bySet.stderr.contains("'store.kind'"), "\(bySet.stderr)")
+        let bySet = try await tool.run(["cache", "stats", "--set", "store.remote.kind=redis"])
+        #expect(bySet.status == 2 && bySet.stderr.contains("store.remote.kind") && bySet.stderr.contains("'store.shared.kind'"), "\(bySet.stderr)")
         let typo = try await tool.run(["cache", "stats", "--set", "store.maxSise=1GB"])
         #expect(typo.status == 2 && typo.stderr.contains("did you mean 'store.maxSize'"), "\(typo.stderr)")
-        let byVariable = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_SHARED_KIND": "redis"])
-        #expect(byVariable.status == 2 && byVariable.stderr.contains("WEBIMAGE_STORE_SHARED_KIND"), "\(byVariable.stderr)")
+        let byVariable = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_STORE_REMOTE_KIND": "redis"])
+        #expect(byVariable.status == 2 && byVariable.stderr.contains("WEBIMAGE_STORE_REMOTE_KIND"), "\(byVariable.stderr)")
         let file = tool.home.appendingPathComponent("config.json")
-        try Data(#"{"store": {"shared": {"kind": "redis"}}, "myapp": {"anything": 1}}"#.utf8).write(to: file)
+        try Data(#"{"store": {"remote": {"kind": "redis"}}, "myapp": {"anything": 1}}"#.utf8).write(to: file)
         let byFile = try await tool.run(["cache", "stats", "--config", file.path])
-        #expect(byFile.status == 2 && byFile.stderr.contains("store.shared.kind") && !byFile.stderr.contains("myapp"), "\(byFile.stderr)")
+        #expect(byFile.status == 2 && byFile.stderr.contains("store.remote.kind") && !byFile.stderr.contains("myapp"), "\(byFile.stderr)")
         let load = try await tool.run(["load", "--store", "none", "/nonexistent.png", "--set", "loader.proxyy=http://x"])
         #expect(load.status == 2 && load.stderr.contains("'loader.proxy'"), "\(load.stderr)")
 
@@ -174,7 +174,7 @@ struct ConfigKeyCheckTests {
     func nearest() throws {
         let known = PluginCatalog.standard.knownKeys
         #expect(ConfigKeyCheck.nearest("store.maxsize", in: known) == "store.maxSize")
-        #expect(ConfigKeyCheck.nearest("store.shared.kind", in: known) == "store.kind")
+        #expect(ConfigKeyCheck.nearest("store.remote.kind", in: known) == "store.shared.kind")
         #expect(ConfigKeyCheck.nearest("zzzzzzzzzzzzzzzzzzzzzzzzzzz", in: known) == nil)
         let check = ConfigKeyCheck(known: known)
         #expect(throws: Never.self) { try check.check(["otherapp.key"], source: "f", onlyNamespaces: true) }
