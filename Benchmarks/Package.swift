@@ -21,6 +21,7 @@ let package = Package(
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
+                .product(name: "WebImageRedis", package: "swift-web-image"),
             ]
         ),
         // The package-benchmark suite: `swift package benchmark` in this directory.

@@ -6,6 +6,7 @@
     python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
+    python3 Benchmarks/compare/compare.py shared     [--rounds 5] [--entries 2000] [--gets 20000]
     python3 Benchmarks/compare/compare.py plots      (PNG charts of the results, into docs/images)
 
 Each comparison runs the same work through this package (webimage-bench, built
@@ -539,6 +540,58 @@ QUALITY = 90
         shutil.rmtree(work, ignore_errors=True)
 
 
+def shared(args):
+    """A shared-tier (Redis) hit through the manager against a C hiredis GET loop,
+    and a local hit through a TieredCacheStore against the same LMDB store alone."""
+    ensure_apt("gcc", "liblmdb-dev", "libhiredis-dev", "redis-server")
+    bench = build_bench()
+    redis_loop = compile_c("redis_get_loop", "-lhiredis")
+    work = tempfile.mkdtemp(prefix="webimage-shared-")
+    port = free_port()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                               "--dir", work], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"redis://127.0.0.1:{port}"
+        for _ in range(100):
+            if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+                break
+            time.sleep(0.1)
+        lmdb_dir = os.path.join(work, "lmdb")
+        n, gets = str(args.entries), str(args.gets)
+        run([bench, "store-fill", "redis", url, n, str(args.size), "8"])
+        run([bench, "store-fill", "lmdb", lmdb_dir, n, str(args.size)])
+        keys = os.path.join(work, "keys.txt")
+        with open(keys, "w") as f:
+            f.write(run([bench, "redis-keys", n]))
+        scenarios = [
+            ("C loop: hiredis GET + memcpy", [redis_loop, str(port), keys, gets]),
+            ("RedisCacheStore.data(forKey:)", [bench, "store-get", "redis", url, n, gets]),
+            ("ImageManager shared-tier hit (Redis, bytes)", [bench, "manager-hit", "redis", url, n, gets]),
+            ("ImageManager disk hit (LMDB, bytes)", [bench, "manager-hit", "lmdb", lmdb_dir, n, gets]),
+            ("ImageManager local hit (LMDB in a TieredCacheStore, bytes)", [bench, "manager-hit", "tiered", lmdb_dir + "|" + url, n, gets]),
+        ]
+        results = {name: [] for name, _ in scenarios}
+        for _ in range(args.rounds):
+            for name, cmd in scenarios:
+                results[name].append(as_json(run(cmd))["nsPerGet"])
+        rows = [(name, [v / 1000 for v in values], "µs/get") for name, values in results.items()]
+        med = {name: statistics.median(v) for name, v in results.items()}
+        ratios = {
+            "Redis store / C hiredis GET": med["RedisCacheStore.data(forKey:)"] / med["C loop: hiredis GET + memcpy"],
+            "Manager shared hit / C hiredis GET": med["ImageManager shared-tier hit (Redis, bytes)"] / med["C loop: hiredis GET + memcpy"],
+            "Tiered local hit / LMDB alone": med["ImageManager local hit (LMDB in a TieredCacheStore, bytes)"] / med["ImageManager disk hit (LMDB, bytes)"],
+        }
+        report(f"Shared tier: {args.entries} entries of {args.size} bytes in Redis on loopback, {args.gets} random gets, {args.rounds} rounds interleaved",
+               rows, "shared", {"ratios": ratios, "entries": args.entries, "size": args.size, "gets": args.gets})
+        for name, ratio in ratios.items():
+            target = "about 1x" if name.startswith("Tiered") else "within 2x"
+            print(f"  ratio {name:<40} {ratio:.2f}x  (target: {target})")
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def plots(args):
     """PNG charts of Benchmarks/results/*.json, into docs/images."""
     try:
@@ -633,9 +686,14 @@ def main():
     srv.add_argument("--photos", type=int, default=60)
     srv.add_argument("--urls", type=int, default=300)
     srv.add_argument("--seconds", type=int, default=10)
+    sh = sub.add_parser("shared")
+    sh.add_argument("--rounds", type=int, default=5)
+    sh.add_argument("--entries", type=int, default=2000)
+    sh.add_argument("--size", type=int, default=32768)
+    sh.add_argument("--gets", type=int, default=20000)
     sub.add_parser("plots")
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "plots": plots}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "shared": shared, "plots": plots}[args.comparison](args)
 
 
 if __name__ == "__main__":

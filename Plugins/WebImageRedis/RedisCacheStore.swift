@@ -126,6 +126,10 @@ public final class RedisCacheStore: CacheStore {
     /// The Redis key of a cache key.
     func redisKey(_ key: String) -> Data { prefix + Data(SHA256Digest.hex(key).utf8) }
 
+    /// The Redis key an entry is stored under: the prefix and the key's SHA-256 in
+    /// hex (for operators: `redis-cli GET "$(…)"`, `TTL`, `DEL`).
+    public func redisKey(for key: String) -> String { configuration.prefix + SHA256Digest.hex(key) }
+
     private func expiry() -> [Data] { ttl.map { [Data("EX".utf8), Data(String($0).utf8)] } ?? [] }
 
     private func storeError(_ error: any Error, _ what: String) -> WebImageError {

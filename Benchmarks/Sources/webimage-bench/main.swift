@@ -3,11 +3,14 @@
 //   webimage-bench store-fill   lmdb|files DIR COUNT SIZE      write COUNT values of SIZE bytes (keys k0…)
 //   webimage-bench store-get    lmdb|files DIR COUNT GETS      warm gets of random keys; ns per get
 //   webimage-bench manager-hit  memory|lmdb|files DIR COUNT GETS   hits through ImageManager (avoidDecode for disk)
+//                               (KIND also lmdb-pooled; redis with DIR a redis:// URL; tiered with DIR "LMDBDIR|URL")
+//   webimage-bench redis-keys   COUNT                          the Redis keys of k0… (for the C peer)
 //   webimage-bench download     URLLIST CONCURRENCY            load every URL with CurlLoader; seconds
 import Foundation
 import WebImage
 import WebImageCurl
 import WebImageLMDB
+import WebImageRedis
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("webimage-bench: \(message)\n".utf8))
@@ -20,6 +23,10 @@ func store(_ kind: String, _ directory: String) throws -> any CacheStore {
     case "lmdb": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30))
     case "lmdb-pooled": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30, readsOnCallingThread: false))
     case "files": return try FileCacheStore(directory: url, limits: .unlimited)
+    case "redis": return try RedisCacheStore(configuration: .init(urls: [directory]), limits: .unlimited)
+    case "tiered":
+        let parts = directory.split(separator: "|").map(String.init)
+        return TieredCacheStore(local: try store("lmdb", parts[0]), shared: try store("redis", parts[1]))
     default: fail("unknown store \(kind)")
     }
 }
@@ -93,6 +100,11 @@ case "store-get", "manager-hit":
     }
     let elapsed = seconds(ContinuousClock.now - started)
     printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
+
+case "redis-keys":
+    guard arguments.count == 3, let count = Int(arguments[2]) else { fail("redis-keys COUNT") }
+    let naming = try RedisCacheStore(configuration: .init(urls: ["redis://127.0.0.1"]))
+    print((0..<count).map { naming.redisKey(for: "k\($0)") }.joined(separator: "\n"))
 
 case "download":
     guard arguments.count == 4, let concurrency = Int(arguments[3]) else { fail("download URLLIST CONCURRENCY") }
