@@ -52,8 +52,12 @@ public final class FileCacheStore: CacheStore {
     static let accessGranularity: TimeInterval = 30
 
     /// Opens (creating if needed) a store in `directory`.
-    /// - Parameter pool: where its file I/O runs; the I/O pool by default, so that
-    ///   a hit never queues behind decodes.
+    /// - Parameters:
+    ///   - directory: the folder the store owns; nothing else should write into it.
+    ///   - limits: the size, age and sweep limits the store enforces.
+    ///   - pool: where its file I/O runs; the I/O pool by default, so that
+    ///     a hit never queues behind decodes.
+    ///   - clock: the time used for access dates and expiry; tests pass a fake one.
     /// - Throws: ``WebImageError/Code/storeFailed`` if the directory cannot be
     ///   created or is not a writable directory.
     public init(
