@@ -1,6 +1,6 @@
 # The plain entry points. `make test` is the README's test command and what CI runs.
 SWIFT ?= swift
-APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev
+APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev
 # The tests start their own Redis servers (standalone and a 3-primary cluster) on
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.
@@ -71,7 +71,7 @@ bench-build: deps
 	$(SWIFT) build --package-path Benchmarks
 
 # DocC for each public module; fails on any warning (broken links, undocumented parameters).
-DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis
+DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageTurboJPEG
 docs: deps
 	@for t in $(DOC_TARGETS); do \
 		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \
@@ -84,7 +84,7 @@ docs: deps
 # corpora, then runs each target for FUZZ_SECONDS. A finding stops with its input
 # in .build-fuzz/artifacts. CI runs `fuzz-ci` (a few seconds each).
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS := sniff header config cachekey decode
+FUZZ_TARGETS := sniff header config cachekey decode turbojpeg
 FUZZ_BUILD := $(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address
 fuzz: deps
 	$(FUZZ_BUILD)

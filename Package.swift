@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "WebImageVips", targets: ["WebImageVips"]),
         .library(name: "WebImageCurl", targets: ["WebImageCurl"]),
         .library(name: "WebImageRedis", targets: ["WebImageRedis"]),
+        .library(name: "WebImageTurboJPEG", targets: ["WebImageTurboJPEG"]),
         .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
         .library(name: "WebImageKit", targets: ["WebImageKit"]),
         .executable(name: "webimage", targets: ["webimage"]),
@@ -79,6 +80,15 @@ let package = Package(
         ),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
+        // JPEG thumbnails on libjpeg-turbo's scaled decode; libvips finishes them.
+        .systemLibrary(
+            name: "CJPEGTurbo",
+            path: "Plugins/CJPEGTurbo",
+            // No pkgConfig: jpeglib.h and libjpeg are on the default paths.
+            providers: [.apt(["libjpeg62-turbo-dev"])]
+        ),
+        .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
+
         // libcurl loader; the C shim has typed setters for curl_easy_setopt.
         .systemLibrary(
             name: "CCurl",
@@ -107,7 +117,7 @@ let package = Package(
         // Everything together: the standard plugin catalog.
         .target(
             name: "WebImageKit",
-            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageLMDB", "WebImageCurl", "WebImageRedis",
+            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageTurboJPEG", "WebImageLMDB", "WebImageCurl", "WebImageRedis",
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -129,7 +139,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageVipsTests",
-            dependencies: ["WebImageVips", "CVips", "WebImageTesting", "WebImageTestSupport"],
+            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "WebImageTesting", "WebImageTestSupport"],
             swiftSettings: upcoming
         ),
         // Tests only: a real HTTP server on loopback with misbehaving routes, and a
@@ -151,7 +161,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "webimage", "WebImageTestSupport",
+            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "webimage", "WebImageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming

@@ -18,6 +18,7 @@ let package = Package(
             dependencies: [
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
+                .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),

@@ -67,6 +67,9 @@ def main():
         if len(data) <= 200_000:
             write(os.path.join(out, 'decode'), name, data)
             write(os.path.join(out, 'decode'), 'cut-' + name, data[: len(data) // 2])
+            if name.endswith('.jpg'):
+                write(os.path.join(out, 'turbojpeg'), name, data)
+                write(os.path.join(out, 'turbojpeg'), 'cut-' + name, data[: len(data) // 2])
     config = ['1048576', '512KB', '64MiB', '1GB', '2GiB', '30s', '10m', '500ms', '7d', '1.5h', '-1', 'forever',
               '10.0.0.0/8', 'fd00::/8', '127.0.0.1', '::ffff:10.0.0.1/104', '256x256', '640', '0x0',
               'resize:256x256:fill', 'crop:0,0,10,10;rotate:90', 'flip:h;round:8;blur:2.5', 'tint:255,0,0,0.5',

@@ -3,7 +3,7 @@
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
-    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24]
+    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24] [--progressive]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
     python3 Benchmarks/compare/compare.py shared     [--rounds 5] [--entries 2000] [--gets 20000]
@@ -190,7 +190,8 @@ def thumbnails(args):
         sources = [os.path.join(samples, f"photo-{i}.jpg") for i in (1, 2, 3)]
         for i in range(args.images):
             source = sources[i % 3]
-            run(["vips", "resize", source, os.path.join(inputs, f"img{i:03}.jpg[Q=90]"), str(2.5 + (i % 5) * 0.1)])
+            options = "Q=90,interlace" if args.progressive else "Q=90"
+            run(["vips", "resize", source, os.path.join(inputs, f"img{i:03}.jpg[{options}]"), str(2.5 + (i % 5) * 0.1)])
         files = sorted(os.path.join(inputs, f) for f in os.listdir(inputs))
         cores = os.cpu_count() or 2
         here = os.path.dirname(os.path.abspath(__file__))
@@ -204,6 +205,8 @@ def thumbnails(args):
         scenarios = [
             ("webimage load --thumbnail 256x256", lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85",
                                                             "--out", out("webimage"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
+            ("webimage, coders=vips (libvips' JPEG loader)", lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85", "--set", "coders=vips",
+                                                            "--out", out("webimage-vips"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
             ("vipsthumbnail -s 256", lambda: ["vipsthumbnail", "-s", "256", "-o", os.path.join(out("vips"), "%s.jpg[Q=85]"), *files]),
             (f"Pillow thumbnail() + draft, {cores} processes", lambda: [sys.executable, os.path.join(here, "pillow_thumbs.py"), out("pillow"), str(cores), *files]),
             ("pyvips thumbnail", lambda: [sys.executable, os.path.join(here, "pyvips_thumbs.py"), out("pyvips"), *files]),
@@ -220,8 +223,9 @@ def thumbnails(args):
         med = {name: statistics.median(v) for name, v in times.items()}
         ours = med["webimage load --thumbnail 256x256"]
         ratios = {f"webimage / {name}": ours / value for name, value in med.items() if not name.startswith("webimage")}
-        report(f"Thumbnails: {len(files)} JPEGs of about 12 MP to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
-               rows, "thumbnails", {"ratios": ratios, "images": len(files)})
+        kind = "progressive" if args.progressive else "baseline"
+        report(f"Thumbnails: {len(files)} {kind} JPEGs of about 12 MP to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
+               rows, "thumbnails-progressive" if args.progressive else "thumbnails", {"ratios": ratios, "images": len(files), "progressive": args.progressive})
         for name, ratio in ratios.items():
             print(f"  ratio {name:<60} {ratio:.2f}x")
     finally:
@@ -675,6 +679,7 @@ def main():
     thumbs = sub.add_parser("thumbnails")
     thumbs.add_argument("--rounds", type=int, default=3)
     thumbs.add_argument("--images", type=int, default=24)
+    thumbs.add_argument("--progressive", action="store_true", help="progressive JPEG inputs (interlace)")
     scale = sub.add_parser("scaling")
     scale.add_argument("--rounds", type=int, default=3)
     scale.add_argument("--max-entries", type=int, default=1_000_000)

@@ -161,6 +161,18 @@ static inline int CVips_noise_rgb(VipsImage **out, int width, int height) {
     g_object_unref(cast);
     return rc;
 }
+/// A CMYK copy of an RGB image, for fixtures: C, M, Y as 255 minus R, G, B and
+/// K zero, labelled CMYK so that jpegsave writes a four-component (Adobe) JPEG.
+static inline int CVips_naive_cmyk(VipsImage *in, VipsImage **out) {
+    VipsImage *inverted = NULL, *joined = NULL;
+    if (vips_invert(in, &inverted, NULL)) return -1;
+    int rc = vips_bandjoin_const1(inverted, &joined, 0.0, NULL);
+    g_object_unref(inverted);
+    if (rc) return rc;
+    rc = vips_copy(joined, out, "interpretation", VIPS_INTERPRETATION_CMYK, NULL);
+    g_object_unref(joined);
+    return rc;
+}
 /// Sets an int field on an image the caller owns and has not shared (fixtures).
 static inline void CVips_set_int(VipsImage *image, const char *name, int value) { vips_image_set_int(image, name, value); }
 

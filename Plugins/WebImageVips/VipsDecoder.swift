@@ -161,14 +161,10 @@ struct VipsDecoder {
 
         if format == .jpeg {
             let shrink = [8, 4, 2].first { Double($0) <= 1 / scale } ?? 1
-            var image = shrink > 1 ? try open(shrink: shrink) : header
-            if !options.keepOrientation, orientation != .up {
-                image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
-            }
-            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
-            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
-            if fill { image = try centreCrop(image, to: box) }
-            return (try image.inMemory(), shrink)
+            let image = shrink > 1 ? try open(shrink: shrink) : header
+            let finished = try Self.finishShrunk(image, target: target, box: box, fill: fill,
+                                                 orientation: options.keepOrientation ? .up : orientation)
+            return (finished, shrink)
         }
 
         if format == .png {
@@ -177,7 +173,7 @@ struct VipsDecoder {
                 image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
             }
             image = try Vips.make(.decodeFailed, "resampling") { CVips_shrink_reduce(image.pointer, $0, Int32(target.width), Int32(target.height)) }
-            if fill { image = try centreCrop(image, to: box) }
+            if fill { image = try Self.centreCrop(image, to: box) }
             return (try image.inMemory(), 1)
         }
 
@@ -190,7 +186,23 @@ struct VipsDecoder {
         return (try image.inMemory(), 1)
     }
 
-    private func centreCrop(_ image: VipsHandle, to box: PixelSize) throws -> VipsHandle {
+    /// What follows a shrink-on-load: the orientation applied (`.up` for none), one
+    /// Lanczos resize to exactly `target` (upright), the centre crop of a fill, and
+    /// the pixels in memory.
+    static func finishShrunk(_ shrunk: VipsHandle, target: PixelSize, box: PixelSize, fill: Bool, orientation: ImageOrientation) throws -> VipsHandle {
+        var image = shrunk
+        if orientation != .up {
+            image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
+        }
+        if image.width != target.width || image.height != target.height {
+            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
+            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
+        }
+        if fill { image = try centreCrop(image, to: box) }
+        return try image.inMemory()
+    }
+
+    private static func centreCrop(_ image: VipsHandle, to box: PixelSize) throws -> VipsHandle {
         let w = min(box.width, image.width), h = min(box.height, image.height)
         let left = (image.width - w) / 2, top = (image.height - h) / 2
         return try Vips.make(.decodeFailed, "vips_extract_area") { CVips_extract_area(image.pointer, $0, Int32(left), Int32(top), Int32(w), Int32(h)) }

@@ -5,16 +5,22 @@ public import WebImageConfiguration
 import WebImageCurl
 import WebImageLMDB
 import WebImageRedis
+import WebImageTurboJPEG
 import WebImageVips
 
 extension PluginCatalog {
     /// Every plugin in the package: stores `lmdb`, `filesystem`, `memory`, and
-    /// `redis` for the shared tier; coder
-    /// `vips`; loaders `curl` (http, https) and `file`.
+    /// `redis` for the shared tier; coders `turbojpeg` (JPEG thumbnails on
+    /// libjpeg-turbo, asked first) and `vips`; loaders `curl` (http, https) and `file`.
     public static var standard: PluginCatalog {
         var catalog = PluginCatalog.core
         catalog.stores.registerLMDB()
         catalog.stores.registerRedis()
+        // Listed first, so asked first: JPEG thumbnails. It hands what it declines
+        // to a VipsImageCoder of its own, made with the same vips.* options.
+        catalog.registerCoder(name: "turbojpeg") { config in
+            TurboJPEGCoder(fallback: VipsImageCoder(options: .init(allowUntrusted: try ConfigValues(config).bool("vips.allowUntrusted") ?? false)))
+        }
         catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }

@@ -5,6 +5,8 @@ import WebImage
 import WebImageConfiguration
 import WebImageKit
 import WebImageLMDB
+import WebImageTurboJPEG
+import WebImageVips
 
 func temporaryDirectory() -> URL {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-kit-\(UUID().uuidString.prefix(8))")
@@ -25,14 +27,19 @@ func configuration(flags: [String: String] = [:], file: [String: Any]? = nil, en
 
 @Suite("Configuration")
 struct ConfigurationTests {
-    @Test("defaults: LMDB in the default directory, vips, curl and file")
+    @Test("defaults: LMDB in the default directory, turbojpeg then vips, curl and file")
     func defaults() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let configuration = try await configuration(in: directory)
         let store = try #require(configuration.store as? LMDBCacheStore)
         #expect(store.directory.lastPathComponent == "default")
-        #expect(configuration.coders.names == ["vips"])
+        #expect(configuration.coders.names == ["turbojpeg", "vips"], "newest first: turbojpeg is asked first")
+        let jpeg = Data([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46, 0x49, 0x46, 0x00, 0x01])
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52])
+        #expect(configuration.coders.decoder(for: jpeg) is TurboJPEGCoder)
+        #expect(configuration.coders.decoder(for: png) is VipsImageCoder)
+        #expect(configuration.coders.encoder(for: .jpeg) is VipsImageCoder)
         #expect(Set(configuration.loaders.names) == ["curl", "file"])
         #expect(configuration.loaders.loader(for: URL(string: "https://x.com/a.png")!) != nil)
     }

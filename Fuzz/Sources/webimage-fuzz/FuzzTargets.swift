@@ -3,6 +3,7 @@ import WebImage
 import WebImageConfiguration
 import WebImageCurl
 import WebImageKit
+import WebImageTurboJPEG
 @_spi(Internals) import WebImageVips
 
 /// The fuzz targets, by name. One binary serves them all; `FUZZ_TARGET` picks one.
@@ -15,6 +16,7 @@ enum FuzzTargets {
         "config": config,
         "cachekey": cacheKey,
         "decode": decode,
+        "turbojpeg": turboJPEG,
     ]
 
     /// Format sniffing by magic bytes.
@@ -65,6 +67,19 @@ enum FuzzTargets {
     }
 
     static let coder = VipsImageCoder()
+
+    /// JPEG thumbnails through libjpeg-turbo (header, EXIF orientation, scaled
+    /// decode), strict and tolerant of truncation, fit and fill.
+    static func turboJPEG(_ data: Data) {
+        for (fill, truncated) in [(false, false), (true, true)] {
+            var options = DecodeOptions(thumbnailPixelSize: PixelSize(width: 24, height: 16), pixelLimit: 4_000_000)
+            options.preserveAspectRatio = !fill
+            options.allowTruncated = truncated
+            _ = try? turbo.decode(data, options: options)
+        }
+    }
+
+    static let turbo = TurboJPEGCoder()
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

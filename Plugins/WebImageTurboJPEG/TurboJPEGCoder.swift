@@ -1,0 +1,151 @@
+internal import CJPEGTurbo
+public import Foundation
+public import WebImage
+public import WebImageVips
+
+/// Decodes JPEG thumbnails straight on libjpeg-turbo, and hands every other
+/// decode to libvips.
+///
+/// ```swift
+/// configuration.coders.registerVips()
+/// configuration.coders.registerTurboJPEG()  // asked first, for JPEGs
+/// ```
+///
+/// A thumbnail decode (``DecodeOptions/thumbnailPixelSize`` set) of a JPEG reads
+/// the header with libjpeg, picks the smallest DCT-domain scale (1/8, 2/8 … 8/8)
+/// that keeps the image at least as large as the result, decodes at that scale
+/// (block smoothing off), then applies the EXIF orientation, one Lanczos resize to
+/// the exact size and a fill's centre crop through libvips, so the result is the
+/// ``VipsStorage`` image ``VipsImageCoder`` would have made. libvips' own JPEG
+/// loader does the same shrink-on-load through its pipeline, which costs about a
+/// quarter more (docs/performance.md); libvips also stops at 1/2, 1/4, 1/8 where
+/// this coder can use 3/8 or 5/8 and leave less to the resize.
+///
+/// Handed to the fallback (``VipsImageCoder``), whose result is then exactly
+/// the vips path's:
+/// - full decodes (no thumbnail size) and thumbnails no smaller than the image;
+/// - CMYK and YCCK files, 12-bit files and anything libjpeg cannot open;
+/// - files with an embedded ICC profile, so that colour is handled the one way
+///   libvips handles it;
+/// - images over ``DecodeOptions/pixelLimit`` (the fallback refuses them or, with
+///   ``DecodeOptions/scaleDownLargeImages``, decodes them smaller).
+///
+/// A truncated file is a ``WebImageError/Code/decodeFailed`` error unless
+/// ``DecodeOptions/allowTruncated``; corrupt data is an error with libjpeg's message.
+/// The coder does not encode: the next coder in the registry (vips) writes JPEG.
+/// ``info(_:)`` is the fallback's.
+public struct TurboJPEGCoder: ImageCoder {
+    /// Where declined decodes go.
+    public let fallback: VipsImageCoder
+
+    public init(fallback: VipsImageCoder = VipsImageCoder()) {
+        self.fallback = fallback
+    }
+
+    public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
+
+    public func canEncode(_ format: ImageFormat) -> Bool { false }
+
+    public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
+        throw WebImageError(.encodeFailed, "TurboJPEGCoder does not encode; register VipsImageCoder to write \(format)")
+    }
+
+    public func info(_ data: Data) throws -> ImageInfo { try fallback.info(data) }
+
+    public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+        guard let box = options.thumbnailPixelSize, canDecode(data) else { return try fallback.decode(data, options: options) }
+        let outcome = try data.withUnsafeBytes { raw -> Image? in
+            try TurboJPEGDecode(bytes: raw, options: options, box: box).thumbnail()
+        }
+        return try outcome ?? fallback.decode(data, options: options)
+    }
+}
+
+/// One thumbnail decode; `nil` from ``thumbnail()`` means "hand it to the fallback".
+/// `package` so that the tests can see which path a file took.
+package struct TurboJPEGDecode {
+    let bytes: UnsafeRawBufferPointer
+    let options: DecodeOptions
+    let box: PixelSize
+
+    package init(bytes: UnsafeRawBufferPointer, options: DecodeOptions, box: PixelSize) {
+        self.bytes = bytes
+        self.options = options
+        self.box = box
+    }
+
+    /// Why a decode was handed to the fallback.
+    package enum Decline: Equatable, Sendable { case unreadableHeader, colourSpace, precision, colourProfile, overPixelLimit, noShrink }
+
+    package struct Declined: Error { package let reason: Decline }
+
+    func thumbnail() throws -> Image? {
+        switch try attempt() {
+        case .success(let image): image
+        case .failure: nil
+        }
+    }
+
+    /// The decoded thumbnail, or why it was declined; throws for data libjpeg
+    /// opened but could not decode.
+    package func attempt() throws -> Result<Image, Declined> {
+        var header = CJT_header()
+        var message = [CChar](repeating: 0, count: 512)
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+              let context = CJT_open(base, bytes.count, options.allowTruncated ? 0 : 1, &header, &message, message.count)
+        else { return .failure(Declined(reason: .unreadableHeader)) }
+        defer { CJT_close(context) }
+
+        guard header.components == 1 || header.components == 3,
+              header.colorSpace == Int32(JCS_GRAYSCALE.rawValue) || header.colorSpace == Int32(JCS_YCbCr.rawValue) || header.colorSpace == Int32(JCS_RGB.rawValue)
+        else { return .failure(Declined(reason: .colourSpace)) }
+        guard header.precision == 8 else { return .failure(Declined(reason: .precision)) }
+        guard header.hasICC == 0 else { return .failure(Declined(reason: .colourProfile)) }
+        let stored = PixelSize(width: Int(header.width), height: Int(header.height))
+        guard stored.area > 0, stored.area <= options.pixelLimit else { return .failure(Declined(reason: .overPixelLimit)) }
+
+        // The result's size, computed as the vips path computes it (upright).
+        let storedOrientation = ImageOrientation(exif: Int(header.orientation))
+        let rotate = !options.keepOrientation && storedOrientation.swapsDimensions
+        let width = rotate ? stored.height : stored.width, height = rotate ? stored.width : stored.height
+        let fill = !options.preserveAspectRatio
+        let scale = fill ? max(Double(box.width) / Double(width), Double(box.height) / Double(height))
+                         : min(Double(box.width) / Double(width), Double(box.height) / Double(height))
+        guard scale < 1 else { return .failure(Declined(reason: .noShrink)) }
+        let target = PixelSize(width: max(1, Int((Double(width) * scale).rounded())), height: max(1, Int((Double(height) * scale).rounded())))
+        // In the file's orientation, the decode must be at least this large.
+        let needed = rotate ? PixelSize(width: target.height, height: target.width) : target
+
+        var numerator: Int32 = 8
+        for candidate in Int32(1)...8 {
+            var w: Int32 = 0, h: Int32 = 0
+            CJT_scaled_size(context, candidate, &w, &h)
+            if Int(w) >= needed.width && Int(h) >= needed.height { numerator = candidate; break }
+        }
+
+        var pixels: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
+        guard CJT_decode(context, numerator, &pixels, &w, &h, &bands, &truncated) == 0, let pixels else {
+            let reason = String(cString: CJT_message(context))
+            throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
+        }
+        defer { CJT_free(pixels) }
+        let image = try VipsImageCoder.thumbnail(
+            fromPixels: UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands)),
+            size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
+            target: target, box: box, fill: fill,
+            orientation: options.keepOrientation ? .up : storedOrientation, storedOrientation: storedOrientation,
+            format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator))
+        )
+        return .success(image)
+    }
+}
+
+extension CoderRegistry {
+    /// Registers ``TurboJPEGCoder`` under `turbojpeg`. Register it after
+    /// ``VipsImageCoder`` so that it is asked first for JPEGs.
+    @discardableResult
+    public func registerTurboJPEG(fallback: VipsImageCoder = VipsImageCoder(), name: String = "turbojpeg") -> RegistrationToken {
+        register(TurboJPEGCoder(fallback: fallback), name: name)
+    }
+}

@@ -1,0 +1,227 @@
+import CVips
+import Foundation
+import Testing
+import WebImage
+import WebImageTesting
+import WebImageTurboJPEG
+import WebImageVips
+
+@Suite("TurboJPEGCoder")
+struct TurboJPEGCoderTests {
+    let turbo = TurboJPEGCoder()
+    let vips = VipsImageCoder()
+
+    /// A smooth photo-like image: gradients and a soft pattern, so that two
+    /// resamplings of it can be compared pixel by pixel.
+    static func smooth(width: Int, height: Int, channels: Int = 3) -> PixelBuffer {
+        var bytes = [UInt8](repeating: 0, count: width * height * channels)
+        for y in 0..<height {
+            for x in 0..<width {
+                let i = (y * width + x) * channels
+                let wave = 128 + 100 * sin(Double(x) / 37) * cos(Double(y) / 23)
+                let values = [Double(x) * 255 / Double(width), Double(y) * 255 / Double(height), wave]
+                for c in 0..<channels { bytes[i + c] = UInt8(max(0, min(255, channels == 1 ? wave : values[c]))) }
+            }
+        }
+        return PixelBuffer(size: PixelSize(width: width, height: height), channels: channels, bytes: bytes)
+    }
+
+    static func jpeg(_ buffer: PixelBuffer, progressive: Bool = false) throws -> Data {
+        try Fixtures.coder.encode(Fixtures.image(buffer), as: .jpeg, options: EncodeOptions(quality: 90, progressive: progressive))
+    }
+
+    /// Which path a thumbnail takes: nil when libjpeg-turbo decodes it, else why it was declined.
+    static func decline(_ data: Data, _ options: DecodeOptions) throws -> TurboJPEGDecode.Decline? {
+        try data.withUnsafeBytes { raw in
+            switch try TurboJPEGDecode(bytes: raw, options: options, box: options.thumbnailPixelSize!).attempt() {
+            case .success: nil
+            case .failure(let declined): declined.reason
+            }
+        }
+    }
+
+    /// Mean and largest absolute difference over every band of two same-sized images.
+    static func difference(_ a: Image, _ b: Image) throws -> (mean: Double, max: Int) {
+        let pa = try Fixtures.pixels(a), pb = try Fixtures.pixels(b)
+        #expect(pa.size == pb.size && pa.channels == pb.channels)
+        guard pa.bytes.count == pb.bytes.count, !pa.bytes.isEmpty else { return (.infinity, .max) }
+        var sum = 0, largest = 0
+        for i in pa.bytes.indices {
+            let d = abs(Int(pa.bytes[i]) - Int(pb.bytes[i]))
+            sum += d
+            largest = max(largest, d)
+        }
+        return (Double(sum) / Double(pa.bytes.count), largest)
+    }
+
+    /// The offset of the frame header (SOF0...SOF3 and the rest), walking the segments.
+    static func frameHeader(_ data: Data) -> Int? {
+        var i = 2
+        while i + 4 <= data.count, data[i] == 0xFF {
+            let marker = data[i + 1]
+            if (0xC0...0xCF).contains(marker) && ![0xC4, 0xC8, 0xCC].contains(marker) { return i }
+            i += 2 + (Int(data[i + 2]) << 8 | Int(data[i + 3]))
+        }
+        return nil
+    }
+
+    @Test("passes ImageCoderConformance")
+    func conformance() async throws {
+        try await ImageCoderConformance(coder: turbo, samples: [
+            .init(name: "jpeg", data: try Fixtures.encode(Fixtures.quadrants(width: 60, height: 40), as: .jpeg), pixelSize: PixelSize(width: 60, height: 40)),
+            .init(name: "photo-like jpeg", data: try Self.jpeg(Self.smooth(width: 640, height: 480)), pixelSize: PixelSize(width: 640, height: 480)),
+            .init(name: "progressive jpeg", data: try Self.jpeg(Self.smooth(width: 480, height: 640), progressive: true), pixelSize: PixelSize(width: 480, height: 640)),
+        ]).run()
+    }
+
+    @Test("thumbnails: libjpeg-turbo's scaled decode, the vips path's size, pixels within a small tolerance",
+          arguments: [false, true], [(256, 256, false), (100, 100, true), (300, 120, false), (517, 517, false), (64, 200, true), (1000, 1000, false)])
+    func agreesWithVips(progressive: Bool, box: (Int, Int, Bool)) throws {
+        let data = try Self.jpeg(Self.smooth(width: 1600, height: 1200), progressive: progressive)
+        let options = DecodeOptions(thumbnailPixelSize: PixelSize(width: box.0, height: box.1), preserveAspectRatio: !box.2)
+        #expect(try Self.decline(data, options) == nil, "libjpeg-turbo should decode this one")
+        let ours = try turbo.decode(data, options: options)
+        let theirs = try vips.decode(data, options: options)
+        #expect(ours.pixelSize == theirs.pixelSize)
+        #expect(ours.format == .jpeg && !ours.hasAlpha && ours.storedOrientation == .up && ours.orientation == .up)
+        let (mean, largest) = try Self.difference(ours, theirs)
+        #expect(mean < 1.5 && largest < 48, "mean difference \(mean), largest \(largest)")
+        let storage = try #require(ours.storage(as: VipsStorage.self))
+        #expect(storage.loadShrink >= (box.0 <= 256 ? 4 : 1), "shrank on load by \(storage.loadShrink)")
+    }
+
+    @Test("each EXIF orientation: upright thumbnails, the same as the vips path's; keepOrientation keeps them as stored", arguments: 1...8)
+    func orientation(_ tag: Int) throws {
+        let data = try Fixtures.orientedJPEG(tag, width: 640, height: 320)
+        let options = DecodeOptions(thumbnailPixelSize: PixelSize(64))
+        #expect(try Self.decline(data, options) == nil)
+        let ours = try turbo.decode(data, options: options)
+        let theirs = try vips.decode(data, options: options)
+        #expect(ours.storedOrientation.rawValue == tag && ours.orientation == .up)
+        #expect(ours.pixelSize == (tag >= 5 ? PixelSize(width: 32, height: 64) : PixelSize(width: 64, height: 32)))
+        #expect(ours.pixelSize == theirs.pixelSize)
+        let (mean, _) = try Self.difference(ours, theirs)
+        #expect(mean < 2, "mean difference \(mean) from the vips path")
+
+        var keep = options
+        keep.keepOrientation = true
+        let stored = try turbo.decode(data, options: keep)
+        #expect(stored.pixelSize == PixelSize(width: 64, height: 32))
+        #expect(stored.orientation.rawValue == tag && stored.storedOrientation.rawValue == tag)
+        // The stored top-left quadrant is red whatever the tag says.
+        let pixels = try Fixtures.pixels(stored)
+        let corner = Fixtures.mean(pixels, x: 2..<14, y: 2..<12)
+        #expect(corner[0] > 200 && corner[1] < 60 && corner[2] < 60, "stored top-left is \(corner)")
+    }
+
+    @Test("a grey JPEG stays one band")
+    func grey() throws {
+        let data = try Self.jpeg(Self.smooth(width: 800, height: 600, channels: 1))
+        let options = DecodeOptions(thumbnailPixelSize: PixelSize(200))
+        #expect(try Self.decline(data, options) == nil)
+        let image = try turbo.decode(data, options: options)
+        #expect(try #require(image.storage(as: VipsStorage.self)).bands == 1)
+        #expect(image.pixelSize == PixelSize(width: 200, height: 150))
+    }
+
+    @Test("handed to libvips: full decodes, no shrink, CMYK, an ICC profile, over the pixel limit")
+    func declines() throws {
+        let photo = try Self.jpeg(Self.smooth(width: 800, height: 600))
+        let full = try turbo.decode(photo, options: DecodeOptions())
+        #expect(full.pixelSize == PixelSize(width: 800, height: 600), "a full decode goes to the fallback")
+        #expect(try Self.decline(photo, DecodeOptions(thumbnailPixelSize: PixelSize(2000))) == .noShrink)
+        #expect(try turbo.decode(photo, options: DecodeOptions(thumbnailPixelSize: PixelSize(2000))).pixelSize == PixelSize(width: 800, height: 600))
+
+        // CMYK: four components; the vips path decodes it.
+        var rgb: UnsafeMutablePointer<VipsImage>?
+        let source = Self.smooth(width: 400, height: 300)
+        rgb = source.bytes.withUnsafeBytes { CVips_from_memory($0.baseAddress, $0.count, 400, 300, 3) }
+        let rgbImage = try #require(rgb)
+        defer { CVips_unref(rgbImage) }
+        var cmyk: UnsafeMutablePointer<VipsImage>?
+        #expect(CVips_naive_cmyk(rgbImage, &cmyk) == 0)
+        let cmykImage = try #require(cmyk)
+        defer { CVips_unref(cmykImage) }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        #expect(CVips_jpegsave(cmykImage, &buffer, &length, 90, 0, 1) == 0)
+        let cmykData = Data(bytes: try #require(buffer), count: length)
+        CVips_free(buffer)
+        let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))
+        #expect(try Self.decline(cmykData, box) == .colourSpace)
+        let viaFallback = try turbo.decode(cmykData, options: box)
+        let direct = try vips.decode(cmykData, options: box)
+        #expect(viaFallback.pixelSize == direct.pixelSize)
+        #expect(try Self.difference(viaFallback, direct).mean == 0, "the fallback's result is the vips path's")
+
+        // An ICC profile (APP2 ICC_PROFILE right after SOI): colour stays libvips' business.
+        let payload = Data("ICC_PROFILE\0".utf8) + Data([1, 1]) + Data(repeating: 0x42, count: 128)
+        let segment = Data([0xFF, 0xE2, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)]) + payload
+        let withProfile = photo.prefix(2) + segment + photo.dropFirst(2)
+        #expect(try Self.decline(Data(withProfile), box) == .colourProfile)
+        #expect(try turbo.decode(Data(withProfile), options: box).pixelSize == PixelSize(width: 100, height: 75))
+
+        // Over the pixel limit: the fallback's typed error, or its scaled-down decode.
+        let limited = DecodeOptions(thumbnailPixelSize: PixelSize(100), pixelLimit: 1000)
+        #expect(try Self.decline(photo, limited) == .overPixelLimit)
+        #expect(throws: WebImageError.self) { try turbo.decode(photo, options: limited) }
+        do {
+            _ = try turbo.decode(photo, options: limited)
+        } catch let error as WebImageError {
+            #expect(error.code == .pixelLimitExceeded)
+        }
+    }
+
+    @Test("bad input: truncated, corrupt entropy data, 12-bit, lossless, arithmetic, zero size, a huge header — typed errors, never a crash")
+    func badInput() throws {
+        let photo = try Self.jpeg(Self.smooth(width: 800, height: 600))
+        let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))
+
+        let half = photo.prefix(photo.count / 2)
+        do {
+            _ = try turbo.decode(Data(half), options: box)
+            Issue.record("decoded half a file")
+        } catch let error as WebImageError {
+            #expect(error.code == .decodeFailed && error.message.contains("truncated"), "\(error)")
+        }
+        var tolerant = box
+        tolerant.allowTruncated = true
+        #expect(try turbo.decode(Data(half), options: tolerant).pixelSize == PixelSize(width: 100, height: 75))
+
+        // Corrupt entropy-coded data: libjpeg warns and goes on, or fails; either way no crash.
+        var corrupt = photo
+        let start = corrupt.count * 6 / 10
+        for i in start..<(start + 64) { corrupt[i] ^= 0x5A }
+        do {
+            let image = try turbo.decode(corrupt, options: box)
+            #expect(image.pixelSize == PixelSize(width: 100, height: 75))
+        } catch is WebImageError {}
+
+        let sof = try #require(Self.frameHeader(photo))
+        func patched(_ edit: (inout Data) -> Void) -> Data {
+            var copy = photo
+            edit(&copy)
+            return copy
+        }
+        let variants: [(String, Data)] = [
+            ("12-bit", patched { $0[sof + 4] = 12 }),
+            ("lossless (SOF3)", patched { $0[sof + 1] = 0xC3 }),
+            ("arithmetic (SOF9) over Huffman data", patched { $0[sof + 1] = 0xC9 }),
+            ("zero width", patched { $0[sof + 7] = 0; $0[sof + 8] = 0 }),
+            ("zero height", patched { $0[sof + 5] = 0; $0[sof + 6] = 0 }),
+            ("65000x65000 header", patched { $0[sof + 5] = 0xFD; $0[sof + 6] = 0xE8; $0[sof + 7] = 0xFD; $0[sof + 8] = 0xE8 }),
+            ("only the markers", photo.prefix(sof + 20)),
+            ("SOI alone", Data([0xFF, 0xD8, 0xFF])),
+        ]
+        for (name, data) in variants {
+            do {
+                let image = try turbo.decode(data, options: box)
+                // Only the arithmetic variant may decode (libjpeg-turbo reads arithmetic coding; the data is garbage to it).
+                #expect(name.hasPrefix("arithmetic") && image.pixelSize == PixelSize(width: 100, height: 75), "\(name) decoded to \(image.pixelSize)")
+            } catch let error as WebImageError {
+                #expect([.decodeFailed, .pixelLimitExceeded, .unsupportedFormat].contains(error.code), "\(name): \(error)")
+                if name.hasPrefix("65000") { #expect(error.code == .pixelLimitExceeded, "\(name): \(error)") }
+            }
+        }
+    }
+}
