@@ -189,6 +189,65 @@ static int CJT_decode(CJT_context *context, int numerator, unsigned char **pixel
     return 0;
 }
 
+/// Copies a progressive Huffman JPEG into `out` (at least `length` bytes) without
+/// its AC scans: every segment but the scans is kept, and of the scans only those
+/// with Ss = 0 (DC first and DC refinement scans, wherever they sit). Entropy-coded
+/// bytes are skipped by looking for the next marker (0xFF not followed by 0x00 or
+/// a restart marker), never Huffman-decoded. At 1/8 scale libjpeg uses only the DC
+/// coefficients, so the decode of this stream matches the full one's luma, at a
+/// fraction of the work.
+/// Returns the new length, or 0 when the file is not a progressive Huffman JPEG or
+/// is unusual (no EOI, a DNL, a scan header that does not parse): the caller then
+/// decodes the original.
+static inline size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) {
+    if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return 0;
+    size_t i = 2, o = 0;
+    int progressive = 0, scans = 0;
+    out[o++] = 0xFF; out[o++] = 0xD8;
+    while (i + 1 < length) {
+        if (in[i] != 0xFF) return 0;
+        while (i + 1 < length && in[i + 1] == 0xFF) i++;  // fill bytes
+        if (i + 1 >= length) return 0;
+        unsigned char marker = in[i + 1];
+        if (marker == 0xD9) {  // EOI
+            if (!progressive || scans == 0) return 0;
+            out[o++] = 0xFF; out[o++] = 0xD9;
+            return o;
+        }
+        if (marker == 0x00 || (marker >= 0xD0 && marker <= 0xD8) || marker == 0x01) return 0;
+        if (i + 4 > length) return 0;
+        size_t segment = (size_t) in[i + 2] << 8 | in[i + 3];
+        if (segment < 2 || i + 2 + segment > length) return 0;
+        if (marker == 0xC2) progressive = 1;
+        else if ((marker >= 0xC0 && marker <= 0xCF) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) return 0;  // not progressive Huffman
+        if (marker == 0xDC) return 0;  // DNL
+        if (marker != 0xDA) {
+            memcpy(out + o, in + i, 2 + segment);
+            o += 2 + segment;
+            i += 2 + segment;
+            continue;
+        }
+        // SOS: Ns, Ns x (id, tables), Ss, Se, Ah/Al.
+        if (!progressive || segment < 6) return 0;
+        unsigned int components = in[i + 4];
+        if (components < 1 || components > 4 || segment != 6 + 2 * components) return 0;
+        unsigned int ss = in[i + 5 + 2 * components];
+        size_t data = i + 2 + segment, end = data;
+        while (end + 1 < length) {
+            if (in[end] == 0xFF && in[end + 1] != 0x00 && !(in[end + 1] >= 0xD0 && in[end + 1] <= 0xD7)) break;
+            end++;
+        }
+        if (end + 1 >= length) return 0;  // no marker after the scan: truncated
+        if (ss == 0) {
+            memcpy(out + o, in + i, end - i);
+            o += end - i;
+            scans++;
+        }
+        i = end;
+    }
+    return 0;
+}
+
 static const char *CJT_message(CJT_context *context) { return context->error.message; }
 static void CJT_free(void *pointer) { free(pointer); }
 

@@ -125,10 +125,27 @@ package struct TurboJPEGDecode {
 
         var pixels: UnsafeMutablePointer<UInt8>?
         var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
-        guard CJT_decode(context, numerator, &pixels, &w, &h, &bands, &truncated) == 0, let pixels else {
-            let reason = String(cString: CJT_message(context))
-            throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
+        // At 1/8 a progressive file needs only its DC scans: decode a copy without
+        // the AC scans (most of its bytes and of the Huffman work). Anything unusual
+        // about the copy falls back to the whole file.
+        if numerator == 1, header.progressive != 0, header.arithmetic == 0, let dc = Self.dcOnlyStream(bytes) {
+            pixels = dc.withUnsafeBufferPointer { stream -> UnsafeMutablePointer<UInt8>? in
+                var scratch = CJT_header()
+                var ignored = [CChar](repeating: 0, count: 512)
+                guard let dcContext = CJT_open(stream.baseAddress, stream.count, 1, &scratch, &ignored, ignored.count) else { return nil }
+                defer { CJT_close(dcContext) }
+                var out: UnsafeMutablePointer<UInt8>?
+                guard CJT_decode(dcContext, 1, &out, &w, &h, &bands, &truncated) == 0 else { return nil }
+                return out
+            }
         }
+        if pixels == nil {
+            guard CJT_decode(context, numerator, &pixels, &w, &h, &bands, &truncated) == 0, pixels != nil else {
+                let reason = String(cString: CJT_message(context))
+                throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
+            }
+        }
+        guard let pixels else { throw WebImageError(.decodeFailed, "libjpeg-turbo returned no pixels") }
         defer { CJT_free(pixels) }
         let image = try VipsImageCoder.thumbnail(
             fromPixels: UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands)),
@@ -138,6 +155,19 @@ package struct TurboJPEGDecode {
             format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator))
         )
         return .success(image)
+    }
+}
+
+extension TurboJPEGDecode {
+    /// The file without its AC scans (see `CJT_dc_only`), or nil when it is not a
+    /// progressive Huffman JPEG or its structure is unusual.
+    package static func dcOnlyStream(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count >= 4 else { return nil }
+        var out = [UInt8](repeating: 0, count: bytes.count)
+        let length = out.withUnsafeMutableBufferPointer { CJT_dc_only(base, bytes.count, $0.baseAddress!) }
+        guard length > 0 else { return nil }
+        out.removeSubrange(length...)
+        return out
     }
 }
 

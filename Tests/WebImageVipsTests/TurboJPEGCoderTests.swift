@@ -114,6 +114,30 @@ struct TurboJPEGCoderTests {
         #expect(corner[0] > 200 && corner[1] < 60 && corner[2] < 60, "stored top-left is \(corner)")
     }
 
+    @Test("progressive at 1/8: the AC scans are dropped before decoding, and the result matches the full file's")
+    func dcOnly() throws {
+        let progressive = try Self.jpeg(Self.smooth(width: 2400, height: 1600), progressive: true)
+        let baseline = try Self.jpeg(Self.smooth(width: 2400, height: 1600))
+        let stream = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) })
+        #expect(stream.count < progressive.count / 2, "\(stream.count) of \(progressive.count) bytes kept")
+        #expect(baseline.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) } == nil, "a baseline file has no AC scans to drop")
+        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { TurboJPEGDecode.dcOnlyStream(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil,
+                "a truncated file is decoded whole, so that truncation is reported")
+
+        let options = DecodeOptions(thumbnailPixelSize: PixelSize(256))
+        let fromFile = try turbo.decode(progressive, options: options)
+        let fromStream = try turbo.decode(Data(stream), options: options)
+        #expect(try Self.difference(fromFile, fromStream).mean == 0, "the coder decoded the DC scans alone")
+        let full = try vips.decode(progressive, options: options)
+        let (mean, largest) = try Self.difference(fromFile, full)
+        #expect(mean < 1.5 && largest < 48, "against libvips' full decode: mean \(mean), largest \(largest)")
+
+        // A box that needs more than 1/8 decodes every scan.
+        let larger = try turbo.decode(progressive, options: DecodeOptions(thumbnailPixelSize: PixelSize(800)))
+        let largerFromStream = try turbo.decode(Data(stream), options: DecodeOptions(thumbnailPixelSize: PixelSize(800)))
+        #expect(try Self.difference(larger, largerFromStream).mean > 0.5, "at 3/8 the AC coefficients matter and are used")
+    }
+
     @Test("a grey JPEG stays one band")
     func grey() throws {
         let data = try Self.jpeg(Self.smooth(width: 800, height: 600, channels: 1))
