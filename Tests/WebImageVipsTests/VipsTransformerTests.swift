@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
@@ -180,6 +181,28 @@ struct SharedCorpusTests {
             let small = try Fixtures.pixels(try load("exif/Landscape_\(index).jpg", DecodeOptions(thumbnailPixelSize: PixelSize(180))))
             let difference = zip(small.bytes, reference.bytes).reduce(0.0) { $0 + abs(Double($1.0) - Double($1.1)) } / Double(reference.bytes.count)
             #expect(difference < 12, "Landscape_\(index) differs from Landscape_1 by \(difference) per byte")
+        }
+    }
+
+    @Test("TurboJPEGCoder on the corpus JPEGs: the vips path's size and orientation, pixels within a small tolerance")
+    func turboJPEG() throws {
+        let turbo = TurboJPEGCoder()
+        let names = (0...8).map { "exif/Landscape_\($0).jpg" } + ["sdwebimage/TestImageLarge.jpg", "sdwebimage/MonochromeTestImage.jpg", "sdwebimage/TestImage.jpg"]
+        for name in names {
+            let data = try Data(contentsOf: SharedCorpus.directory!.appendingPathComponent(name))
+            for options in [DecodeOptions(thumbnailPixelSize: PixelSize(180)), DecodeOptions(thumbnailPixelSize: PixelSize(width: 40, height: 90), preserveAspectRatio: false)] {
+                let ours = try turbo.decode(data, options: options)
+                let theirs = try coder.decode(data, options: options)
+                #expect(ours.pixelSize == theirs.pixelSize && ours.storedOrientation == theirs.storedOrientation, "\(name)")
+                let a = try Fixtures.pixels(ours), b = try Fixtures.pixels(theirs)
+                guard a.bytes.count == b.bytes.count else { Issue.record("\(name): \(a.size)x\(a.channels) against \(b.size)x\(b.channels)"); continue }
+                let mean = zip(a.bytes, b.bytes).reduce(0.0) { $0 + abs(Double($1.0) - Double($1.1)) } / Double(a.bytes.count)
+                let bias = zip(a.bytes, b.bytes).reduce(0.0) { $0 + Double($1.0) - Double($1.1) } / Double(a.bytes.count)
+                // TestImageLarge is progressive: ours decodes its DC scans alone, which
+                // differs from a full 1/8 decode at edges (3.1 on average here) but not in tone.
+                #expect(mean < (name.contains("Large") ? 4 : 2.5), "\(name) \(ours.pixelSize): mean difference \(mean) from the vips path")
+                #expect(abs(bias) < 1, "\(name) \(ours.pixelSize): a tone shift of \(bias) against the vips path")
+            }
         }
     }
 
