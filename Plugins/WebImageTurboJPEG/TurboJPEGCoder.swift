@@ -11,27 +11,27 @@ public import WebImageVips
 /// configuration.coders.registerTurboJPEG()  // asked first, for JPEGs
 /// ```
 ///
-/// A thumbnail decode (``DecodeOptions/thumbnailPixelSize`` set) of a JPEG reads
+/// A thumbnail decode (`DecodeOptions/thumbnailPixelSize` set) of a JPEG reads
 /// the header with libjpeg, picks the smallest DCT-domain scale (1/8, 2/8 … 8/8)
 /// that keeps the image at least as large as the result, decodes at that scale
 /// (block smoothing off), then applies the EXIF orientation, one Lanczos resize to
 /// the exact size and a fill's centre crop through libvips, so the result is the
-/// ``VipsStorage`` image ``VipsImageCoder`` would have made. libvips' own JPEG
+/// `VipsStorage` image `VipsImageCoder` would have made. libvips' own JPEG
 /// loader does the same shrink-on-load through its pipeline, which costs about a
 /// quarter more (docs/performance.md); libvips also stops at 1/2, 1/4, 1/8 where
 /// this coder can use 3/8 or 5/8 and leave less to the resize.
 ///
-/// Handed to the fallback (``VipsImageCoder``), whose result is then exactly
+/// Handed to the fallback (`VipsImageCoder`), whose result is then exactly
 /// the vips path's:
 /// - full decodes (no thumbnail size) and thumbnails no smaller than the image;
 /// - CMYK and YCCK files, 12-bit files and anything libjpeg cannot open;
 /// - files with an embedded ICC profile, so that colour is handled the one way
 ///   libvips handles it;
-/// - images over ``DecodeOptions/pixelLimit`` (the fallback refuses them or, with
-///   ``DecodeOptions/scaleDownLargeImages``, decodes them smaller).
+/// - images over `DecodeOptions/pixelLimit` (the fallback refuses them or, with
+///   `DecodeOptions/scaleDownLargeImages`, decodes them smaller).
 ///
-/// A truncated file is a ``WebImageError/Code/decodeFailed`` error unless
-/// ``DecodeOptions/allowTruncated``; corrupt data is an error with libjpeg's message.
+/// A truncated file is a `WebImageError/Code/decodeFailed` error unless
+/// `DecodeOptions/allowTruncated`; corrupt data is an error with libjpeg's message.
 /// The coder does not encode: the next coder in the registry (vips) writes JPEG.
 /// ``info(_:)`` is the fallback's.
 public struct TurboJPEGCoder: ImageCoder {
@@ -173,7 +173,7 @@ extension TurboJPEGDecode {
 
 extension CoderRegistry {
     /// Registers ``TurboJPEGCoder`` under `turbojpeg`. Register it after
-    /// ``VipsImageCoder`` so that it is asked first for JPEGs.
+    /// `VipsImageCoder` so that it is asked first for JPEGs.
     @discardableResult
     public func registerTurboJPEG(fallback: VipsImageCoder = VipsImageCoder(), name: String = "turbojpeg") -> RegistrationToken {
         register(TurboJPEGCoder(fallback: fallback), name: name)
