@@ -248,6 +248,88 @@ static inline size_t CJT_dc_only(const unsigned char *in, size_t length, unsigne
     return 0;
 }
 
+/// How `CJT_encode` writes.
+typedef struct {
+    int quality;
+    int progressive;
+    /// Chroma subsampling of colour images: 0 none (4:4:4), 1 4:2:2, 2 4:2:0.
+    int subsampling;
+    /// MCUs between restart markers; 0 for none.
+    int restartInterval;
+    /// With `progressive`: one DC scan per component (and DC refinement scans
+    /// after the AC scans) instead of libjpeg's interleaved script, a layout
+    /// some encoders write. Used to make test files.
+    int separateDCScans;
+    /// Optimal Huffman tables (a second pass; smaller files).
+    int optimize;
+} CJT_encode_options;
+
+/// Encodes 8-bit grey (1 band) or RGB (3 bands) pixels as a JFIF JPEG into a
+/// buffer it mallocs (free with CJT_free). Returns 0, or -1 with the reason in
+/// `message`.
+static int CJT_encode(const unsigned char *pixels, int width, int height, int bands, const CJT_encode_options *options,
+                      unsigned char **out, unsigned long *outLength, char *message, size_t messageSize) {
+    struct jpeg_compress_struct info;
+    CJT_error error;
+    unsigned char *volatile buffer = NULL;
+    unsigned long length = 0;
+    jpeg_scan_info scans[12];
+    memset(&error, 0, sizeof error);
+    *out = NULL;
+    *outLength = 0;
+    if (width < 1 || height < 1 || width > JPEG_MAX_DIMENSION || height > JPEG_MAX_DIMENSION || (bands != 1 && bands != 3)) {
+        snprintf(message, messageSize, "cannot write %dx%d pixels with %d bands as JPEG", width, height, bands);
+        return -1;
+    }
+    info.err = jpeg_std_error(&error.pub);
+    error.pub.error_exit = CJT_error_exit;
+    error.pub.output_message = CJT_output_message;
+    if (setjmp(error.jump)) {
+        snprintf(message, messageSize, "%s", error.message);
+        jpeg_destroy_compress(&info);
+        free(buffer);
+        return -1;
+    }
+    jpeg_create_compress(&info);
+    jpeg_mem_dest(&info, (unsigned char **) &buffer, &length);
+    info.image_width = (JDIMENSION) width;
+    info.image_height = (JDIMENSION) height;
+    info.input_components = bands;
+    info.in_color_space = bands == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_set_defaults(&info);
+    jpeg_set_quality(&info, options->quality < 1 ? 1 : options->quality > 100 ? 100 : options->quality, TRUE);
+    info.optimize_coding = options->optimize ? TRUE : FALSE;
+    info.restart_interval = (unsigned int) (options->restartInterval < 0 ? 0 : options->restartInterval);
+    if (bands == 3) {
+        int h = options->subsampling >= 1 ? 2 : 1, v = options->subsampling >= 2 ? 2 : 1;
+        info.comp_info[0].h_samp_factor = h;
+        info.comp_info[0].v_samp_factor = v;
+        info.comp_info[1].h_samp_factor = info.comp_info[1].v_samp_factor = 1;
+        info.comp_info[2].h_samp_factor = info.comp_info[2].v_samp_factor = 1;
+    }
+    if (options->progressive && options->separateDCScans) {
+        int n = 0;
+        for (int c = 0; c < bands; c++) scans[n++] = (jpeg_scan_info) { 1, { c }, 0, 0, 0, 1 };
+        for (int c = 0; c < bands; c++) scans[n++] = (jpeg_scan_info) { 1, { c }, 1, 63, 0, 0 };
+        for (int c = 0; c < bands; c++) scans[n++] = (jpeg_scan_info) { 1, { c }, 0, 0, 1, 0 };
+        info.scan_info = scans;
+        info.num_scans = n;
+    } else if (options->progressive) {
+        jpeg_simple_progression(&info);
+    }
+    jpeg_start_compress(&info, TRUE);
+    size_t stride = (size_t) width * (size_t) bands;
+    while (info.next_scanline < info.image_height) {
+        JSAMPROW row = (JSAMPROW) (pixels + stride * info.next_scanline);
+        jpeg_write_scanlines(&info, &row, 1);
+    }
+    jpeg_finish_compress(&info);
+    jpeg_destroy_compress(&info);
+    *out = buffer;
+    *outLength = length;
+    return 0;
+}
+
 static const char *CJT_message(CJT_context *context) { return context->error.message; }
 static void CJT_free(void *pointer) { free(pointer); }
 

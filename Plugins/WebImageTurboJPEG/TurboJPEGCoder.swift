@@ -79,16 +79,40 @@ package struct TurboJPEGDecode {
 
     package struct Declined: Error { package let reason: Decline }
 
+    /// How the scaled pixels were decoded.
+    package enum Path: Equatable, Sendable {
+        /// `CJT_dc_decode`: the DC coefficients of a progressive file, read
+        /// without libjpeg (1/8 scale only).
+        case dcCoefficients
+        /// libjpeg on a copy of a progressive file without its AC scans (1/8
+        /// scale, a layout `CJT_dc_decode` does not take, such as 4:2:2).
+        case dcScans
+        /// libjpeg on the whole file.
+        case whole
+    }
+
+    package struct Decoded {
+        package let image: Image
+        package let path: Path
+    }
+
+    /// Scaled pixels from libjpeg-turbo or the DC decoder, malloc'd (free with `CJT_free`).
+    struct Pixels {
+        let pixels: UnsafeMutablePointer<UInt8>
+        let width: Int32, height: Int32, bands: Int32
+        let path: Path
+    }
+
     func thumbnail() throws -> Image? {
         switch try attempt() {
-        case .success(let image): image
+        case .success(let decoded): decoded.image
         case .failure: nil
         }
     }
 
     /// The decoded thumbnail, or why it was declined; throws for data libjpeg
     /// opened but could not decode.
-    package func attempt() throws -> Result<Image, Declined> {
+    package func attempt() throws -> Result<Decoded, Declined> {
         var header = CJT_header()
         var message = [CChar](repeating: 0, count: 512)
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -123,30 +147,10 @@ package struct TurboJPEGDecode {
             if Int(w) >= needed.width && Int(h) >= needed.height { numerator = candidate; break }
         }
 
-        var pixels: UnsafeMutablePointer<UInt8>?
-        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
-        // At 1/8 a progressive file needs only its DC scans: decode a copy without
-        // the AC scans (most of its bytes and of the Huffman work). Anything unusual
-        // about the copy falls back to the whole file.
-        if numerator == 1, header.progressive != 0, header.arithmetic == 0, let dc = Self.dcOnlyStream(bytes) {
-            pixels = dc.withUnsafeBufferPointer { stream -> UnsafeMutablePointer<UInt8>? in
-                var scratch = CJT_header()
-                var ignored = [CChar](repeating: 0, count: 512)
-                guard let dcContext = CJT_open(stream.baseAddress, stream.count, 1, &scratch, &ignored, ignored.count) else { return nil }
-                defer { CJT_close(dcContext) }
-                var out: UnsafeMutablePointer<UInt8>?
-                guard CJT_decode(dcContext, 1, &out, &w, &h, &bands, &truncated) == 0 else { return nil }
-                return out
-            }
-        }
-        if pixels == nil {
-            guard CJT_decode(context, numerator, &pixels, &w, &h, &bands, &truncated) == 0, pixels != nil else {
-                let reason = String(cString: CJT_message(context))
-                throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
-            }
-        }
-        guard let pixels else { throw WebImageError(.decodeFailed, "libjpeg-turbo returned no pixels") }
+        let decoded = try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator)
+        let pixels = decoded.pixels
         defer { CJT_free(pixels) }
+        let (w, h, bands) = (decoded.width, decoded.height, decoded.bands)
         let image = try VipsImageCoder.thumbnail(
             fromPixels: UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands)),
             size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
@@ -154,11 +158,69 @@ package struct TurboJPEGDecode {
             orientation: options.keepOrientation ? .up : storedOrientation, storedOrientation: storedOrientation,
             format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator))
         )
-        return .success(image)
+        return .success(Decoded(image: image, path: decoded.path))
     }
 }
 
 extension TurboJPEGDecode {
+    /// Decodes at `numerator`/8. At 1/8 a progressive file needs only its DC
+    /// coefficients: `CJT_dc_decode` reads them without libjpeg (and without its
+    /// whole-image coefficient buffer); for a layout it does not take, libjpeg
+    /// decodes a copy without the AC scans. Anything unusual about either falls
+    /// back to libjpeg on the whole file, which reports real errors.
+    static func pixels(context: UnsafeMutablePointer<CJT_context>, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32) throws -> Pixels {
+        var out: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
+        if numerator == 1, header.progressive != 0, header.arithmetic == 0, let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) {
+            let ycc: Int32 = header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0
+            if CJT_dc_decode(base, bytes.count, ycc, &out, &w, &h, &bands) == 0, let out {
+                return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcCoefficients)
+            }
+            if let dc = dcOnlyStream(bytes) {
+                let decoded = dc.withUnsafeBufferPointer { stream -> Bool in
+                    var scratch = CJT_header()
+                    var ignored = [CChar](repeating: 0, count: 512)
+                    guard let dcContext = CJT_open(stream.baseAddress, stream.count, 1, &scratch, &ignored, ignored.count) else { return false }
+                    defer { CJT_close(dcContext) }
+                    return CJT_decode(dcContext, 1, &out, &w, &h, &bands, &truncated) == 0
+                }
+                if decoded, let out { return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcScans) }
+            }
+        }
+        guard CJT_decode(context, numerator, &out, &w, &h, &bands, &truncated) == 0, let out else {
+            let reason = String(cString: CJT_message(context))
+            throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
+        }
+        return Pixels(pixels: out, width: w, height: h, bands: bands, path: .whole)
+    }
+
+    /// The 1/8-scale pixels of a file by one path, for tests that compare the
+    /// paths byte for byte: nil when that path does not take the file.
+    package static func eighthScale(_ bytes: UnsafeRawBufferPointer, path: Path) -> (size: PixelSize, bands: Int, bytes: [UInt8])? {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+        var header = CJT_header()
+        var message = [CChar](repeating: 0, count: 512)
+        var out: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
+        switch path {
+        case .dcCoefficients:
+            guard let context = CJT_open(base, bytes.count, 1, &header, &message, message.count) else { return nil }
+            CJT_close(context)
+            guard CJT_dc_decode(base, bytes.count, header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0, &out, &w, &h, &bands) == 0 else { return nil }
+        case .dcScans:
+            guard let stream = dcOnlyStream(bytes) else { return nil }
+            return stream.withUnsafeBytes { eighthScale($0, path: .whole) }
+        case .whole:
+            guard let context = CJT_open(base, bytes.count, 1, &header, &message, message.count) else { return nil }
+            defer { CJT_close(context) }
+            guard CJT_decode(context, 1, &out, &w, &h, &bands, &truncated) == 0 else { return nil }
+        }
+        guard let out else { return nil }
+        defer { CJT_free(out) }
+        let count = Int(w) * Int(h) * Int(bands)
+        return (PixelSize(width: Int(w), height: Int(h)), Int(bands), Array(UnsafeBufferPointer(start: out, count: count)))
+    }
+
     /// The file without its AC scans (see `CJT_dc_only`), or nil when it is not a
     /// progressive Huffman JPEG or its structure is unusual.
     package static func dcOnlyStream(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? {

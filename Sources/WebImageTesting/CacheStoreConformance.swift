@@ -185,10 +185,10 @@ final class ManualClock: Sendable {
 }
 
 /// A small deterministic generator, so failures reproduce.
-struct SplitMix: RandomNumberGenerator {
+package struct SplitMix: RandomNumberGenerator {
     var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
+    package init(seed: UInt64) { state = seed }
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

@@ -138,6 +138,77 @@ struct TurboJPEGCoderTests {
         #expect(try Self.difference(larger, largerFromStream).mean > 0.5, "at 3/8 the AC coefficients matter and are used")
     }
 
+    /// The layouts the DC decoder takes, and two it hands on: each with an odd
+    /// size so that partial MCUs and blocks are on the edges.
+    static let dcLayouts: [(name: String, channels: Int, encode: TurboJPEGEncode)] = [
+        ("4:2:0", 3, TurboJPEGEncode(progressive: true, subsampling: .both)),
+        ("4:4:4", 3, TurboJPEGEncode(progressive: true, subsampling: .none)),
+        ("grey", 1, TurboJPEGEncode(progressive: true)),
+        ("4:2:0, restart every 3 MCUs", 3, TurboJPEGEncode(progressive: true, subsampling: .both, restartInterval: 3)),
+        ("4:2:0, one DC scan per component, refinements after the AC scans", 3, TurboJPEGEncode(progressive: true, subsampling: .both, separateDCScans: true)),
+        ("grey, restart every MCU, separate DC scans", 1, TurboJPEGEncode(progressive: true, restartInterval: 1, separateDCScans: true)),
+        ("4:4:4, one DC scan per component, restart every 7", 3, TurboJPEGEncode(progressive: true, subsampling: .none, restartInterval: 7, separateDCScans: true)),
+        ("4:2:2 (libjpeg's fancy upsampling: handed on)", 3, TurboJPEGEncode(progressive: true, subsampling: .horizontal)),
+    ]
+
+    @Test("the DC decoder gives libjpeg-turbo's own 1/8 decode byte for byte, without libjpeg's whole-image buffer", arguments: dcLayouts.indices)
+    func dcDecoder(_ index: Int) throws {
+        let layout = Self.dcLayouts[index]
+        let data = try layout.encode.encode(Self.smooth(width: 1001, height: 667, channels: layout.channels))
+        let ours = data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) }
+        let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
+        let libjpegWhole = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .whole) })
+        #expect(libjpegDC.size == PixelSize(width: 126, height: 84) && libjpegDC.bands == layout.channels)
+        let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))
+        let path = try data.withUnsafeBytes { raw -> TurboJPEGDecode.Path? in
+            guard case .success(let decoded) = try TurboJPEGDecode(bytes: raw, options: box, box: PixelSize(100)).attempt() else { return nil }
+            return decoded.path
+        }
+        if layout.encode.subsampling == .horizontal && layout.channels == 3 {
+            #expect(ours == nil, "4:2:2 needs libjpeg's fancy upsampling, which the DC decoder does not copy")
+            #expect(path == .dcScans)
+            return
+        }
+        let decoded = try #require(ours, "\(layout.name): the DC decoder declined")
+        #expect(path == .dcCoefficients)
+        #expect(decoded.size == libjpegDC.size && decoded.bands == libjpegDC.bands)
+        func differing(_ a: [UInt8], _ b: [UInt8]) -> Int { a.count == b.count ? zip(a, b).count { $0 != $1 } : max(a.count, b.count) }
+        #expect(differing(decoded.bytes, libjpegDC.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's on the DC scans")
+        if layout.encode.subsampling == .none || layout.channels == 1 {
+            // Without subsampling every component uses the 1x1 IDCT, which reads only the DC.
+            #expect(differing(decoded.bytes, libjpegWhole.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's decode of the whole file")
+        }
+    }
+
+    @Test("the DC decoder hands unusual and broken progressive files back to libjpeg, which reports them")
+    func dcDecoderDeclines() throws {
+        let data = try TurboJPEGEncode(progressive: true).encode(Self.smooth(width: 640, height: 480))
+        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients)?.bytes } }
+        #expect(ours(data) != nil)
+        let baseline = try TurboJPEGEncode().encode(Self.smooth(width: 640, height: 480))
+        #expect(ours(baseline) == nil, "a baseline file interleaves AC data with the DC")
+        #expect(ours(data.prefix(data.count - 2)) == nil, "no EOI: truncated")
+        // Cut inside the first (DC) scan, and right after it.
+        let sos = try #require(data.firstRange(of: Data([0xFF, 0xDA]))).lowerBound
+        for cut in [sos + 20, sos + 400] { #expect(ours(data.prefix(cut) + Data([0xFF, 0xD9])) == nil, "cut at \(cut)") }
+        // A DC scan that references a Huffman table nobody defined.
+        var table = data
+        table[sos + 6] = 0x30
+        #expect(ours(table) == nil)
+        // Through the coder each is an error or a picture, never a crash.
+        let box = DecodeOptions(thumbnailPixelSize: PixelSize(64))
+        for broken in [data.prefix(sos + 400) + Data([0xFF, 0xD9]), table, data.prefix(data.count / 3)] {
+            do { _ = try turbo.decode(Data(broken), options: box) } catch let error as WebImageError { #expect(error.code == .decodeFailed, "\(error)") }
+        }
+        // Random bytes in the entropy data of every scan, for any crash the fuzzer has not met.
+        var generator = SplitMix(seed: 7)
+        for _ in 0..<200 {
+            var copy = data
+            for _ in 0..<8 { copy[sos + 12 + Int(generator.next() % UInt64(data.count - sos - 14))] = UInt8(truncatingIfNeeded: generator.next()) }
+            _ = ours(copy)
+        }
+    }
+
     @Test("a grey JPEG stays one band")
     func grey() throws {
         let data = try Self.jpeg(Self.smooth(width: 800, height: 600, channels: 1))
@@ -249,3 +320,4 @@ struct TurboJPEGCoderTests {
         }
     }
 }
+

@@ -1,0 +1,360 @@
+#ifndef CJPEGTURBO_DC_DECODE_H
+#define CJPEGTURBO_DC_DECODE_H
+// A decoder for the 1/8-scale image of a progressive Huffman JPEG from its DC
+// coefficients alone. At 1/8 every 8x8 block becomes one pixel, and that pixel
+// is the block's DC coefficient times its quantiser, divided by 8, plus 128:
+// libjpeg's 1x1 IDCT. A progressive file's DC coefficients sit in its first
+// scans (and its DC refinement scans), so this reads the headers and those scans,
+// skips the AC scans without decoding them, and keeps one 16-bit value per block
+// (0.4 % of the pixel count, in bytes) where libjpeg keeps all 64 coefficients of
+// every block of the whole image (a 12 MP photo: 1 MB against 36 MB).
+//
+// The output is libjpeg-turbo's own 1/8 decode of the same data with block
+// smoothing off, byte for byte: the same IDCT rounding, chroma that libjpeg
+// scales up by IDCT (a 2x2 block from a DC-only 2x2 IDCT is four copies of one
+// value, which is what is written here), and the same fixed-point YCbCr to RGB
+// conversion. The tests check that equality.
+//
+// Only what that equality holds for is decoded: 8-bit Huffman progressive files
+// (SOF2) with 1 or 3 components, each component subsampled by the same power of
+// two across and down (4:4:4, 4:2:0, grey). Anything else, and anything unusual
+// (a missing table, a restart marker out of place, a scan that runs out of data,
+// no EOI, a DNL), returns -1 and the caller decodes the file with libjpeg, which
+// then reports real errors in its words. Every read is bounds-checked.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int defined;
+    unsigned char values[256];
+    int32_t maxcode[18];
+    int32_t offset[18];
+} CJT_dc_huffman;
+
+typedef struct {
+    int id, h, v, quantTable;
+    /// The quantiser of the DC coefficient, latched at the component's first scan
+    /// (libjpeg does the same), or -1.
+    int32_t q0;
+    /// Blocks across and down in the array (whole MCUs), and those a scan of this
+    /// component alone covers.
+    size_t paddedWidth, paddedHeight, width, height;
+    int16_t *coefficients;
+    uint32_t predictor;
+    /// The successive-approximation bit the DC is known down to; -1 before the first scan.
+    int al;
+} CJT_dc_component;
+
+typedef struct {
+    const unsigned char *p, *end;
+    uint32_t buffer;
+    int count;
+    /// Zero bits made up after a marker ended the data; consuming them is an error.
+    int fake;
+    int failed;
+} CJT_dc_bits;
+
+static inline void CJT_dc_fill(CJT_dc_bits *bits) {
+    while (bits->count <= 24) {
+        unsigned int byte = 0;
+        if (bits->fake == 0 && bits->p < bits->end) {
+            byte = *bits->p;
+            if (byte == 0xFF) {
+                if (bits->p + 1 < bits->end && bits->p[1] == 0x00) {
+                    bits->p += 2;
+                } else {
+                    byte = 0;  // a marker: the scan's data ends here
+                    bits->fake += 8;
+                }
+            } else {
+                bits->p++;
+            }
+        } else {
+            bits->fake += 8;
+        }
+        bits->buffer = bits->buffer << 8 | byte;
+        bits->count += 8;
+    }
+}
+
+static inline uint32_t CJT_dc_get(CJT_dc_bits *bits, int n) {
+    if (n == 0) return 0;
+    if (bits->count < n) CJT_dc_fill(bits);
+    if (bits->count - bits->fake < n) { bits->failed = 1; return 0; }
+    uint32_t value = (bits->buffer >> (bits->count - n)) & ((1u << n) - 1);
+    bits->count -= n;
+    return value;
+}
+
+static inline int CJT_dc_symbol(CJT_dc_bits *bits, const CJT_dc_huffman *table) {
+    int32_t code = (int32_t) CJT_dc_get(bits, 1);
+    int length = 1;
+    while (code > table->maxcode[length]) {
+        if (++length > 16 || bits->failed) { bits->failed = 1; return 0; }
+        code = code << 1 | (int32_t) CJT_dc_get(bits, 1);
+    }
+    int index = table->offset[length] + code;
+    if (index < 0 || index > 255) { bits->failed = 1; return 0; }
+    return table->values[index];
+}
+
+/// Builds the canonical code from a DHT's 16 counts and its symbols (JPEG F.2.2.3).
+static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *counts, const unsigned char *symbols, int total) {
+    memset(table, 0, sizeof *table);
+    memcpy(table->values, symbols, (size_t) total);
+    int32_t code = 0, k = 0;
+    for (int length = 1; length <= 16; length++) {
+        int n = counts[length - 1];
+        if (n) {
+            table->offset[length] = k - code;
+            code += n;
+            k += n;
+            table->maxcode[length] = code - 1;
+            if (code > (1 << length)) return -1;  // more codes than lengths allow
+        } else {
+            table->maxcode[length] = -1;
+        }
+        code <<= 1;
+    }
+    table->maxcode[17] = INT32_MAX;
+    table->defined = 1;
+    return 0;
+}
+
+/// The next marker's offset at or after `i` that is not a stuffed 0xFF00 or a
+/// restart marker, or `length` if there is none.
+static inline size_t CJT_dc_next_marker(const unsigned char *in, size_t i, size_t length) {
+    while (i + 1 < length) {
+        if (in[i] == 0xFF && in[i + 1] != 0x00 && !(in[i + 1] >= 0xD0 && in[i + 1] <= 0xD7)) return i;
+        i++;
+    }
+    return length;
+}
+
+static inline unsigned char CJT_dc_clamp(int32_t value) {
+    return (unsigned char) (value < 0 ? 0 : value > 255 ? 255 : value);
+}
+
+/// Decodes the DC scans of a progressive JPEG into 1/8-scale pixels, malloc'd
+/// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
+/// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
+/// Returns 0, or -1 when the file is not one this decoder handles exactly.
+static inline int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands) {
+    *pixels = NULL;
+    if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
+    CJT_dc_component components[3];
+    memset(components, 0, sizeof components);
+    CJT_dc_huffman tables[4];
+    memset(tables, 0, sizeof tables);
+    int32_t quant[4] = {-1, -1, -1, -1};
+    int componentCount = 0, width = 0, height = 0, maxH = 1, maxV = 1, frame = 0, result = -1;
+    size_t mcusAcross = 0, mcusDown = 0;
+    unsigned int restartInterval = 0;
+    size_t i = 2;
+
+    while (i + 1 < length) {
+        if (in[i] != 0xFF) goto done;
+        while (i + 1 < length && in[i + 1] == 0xFF) i++;  // fill bytes
+        if (i + 1 >= length) goto done;
+        unsigned char marker = in[i + 1];
+        if (marker == 0xD9) break;  // EOI
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) goto done;
+        if (i + 4 > length) goto done;
+        size_t segment = (size_t) in[i + 2] << 8 | in[i + 3];
+        if (segment < 2 || i + 2 + segment > length) goto done;
+        const unsigned char *s = in + i + 4;
+        size_t n = segment - 2;
+
+        if (marker == 0xC2) {  // SOF2: progressive Huffman
+            if (frame || n < 6) goto done;
+            frame = 1;
+            if (s[0] != 8) goto done;
+            height = s[1] << 8 | s[2];
+            width = s[3] << 8 | s[4];
+            componentCount = s[5];
+            if (width == 0 || height == 0 || (componentCount != 1 && componentCount != 3) || n != 6 + 3 * (size_t) componentCount) goto done;
+            for (int c = 0; c < componentCount; c++) {
+                CJT_dc_component *component = &components[c];
+                component->id = s[6 + 3 * c];
+                component->h = s[7 + 3 * c] >> 4;
+                component->v = s[7 + 3 * c] & 15;
+                component->quantTable = s[8 + 3 * c];
+                component->q0 = -1;
+                component->al = -1;
+                if (component->h < 1 || component->h > 4 || component->v < 1 || component->v > 4 || component->quantTable > 3) goto done;
+                for (int d = 0; d < c; d++) if (components[d].id == component->id) goto done;
+                if (component->h > maxH) maxH = component->h;
+                if (component->v > maxV) maxV = component->v;
+            }
+            mcusAcross = ((size_t) width + 8 * (size_t) maxH - 1) / (8 * (size_t) maxH);
+            mcusDown = ((size_t) height + 8 * (size_t) maxV - 1) / (8 * (size_t) maxV);
+            for (int c = 0; c < componentCount; c++) {
+                CJT_dc_component *component = &components[c];
+                // Only equal power-of-two factors across and down: libjpeg then
+                // scales the component up by IDCT, which is a copy for DC-only blocks.
+                int rh = maxH / component->h, rv = maxV / component->v;
+                if (maxH % component->h || maxV % component->v || rh != rv || (rh & (rh - 1))) goto done;
+                size_t componentWidth = ((size_t) width * (size_t) component->h + (size_t) maxH - 1) / (size_t) maxH;
+                size_t componentHeight = ((size_t) height * (size_t) component->v + (size_t) maxV - 1) / (size_t) maxV;
+                component->width = (componentWidth + 7) / 8;
+                component->height = (componentHeight + 7) / 8;
+                component->paddedWidth = mcusAcross * (size_t) component->h;
+                component->paddedHeight = mcusDown * (size_t) component->v;
+                component->coefficients = (int16_t *) calloc(component->paddedWidth * component->paddedHeight, sizeof(int16_t));
+                if (!component->coefficients) goto done;
+            }
+        } else if ((marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xCC) || marker == 0xDC || marker == 0xDE || marker == 0xDF) {
+            goto done;  // another frame type, DAC, DNL, DHP, EXP
+        } else if (marker == 0xDB) {  // DQT: the DC quantiser of each table
+            size_t k = 0;
+            while (k < n) {
+                int precision = s[k] >> 4, id = s[k] & 15;
+                size_t size = precision ? 128 : 64;
+                if (precision > 1 || id > 3 || n - k - 1 < size) goto done;
+                quant[id] = precision ? (s[k + 1] << 8 | s[k + 2]) : s[k + 1];
+                k += 1 + size;
+            }
+        } else if (marker == 0xC4) {  // DHT: DC tables (class 0); AC tables are not needed
+            size_t k = 0;
+            while (k < n) {
+                if (n - k < 17) goto done;
+                int tableClass = s[k] >> 4, id = s[k] & 15;
+                int total = 0;
+                for (int b = 1; b <= 16; b++) total += s[k + b];
+                if (tableClass > 1 || id > 3 || total > 256 || n - k - 17 < (size_t) total) goto done;
+                if (tableClass == 0 && CJT_dc_build(&tables[id], s + k + 1, s + k + 17, total) != 0) goto done;
+                k += 17 + (size_t) total;
+            }
+        } else if (marker == 0xDD) {  // DRI
+            if (n != 2) goto done;
+            restartInterval = (unsigned int) (s[0] << 8 | s[1]);
+        } else if (marker == 0xDA) {  // SOS
+            if (!frame || n < 1) goto done;
+            int scanCount = s[0];
+            if (scanCount < 1 || scanCount > componentCount || n != 4 + 2 * (size_t) scanCount) goto done;
+            CJT_dc_component *scan[3];
+            int huffman[3];
+            int blocksPerMCU = 0;
+            for (int c = 0; c < scanCount; c++) {
+                scan[c] = NULL;
+                for (int d = 0; d < componentCount; d++) if (components[d].id == s[1 + 2 * c]) scan[c] = &components[d];
+                if (!scan[c]) goto done;
+                for (int d = 0; d < c; d++) if (scan[d] == scan[c]) goto done;
+                huffman[c] = s[2 + 2 * c] >> 4;
+                if (huffman[c] > 3) goto done;
+                blocksPerMCU += scan[c]->h * scan[c]->v;
+            }
+            int ss = s[1 + 2 * scanCount], se = s[2 + 2 * scanCount];
+            int ah = s[3 + 2 * scanCount] >> 4, al = s[3 + 2 * scanCount] & 15;
+            size_t data = i + 2 + segment;
+            if (ss != 0) {  // an AC scan: skip its entropy-coded bytes
+                i = CJT_dc_next_marker(in, data, length);
+                continue;
+            }
+            if (se != 0 || al > 13 || (ah != 0 && ah != al + 1) || (scanCount > 1 && blocksPerMCU > 10)) goto done;
+            for (int c = 0; c < scanCount; c++) {
+                CJT_dc_component *component = scan[c];
+                if (ah == 0 ? component->al != -1 : component->al != ah) goto done;
+                if (component->q0 < 0) {
+                    if (quant[component->quantTable] < 0) goto done;
+                    component->q0 = quant[component->quantTable];
+                }
+                if (ah == 0 && !tables[huffman[c]].defined) goto done;
+                component->predictor = 0;
+            }
+            CJT_dc_bits bits = { in + data, in + length, 0, 0, 0, 0 };
+            size_t units = scanCount == 1 ? scan[0]->width * scan[0]->height : mcusAcross * mcusDown;
+            unsigned int restarts = 0;
+            for (size_t unit = 0; unit < units; unit++) {
+                if (restartInterval && unit > 0 && unit % restartInterval == 0) {
+                    // The rest of the byte is padding; then RSTn, in sequence.
+                    if (bits.count - bits.fake >= 8) goto done;
+                    const unsigned char *p = bits.p;
+                    if (p + 1 >= in + length || p[0] != 0xFF || p[1] != (0xD0 | (restarts & 7))) goto done;
+                    restarts++;
+                    bits.p = p + 2;
+                    bits.buffer = 0; bits.count = 0; bits.fake = 0;
+                    for (int c = 0; c < scanCount; c++) scan[c]->predictor = 0;
+                }
+                for (int c = 0; c < scanCount; c++) {
+                    CJT_dc_component *component = scan[c];
+                    int across = scanCount == 1 ? 1 : component->h, down = scanCount == 1 ? 1 : component->v;
+                    size_t x0 = scanCount == 1 ? unit % component->width : (unit % mcusAcross) * (size_t) component->h;
+                    size_t y0 = scanCount == 1 ? unit / component->width : (unit / mcusAcross) * (size_t) component->v;
+                    for (int by = 0; by < down; by++) {
+                        for (int bx = 0; bx < across; bx++) {
+                            int16_t *coefficient = &component->coefficients[(y0 + (size_t) by) * component->paddedWidth + x0 + (size_t) bx];
+                            if (ah == 0) {
+                                int size = CJT_dc_symbol(&bits, &tables[huffman[c]]);
+                                if (size > 15) goto done;
+                                uint32_t raw = CJT_dc_get(&bits, size);
+                                // JPEG F.12: a value whose top bit is 0 is negative.
+                                int32_t diff = size && raw < (1u << (size - 1)) ? (int32_t) raw - (int32_t) ((1u << size) - 1) : (int32_t) raw;
+                                component->predictor += (uint32_t) diff;
+                                *coefficient = (int16_t) (component->predictor << al);
+                            } else if (CJT_dc_get(&bits, 1)) {
+                                *coefficient = (int16_t) ((uint16_t) *coefficient | (uint16_t) (1u << al));
+                            }
+                            if (bits.failed) goto done;
+                        }
+                    }
+                }
+            }
+            for (int c = 0; c < scanCount; c++) scan[c]->al = al;
+            i = CJT_dc_next_marker(in, (size_t) (bits.p - in), length);
+            continue;
+        }
+        i += 2 + segment;  // APPn, COM and the rest: not needed
+    }
+    if (i + 1 >= length || !frame) goto done;  // no EOI: truncated, the caller reports it
+    for (int c = 0; c < componentCount; c++) if (components[c].al != 0) goto done;
+
+    {
+        size_t ow = ((size_t) width + 7) / 8, oh = ((size_t) height + 7) / 8;
+        int bands = componentCount;
+        unsigned char *out = (unsigned char *) malloc(ow * oh * (size_t) bands);
+        if (!out) goto done;
+        // libjpeg's 1x1 IDCT: DESCALE(DC * q, 3) + 128.
+#define CJT_DC_SAMPLE(component, x, y) \
+        ((int32_t) (((int32_t) (component)->coefficients[((y) / (size_t) (maxV / (component)->v)) * (component)->paddedWidth + (x) / (size_t) (maxH / (component)->h)] * (component)->q0 + 4) >> 3) + 128)
+        if (bands == 1 || !ycc) {
+            for (size_t y = 0; y < oh; y++)
+                for (size_t x = 0; x < ow; x++)
+                    for (int c = 0; c < bands; c++)
+                        out[(y * ow + x) * (size_t) bands + (size_t) c] = CJT_dc_clamp(CJT_DC_SAMPLE(&components[c], x, y));
+        } else {
+            // libjpeg's YCbCr to RGB (jdcolor.c), 16-bit fixed point.
+            int32_t crR[256], cbB[256], crG[256], cbG[256];
+            for (int k = 0; k < 256; k++) {
+                int32_t x = k - 128;
+                crR[k] = (int32_t) ((91881 * x + 32768) >> 16);   // FIX(1.40200)
+                cbB[k] = (int32_t) ((116130 * x + 32768) >> 16);  // FIX(1.77200)
+                crG[k] = -46802 * x;                               // -FIX(0.71414)
+                cbG[k] = -22554 * x + 32768;                       // -FIX(0.34414), + ONE_HALF
+            }
+            for (size_t y = 0; y < oh; y++) {
+                for (size_t x = 0; x < ow; x++) {
+                    int32_t luma = CJT_dc_clamp(CJT_DC_SAMPLE(&components[0], x, y));
+                    int cb = CJT_dc_clamp(CJT_DC_SAMPLE(&components[1], x, y));
+                    int cr = CJT_dc_clamp(CJT_DC_SAMPLE(&components[2], x, y));
+                    unsigned char *pixel = out + (y * ow + x) * 3;
+                    pixel[0] = CJT_dc_clamp(luma + crR[cr]);
+                    pixel[1] = CJT_dc_clamp(luma + ((cbG[cb] + crG[cr]) >> 16));
+                    pixel[2] = CJT_dc_clamp(luma + cbB[cb]);
+                }
+            }
+        }
+#undef CJT_DC_SAMPLE
+        *pixels = out;
+        *outWidth = (int) ow;
+        *outHeight = (int) oh;
+        *outBands = bands;
+        result = 0;
+    }
+done:
+    for (int c = 0; c < 3; c++) free(components[c].coefficients);
+    return result;
+}
+
+#endif
