@@ -166,16 +166,21 @@ http {{ access_log off; keepalive_requests 100000; sendfile on;
 
 
 def timed(cmd):
-    """Wall-clock seconds and peak RSS (KiB) of a command, through GNU time."""
-    result = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + cmd, capture_output=True, text=True)
+    """Wall-clock seconds, peak RSS (KiB) and CPU seconds (user + system, children
+    included) of a command, through GNU time."""
+    result = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S"] + cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed: {result.stderr[-500:]}")
-    seconds, rss = result.stderr.strip().splitlines()[-1].split()
-    return float(seconds), int(rss)
+    seconds, rss, user, system = result.stderr.strip().splitlines()[-1].split()
+    return float(seconds), int(rss), float(user) + float(system)
+
+
+# libjpeg-turbo's own scaled decode of the same files in a C loop (jpeg_scaled_loop.c).
+REFERENCE = "C loop: libjpeg-turbo scaled decode, one core (decode only)"
 
 
 def thumbnails(args):
-    ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs")
+    ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs", "libjpeg62-turbo-dev")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pillow", "pyvips"], check=True)
     print("building webimage (release)...", file=sys.stderr)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", ROOT, "--product", "webimage"], check=True)
@@ -194,6 +199,7 @@ def thumbnails(args):
             run(["vips", "resize", source, os.path.join(inputs, f"img{i:03}.jpg[{options}]"), str(2.5 + (i % 5) * 0.1)])
         files = sorted(os.path.join(inputs, f) for f in os.listdir(inputs))
         cores = os.cpu_count() or 2
+        reference = compile_c("jpeg_scaled_loop", "-ljpeg")
         here = os.path.dirname(os.path.abspath(__file__))
 
         def out(name):
@@ -211,21 +217,33 @@ def thumbnails(args):
             (f"Pillow thumbnail() + draft, {cores} processes", lambda: [sys.executable, os.path.join(here, "pillow_thumbs.py"), out("pillow"), str(cores), *files]),
             ("pyvips thumbnail", lambda: [sys.executable, os.path.join(here, "pyvips_thumbs.py"), out("pyvips"), *files]),
             ("djpeg -scale 1/8, one process (decode only)", lambda: ["sh", "-c", " ".join(f"djpeg -scale 1/8 {f} > /dev/null &&" for f in files) + " true"]),
+            (REFERENCE, lambda: [reference, "256", *files]),
         ]
         times = {name: [] for name, _ in scenarios}
         rss = {name: [] for name, _ in scenarios}
+        cpu = {name: [] for name, _ in scenarios}
         for _ in range(args.rounds):
             for name, make in scenarios:
-                seconds, peak = timed(make())
+                seconds, peak, used = timed(make())
                 times[name].append(len(files) / seconds)
                 rss[name].append(peak / 1024)
-        rows = [(name, values, "images/s") for name, values in times.items()] + [(name + " (peak RSS)", rss[name], "MiB") for name in rss]
+                cpu[name].append(used * 1000 / len(files))
+        rows = [(name, values, "images/s") for name, values in times.items()] + [(name + " (peak RSS)", rss[name], "MiB") for name in rss] \
+            + [(name + " (CPU per image)", cpu[name], "ms") for name in cpu]
         med = {name: statistics.median(v) for name, v in times.items()}
         ours = med["webimage load --thumbnail 256x256"]
         ratios = {f"webimage / {name}": ours / value for name, value in med.items() if not name.startswith("webimage")}
+        # Against the physical reference, per image: our wall time on every core and
+        # CPU time, against its decode alone on one core.
+        ref_ms = statistics.median(cpu[REFERENCE])
+        per_image = {"webimage wall ms per image": 1000 / ours, "webimage CPU ms per image": statistics.median(cpu["webimage load --thumbnail 256x256"]),
+                     "reference ms per image (CPU, one core)": ref_ms}
+        for name, value in per_image.items():
+            print(f"  {name:<60} {value:.1f} ms")
+        print(f"  ratio {'webimage CPU per image / reference':<54} {per_image['webimage CPU ms per image'] / ref_ms:.2f}x")
         kind = "progressive" if args.progressive else "baseline"
         report(f"Thumbnails: {len(files)} {kind} JPEGs of about 12 MP to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
-               rows, "thumbnails-progressive" if args.progressive else "thumbnails", {"ratios": ratios, "images": len(files), "progressive": args.progressive})
+               rows, "thumbnails-progressive" if args.progressive else "thumbnails", {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive})
         for name, ratio in ratios.items():
             print(f"  ratio {name:<60} {ratio:.2f}x")
     finally:
