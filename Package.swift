@@ -87,7 +87,9 @@ let package = Package(
             // No pkgConfig: jpeglib.h and libjpeg are on the default paths.
             providers: [.apt(["libjpeg62-turbo-dev"])]
         ),
-        .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
+        // The DC-coefficient decoder: plain C, no libjpeg, compiled (and optimised) by SwiftPM.
+        .target(name: "CJPEGTurboDC", path: "Plugins/CJPEGTurboDC"),
+        .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo", "CJPEGTurboDC"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
 
         // libcurl loader; the C shim has typed setters for curl_easy_setopt.
         .systemLibrary(

@@ -1,4 +1,5 @@
 internal import CJPEGTurbo
+internal import CJPEGTurboDC
 public import Foundation
 public import WebImage
 public import WebImageVips

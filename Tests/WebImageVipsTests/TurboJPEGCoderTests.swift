@@ -149,20 +149,26 @@ struct TurboJPEGCoderTests {
         ("grey, restart every MCU, separate DC scans", 1, TurboJPEGEncode(progressive: true, restartInterval: 1, separateDCScans: true)),
         ("4:4:4, one DC scan per component, restart every 7", 3, TurboJPEGEncode(progressive: true, subsampling: .none, restartInterval: 7, separateDCScans: true)),
         ("4:2:2 (libjpeg's fancy upsampling: handed on)", 3, TurboJPEGEncode(progressive: true, subsampling: .horizontal)),
+        ("baseline 4:4:4 (every code must be decoded: handed on)", 3, TurboJPEGEncode(subsampling: .none)),
     ]
 
-    @Test("the DC decoder gives libjpeg-turbo's own 1/8 decode byte for byte, without libjpeg's whole-image buffer", arguments: dcLayouts.indices)
+    @Test("the DC decoder gives libjpeg-turbo's own 1/8 decode (byte for byte on the DC scans), without libjpeg's whole-image buffer", arguments: dcLayouts.indices)
     func dcDecoder(_ index: Int) throws {
         let layout = Self.dcLayouts[index]
         let data = try layout.encode.encode(Self.smooth(width: 1001, height: 667, channels: layout.channels))
+        let progressive = layout.encode.progressive
         let ours = data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) }
-        let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
         let libjpegWhole = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .whole) })
-        #expect(libjpegDC.size == PixelSize(width: 126, height: 84) && libjpegDC.bands == layout.channels)
+        #expect(libjpegWhole.size == PixelSize(width: 126, height: 84) && libjpegWhole.bands == layout.channels)
         let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))
         let path = try data.withUnsafeBytes { raw -> TurboJPEGDecode.Path? in
             guard case .success(let decoded) = try TurboJPEGDecode(bytes: raw, options: box, box: PixelSize(100)).attempt() else { return nil }
             return decoded.path
+        }
+        if !progressive {
+            #expect(ours == nil, "a sequential file interleaves each block's AC codes with its DC")
+            #expect(path == .whole)
+            return
         }
         if layout.encode.subsampling == .horizontal && layout.channels == 3 {
             #expect(ours == nil, "4:2:2 needs libjpeg's fancy upsampling, which the DC decoder does not copy")
@@ -171,12 +177,22 @@ struct TurboJPEGCoderTests {
         }
         let decoded = try #require(ours, "\(layout.name): the DC decoder declined")
         #expect(path == .dcCoefficients)
-        #expect(decoded.size == libjpegDC.size && decoded.bands == libjpegDC.bands)
+        #expect(decoded.size == libjpegWhole.size && decoded.bands == libjpegWhole.bands)
         func differing(_ a: [UInt8], _ b: [UInt8]) -> Int { a.count == b.count ? zip(a, b).count { $0 != $1 } : max(a.count, b.count) }
+        let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
         #expect(differing(decoded.bytes, libjpegDC.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's on the DC scans")
         if layout.encode.subsampling == .none || layout.channels == 1 {
             // Without subsampling every component uses the 1x1 IDCT, which reads only the DC.
             #expect(differing(decoded.bytes, libjpegWhole.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's decode of the whole file")
+        } else {
+            // 4:2:0: on the whole file libjpeg scales chroma up with a 2x2 IDCT that
+            // uses the lowest AC coefficients; on the DC scans alone (as here) that is
+            // the DC repeated, so chroma is softer (this test image changes colour
+            // fast: 3.5/255 on average at 1/8 scale; the thumbnails after the resize
+            // agree with libvips' full decode, see agreesWithVips).
+            let total = zip(decoded.bytes, libjpegWhole.bytes).reduce(0) { $0 + abs(Int($1.0) - Int($1.1)) }
+            let mean = Double(total) / Double(decoded.bytes.count)
+            #expect(mean < 4.5, "\(layout.name): mean difference \(mean) from libjpeg's decode of the whole file")
         }
     }
 
@@ -185,8 +201,6 @@ struct TurboJPEGCoderTests {
         let data = try TurboJPEGEncode(progressive: true).encode(Self.smooth(width: 640, height: 480))
         func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients)?.bytes } }
         #expect(ours(data) != nil)
-        let baseline = try TurboJPEGEncode().encode(Self.smooth(width: 640, height: 480))
-        #expect(ours(baseline) == nil, "a baseline file interleaves AC data with the DC")
         #expect(ours(data.prefix(data.count - 2)) == nil, "no EOI: truncated")
         // Cut inside the first (DC) scan, and right after it.
         let sos = try #require(data.firstRange(of: Data([0xFF, 0xDA]))).lowerBound

@@ -1,35 +1,22 @@
-#ifndef CJPEGTURBO_DC_DECODE_H
-#define CJPEGTURBO_DC_DECODE_H
-// A decoder for the 1/8-scale image of a progressive Huffman JPEG from its DC
-// coefficients alone. At 1/8 every 8x8 block becomes one pixel, and that pixel
-// is the block's DC coefficient times its quantiser, divided by 8, plus 128:
-// libjpeg's 1x1 IDCT. A progressive file's DC coefficients sit in its first
-// scans (and its DC refinement scans), so this reads the headers and those scans,
-// skips the AC scans without decoding them, and keeps one 16-bit value per block
-// (0.4 % of the pixel count, in bytes) where libjpeg keeps all 64 coefficients of
-// every block of the whole image (a 12 MP photo: 1 MB against 36 MB).
-//
-// The output is libjpeg-turbo's own 1/8 decode of the same data with block
-// smoothing off, byte for byte: the same IDCT rounding, chroma that libjpeg
-// scales up by IDCT (a 2x2 block from a DC-only 2x2 IDCT is four copies of one
-// value, which is what is written here), and the same fixed-point YCbCr to RGB
-// conversion. The tests check that equality.
-//
-// Only what that equality holds for is decoded: 8-bit Huffman progressive files
-// (SOF2) with 1 or 3 components, each component subsampled by the same power of
-// two across and down (4:4:4, 4:2:0, grey). Anything else, and anything unusual
-// (a missing table, a restart marker out of place, a scan that runs out of data,
-// no EOI, a DNL), returns -1 and the caller decodes the file with libjpeg, which
-// then reports real errors in its words. Every read is bounds-checked.
+// The DC decoder (see include/CJPEGTurboDC.h). A C target of its own, not a
+// header of the system-library module, so that SwiftPM compiles it with
+// optimisation in release builds.
+#include "CJPEGTurboDC.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/// Bits of lookahead in the Huffman lookup tables.
+#define CJT_DC_LOOKAHEAD 11
 
 typedef struct {
     int defined;
     unsigned char values[256];
     int32_t maxcode[18];
     int32_t offset[18];
+    /// For codes of at most CJT_DC_LOOKAHEAD bits, indexed by the next that many
+    /// bits: length << 8 | symbol; 0 for longer codes.
+    uint16_t lookup[1 << CJT_DC_LOOKAHEAD];
 } CJT_dc_huffman;
 
 typedef struct {
@@ -48,7 +35,7 @@ typedef struct {
 
 typedef struct {
     const unsigned char *p, *end;
-    uint32_t buffer;
+    uint64_t buffer;
     int count;
     /// Zero bits made up after a marker ended the data; consuming them is an error.
     int fake;
@@ -56,7 +43,19 @@ typedef struct {
 } CJT_dc_bits;
 
 static inline void CJT_dc_fill(CJT_dc_bits *bits) {
-    while (bits->count <= 24) {
+    // Six bytes at once when none of them is 0xFF (no stuffing, no marker).
+    if (bits->fake == 0 && bits->count <= 16 && bits->end - bits->p >= 8) {
+        uint64_t word;
+        memcpy(&word, bits->p, 8);
+        uint64_t six = __builtin_bswap64(word) >> 16;
+        uint64_t inverted = ~six & 0xFFFFFFFFFFFFull;  // 0xFF bytes become zero bytes
+        if (((inverted - 0x010101010101ull) & ~inverted & 0x808080808080ull) == 0) {
+            bits->buffer = bits->buffer << 48 | six;
+            bits->p += 6;
+            bits->count += 48;
+        }
+    }
+    while (bits->count <= 56) {
         unsigned int byte = 0;
         if (bits->fake == 0 && bits->p < bits->end) {
             byte = *bits->p;
@@ -78,16 +77,24 @@ static inline void CJT_dc_fill(CJT_dc_bits *bits) {
     }
 }
 
-static inline uint32_t CJT_dc_get(CJT_dc_bits *bits, int n) {
+static inline __attribute__((always_inline)) uint32_t CJT_dc_get(CJT_dc_bits *bits, int n) {
     if (n == 0) return 0;
     if (bits->count < n) CJT_dc_fill(bits);
     if (bits->count - bits->fake < n) { bits->failed = 1; return 0; }
-    uint32_t value = (bits->buffer >> (bits->count - n)) & ((1u << n) - 1);
+    uint32_t value = (uint32_t) (bits->buffer >> (bits->count - n)) & ((1u << n) - 1);
     bits->count -= n;
     return value;
 }
 
-static inline int CJT_dc_symbol(CJT_dc_bits *bits, const CJT_dc_huffman *table) {
+static inline __attribute__((always_inline)) int CJT_dc_symbol(CJT_dc_bits *bits, const CJT_dc_huffman *table) {
+    if (bits->count < CJT_DC_LOOKAHEAD) CJT_dc_fill(bits);
+    unsigned int entry = table->lookup[(bits->buffer >> (bits->count - CJT_DC_LOOKAHEAD)) & ((1 << CJT_DC_LOOKAHEAD) - 1)];
+    if (entry) {
+        int length = (int) (entry >> 8);
+        if (bits->count - bits->fake < length) { bits->failed = 1; return 0; }
+        bits->count -= length;
+        return (int) (entry & 255);
+    }
     int32_t code = (int32_t) CJT_dc_get(bits, 1);
     int length = 1;
     while (code > table->maxcode[length]) {
@@ -115,6 +122,13 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
         } else {
             table->maxcode[length] = -1;
         }
+        if (n && length <= CJT_DC_LOOKAHEAD) {
+            for (int32_t c = code - n; c < code; c++) {
+                int32_t first = c << (CJT_DC_LOOKAHEAD - length), count = 1 << (CJT_DC_LOOKAHEAD - length);
+                for (int32_t j = 0; j < count; j++)
+                    table->lookup[first + j] = (uint16_t) (length << 8 | table->values[table->offset[length] + c]);
+            }
+        }
         code <<= 1;
     }
     table->maxcode[17] = INT32_MAX;
@@ -126,7 +140,10 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
 /// restart marker, or `length` if there is none.
 static inline size_t CJT_dc_next_marker(const unsigned char *in, size_t i, size_t length) {
     while (i + 1 < length) {
-        if (in[i] == 0xFF && in[i + 1] != 0x00 && !(in[i + 1] >= 0xD0 && in[i + 1] <= 0xD7)) return i;
+        const unsigned char *ff = (const unsigned char *) memchr(in + i, 0xFF, length - 1 - i);
+        if (!ff) return length;
+        i = (size_t) (ff - in);
+        if (in[i + 1] != 0x00 && !(in[i + 1] >= 0xD0 && in[i + 1] <= 0xD7)) return i;
         i++;
     }
     return length;
@@ -140,7 +157,7 @@ static inline unsigned char CJT_dc_clamp(int32_t value) {
 /// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
 /// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
 /// Returns 0, or -1 when the file is not one this decoder handles exactly.
-static inline int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands) {
+int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands) {
     *pixels = NULL;
     if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
     CJT_dc_component components[3];
@@ -264,40 +281,48 @@ static inline int CJT_dc_decode(const unsigned char *in, size_t length, int ycc,
                 component->predictor = 0;
             }
             CJT_dc_bits bits = { in + data, in + length, 0, 0, 0, 0 };
-            size_t units = scanCount == 1 ? scan[0]->width * scan[0]->height : mcusAcross * mcusDown;
-            unsigned int restarts = 0;
-            for (size_t unit = 0; unit < units; unit++) {
-                if (restartInterval && unit > 0 && unit % restartInterval == 0) {
-                    // The rest of the byte is padding; then RSTn, in sequence.
-                    if (bits.count - bits.fake >= 8) goto done;
-                    const unsigned char *p = bits.p;
-                    if (p + 1 >= in + length || p[0] != 0xFF || p[1] != (0xD0 | (restarts & 7))) goto done;
-                    restarts++;
-                    bits.p = p + 2;
-                    bits.buffer = 0; bits.count = 0; bits.fake = 0;
-                    for (int c = 0; c < scanCount; c++) scan[c]->predictor = 0;
-                }
-                for (int c = 0; c < scanCount; c++) {
-                    CJT_dc_component *component = scan[c];
-                    int across = scanCount == 1 ? 1 : component->h, down = scanCount == 1 ? 1 : component->v;
-                    size_t x0 = scanCount == 1 ? unit % component->width : (unit % mcusAcross) * (size_t) component->h;
-                    size_t y0 = scanCount == 1 ? unit / component->width : (unit / mcusAcross) * (size_t) component->v;
-                    for (int by = 0; by < down; by++) {
-                        for (int bx = 0; bx < across; bx++) {
-                            int16_t *coefficient = &component->coefficients[(y0 + (size_t) by) * component->paddedWidth + x0 + (size_t) bx];
-                            if (ah == 0) {
-                                int size = CJT_dc_symbol(&bits, &tables[huffman[c]]);
-                                if (size > 15) goto done;
-                                uint32_t raw = CJT_dc_get(&bits, size);
-                                // JPEG F.12: a value whose top bit is 0 is negative.
-                                int32_t diff = size && raw < (1u << (size - 1)) ? (int32_t) raw - (int32_t) ((1u << size) - 1) : (int32_t) raw;
-                                component->predictor += (uint32_t) diff;
-                                *coefficient = (int16_t) (component->predictor << al);
-                            } else if (CJT_dc_get(&bits, 1)) {
-                                *coefficient = (int16_t) ((uint16_t) *coefficient | (uint16_t) (1u << al));
-                            }
-                            if (bits.failed) goto done;
+            // Units: blocks of the one component of a non-interleaved scan, or MCUs.
+            size_t rows = scanCount == 1 ? scan[0]->height : mcusDown;
+            size_t columns = scanCount == 1 ? scan[0]->width : mcusAcross;
+            unsigned int restarts = 0, untilRestart = restartInterval;
+            for (size_t row = 0; row < rows; row++) {
+                for (size_t column = 0; column < columns; column++) {
+                    if (restartInterval) {
+                        if (untilRestart == 0) {
+                            // The rest of the byte is padding; then RSTn, in sequence.
+                            if (bits.count - bits.fake >= 8) goto done;
+                            const unsigned char *p = bits.p;
+                            if (p + 1 >= in + length || p[0] != 0xFF || p[1] != (0xD0 | (restarts & 7))) goto done;
+                            restarts++;
+                            bits.p = p + 2;
+                            bits.buffer = 0; bits.count = 0; bits.fake = 0;
+                            for (int c = 0; c < scanCount; c++) scan[c]->predictor = 0;
+                            untilRestart = restartInterval;
                         }
+                        untilRestart--;
+                    }
+                    for (int c = 0; c < scanCount; c++) {
+                        CJT_dc_component *component = scan[c];
+                        int across = scanCount == 1 ? 1 : component->h, down = scanCount == 1 ? 1 : component->v;
+                        int16_t *first = component->coefficients + row * (size_t) down * component->paddedWidth + column * (size_t) across;
+                        const CJT_dc_huffman *table = &tables[huffman[c]];
+                        for (int by = 0; by < down; by++) {
+                            int16_t *coefficient = first + (size_t) by * component->paddedWidth;
+                            for (int bx = 0; bx < across; bx++, coefficient++) {
+                                if (ah == 0) {
+                                    int size = CJT_dc_symbol(&bits, table);
+                                    if (size > 15) goto done;
+                                    uint32_t raw = CJT_dc_get(&bits, size);
+                                    // JPEG F.12: a value whose top bit is 0 is negative.
+                                    int32_t diff = size && raw < (1u << (size - 1)) ? (int32_t) raw - (int32_t) ((1u << size) - 1) : (int32_t) raw;
+                                    component->predictor += (uint32_t) diff;
+                                    *coefficient = (int16_t) (component->predictor << al);
+                                } else if (CJT_dc_get(&bits, 1)) {
+                                    *coefficient = (int16_t) ((uint16_t) *coefficient | (uint16_t) (1u << al));
+                                }
+                            }
+                        }
+                        if (bits.failed) goto done;
                     }
                 }
             }
@@ -315,14 +340,24 @@ static inline int CJT_dc_decode(const unsigned char *in, size_t length, int ycc,
         int bands = componentCount;
         unsigned char *out = (unsigned char *) malloc(ow * oh * (size_t) bands);
         if (!out) goto done;
-        // libjpeg's 1x1 IDCT: DESCALE(DC * q, 3) + 128.
-#define CJT_DC_SAMPLE(component, x, y) \
-        ((int32_t) (((int32_t) (component)->coefficients[((y) / (size_t) (maxV / (component)->v)) * (component)->paddedWidth + (x) / (size_t) (maxH / (component)->h)] * (component)->q0 + 4) >> 3) + 128)
+        // Each block's sample, in place: libjpeg's 1x1 IDCT, DESCALE(DC * q, 3) + 128.
+        int shift[3] = {0, 0, 0};
+        for (int c = 0; c < componentCount; c++) {
+            CJT_dc_component *component = &components[c];
+            int16_t *coefficient = component->coefficients;
+            size_t count = component->paddedWidth * component->paddedHeight;
+            for (size_t k = 0; k < count; k++)
+                coefficient[k] = CJT_dc_clamp((((int32_t) coefficient[k] * component->q0 + 4) >> 3) + 128);
+            while ((maxH / component->h) >> shift[c] > 1) shift[c]++;  // a power of two, checked at SOF
+        }
         if (bands == 1 || !ycc) {
-            for (size_t y = 0; y < oh; y++)
-                for (size_t x = 0; x < ow; x++)
-                    for (int c = 0; c < bands; c++)
-                        out[(y * ow + x) * (size_t) bands + (size_t) c] = CJT_dc_clamp(CJT_DC_SAMPLE(&components[c], x, y));
+            for (size_t y = 0; y < oh; y++) {
+                unsigned char *pixel = out + y * ow * (size_t) bands;
+                for (int c = 0; c < bands; c++) {
+                    const int16_t *row = components[c].coefficients + (y >> shift[c]) * components[c].paddedWidth;
+                    for (size_t x = 0; x < ow; x++) pixel[x * (size_t) bands + (size_t) c] = (unsigned char) row[x >> shift[c]];
+                }
+            }
         } else {
             // libjpeg's YCbCr to RGB (jdcolor.c), 16-bit fixed point.
             int32_t crR[256], cbB[256], crG[256], cbG[256];
@@ -334,18 +369,19 @@ static inline int CJT_dc_decode(const unsigned char *in, size_t length, int ycc,
                 cbG[k] = -22554 * x + 32768;                       // -FIX(0.34414), + ONE_HALF
             }
             for (size_t y = 0; y < oh; y++) {
-                for (size_t x = 0; x < ow; x++) {
-                    int32_t luma = CJT_dc_clamp(CJT_DC_SAMPLE(&components[0], x, y));
-                    int cb = CJT_dc_clamp(CJT_DC_SAMPLE(&components[1], x, y));
-                    int cr = CJT_dc_clamp(CJT_DC_SAMPLE(&components[2], x, y));
-                    unsigned char *pixel = out + (y * ow + x) * 3;
+                const int16_t *rowY = components[0].coefficients + (y >> shift[0]) * components[0].paddedWidth;
+                const int16_t *rowCb = components[1].coefficients + (y >> shift[1]) * components[1].paddedWidth;
+                const int16_t *rowCr = components[2].coefficients + (y >> shift[2]) * components[2].paddedWidth;
+                unsigned char *pixel = out + y * ow * 3;
+                for (size_t x = 0; x < ow; x++, pixel += 3) {
+                    int32_t luma = rowY[x >> shift[0]];
+                    int cb = rowCb[x >> shift[1]], cr = rowCr[x >> shift[2]];
                     pixel[0] = CJT_dc_clamp(luma + crR[cr]);
                     pixel[1] = CJT_dc_clamp(luma + ((cbG[cb] + crG[cr]) >> 16));
                     pixel[2] = CJT_dc_clamp(luma + cbB[cb]);
                 }
             }
         }
-#undef CJT_DC_SAMPLE
         *pixels = out;
         *outWidth = (int) ow;
         *outHeight = (int) oh;
@@ -357,4 +393,3 @@ done:
     return result;
 }
 
-#endif
