@@ -7,7 +7,9 @@ sizes, truncated files); text targets get the values users write.
     python3 Fuzz/seeds.py OUT SAMPLES_DIR
 """
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import zlib
 
@@ -70,6 +72,16 @@ def main():
             if name.endswith('.jpg'):
                 write(os.path.join(out, 'turbojpeg'), name, data)
                 write(os.path.join(out, 'turbojpeg'), 'cut-' + name, data[: len(data) // 2])
+    # Progressive versions for the DC decoder (4:2:0 with restart markers, and
+    # 4:4:4), made with libvips' command line tool (libvips-tools, in make deps).
+    if shutil.which('vips'):
+        for index, (source, options) in enumerate([('oriented-1.jpg', 'Q=75,interlace,restart_interval=2'),
+                                                    ('oriented-6.jpg', 'Q=92,interlace')]):
+            target = os.path.join(out, 'turbojpeg', f'progressive-{index}.jpg')
+            subprocess.run(['vips', 'copy', os.path.join(samples, source), f'{target}[{options}]'], check=True)
+            with open(target, 'rb') as f:
+                data = f.read()
+            write(os.path.join(out, 'turbojpeg'), f'cut-progressive-{index}.jpg', data[: len(data) // 3])
     config = ['1048576', '512KB', '64MiB', '1GB', '2GiB', '30s', '10m', '500ms', '7d', '1.5h', '-1', 'forever',
               '10.0.0.0/8', 'fd00::/8', '127.0.0.1', '::ffff:10.0.0.1/104', '256x256', '640', '0x0',
               'resize:256x256:fill', 'crop:0,0,10,10;rotate:90', 'flip:h;round:8;blur:2.5', 'tint:255,0,0,0.5',

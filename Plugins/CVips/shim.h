@@ -182,6 +182,11 @@ static inline int CVips_width(VipsImage *image) { return image->Xsize; }
 static inline int CVips_height(VipsImage *image) { return image->Ysize; }
 static inline int CVips_bands(VipsImage *image) { return image->Bands; }
 static inline int CVips_interpretation(VipsImage *image) { return (int) image->Type; }
+/// 8-bit sRGB (3 bands) or 8-bit grey (1 band): pixels any JPEG encoder can take as they are.
+static inline int CVips_is_plain_8bit(VipsImage *image) {
+    return image->BandFmt == VIPS_FORMAT_UCHAR &&
+        ((image->Bands == 3 && image->Type == VIPS_INTERPRETATION_sRGB) || (image->Bands == 1 && image->Type == VIPS_INTERPRETATION_B_W));
+}
 static inline void CVips_unref(VipsImage *image) { if (image) g_object_unref(image); }
 static inline void CVips_free(void *p) { g_free(p); }
 #endif

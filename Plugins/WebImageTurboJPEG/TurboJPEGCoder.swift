@@ -22,6 +22,11 @@ public import WebImageVips
 /// quarter more (docs/performance.md); libvips also stops at 1/2, 1/4, 1/8 where
 /// this coder can use 3/8 or 5/8 and leave less to the resize.
 ///
+/// A progressive file at 1/8 is decoded from its DC scans alone by
+/// `CJT_dc_decode`, which skips the AC scans unread and keeps one value per
+/// block (libjpeg would hold all 64 coefficients of every block): the same
+/// pixels as libjpeg-turbo's decode of those scans, byte for byte (docs/coder.md).
+///
 /// Handed to the fallback (`VipsImageCoder`), whose result is then exactly
 /// the vips path's:
 /// - full decodes (no thumbnail size) and thumbnails no smaller than the image;
@@ -33,22 +38,46 @@ public import WebImageVips
 ///
 /// A truncated file is a `WebImageError/Code/decodeFailed` error unless
 /// `DecodeOptions/allowTruncated`; corrupt data is an error with libjpeg's message.
-/// The coder does not encode: the next coder in the registry (vips) writes JPEG.
-/// ``info(_:)`` is the fallback's.
+///
+/// It also writes JPEG: images of at most ``encodePixelLimit`` pixels that are
+/// 8-bit sRGB or grey, still, without alpha, and written without metadata (the
+/// usual thumbnail) go straight to libjpeg-turbo's encoder, with the settings
+/// libvips' `jpegsave` would use (optimised Huffman tables, no chroma
+/// subsampling from quality 90 up, progressive if asked). That skips the libvips
+/// save pipeline, about 1 ms per thumbnail (docs/performance.md). Everything
+/// else, and every other format, goes to the fallback. ``info(_:)`` is the
+/// fallback's.
 public struct TurboJPEGCoder: ImageCoder {
-    /// Where declined decodes go.
+    /// Where declined decodes and encodes go.
     public let fallback: VipsImageCoder
+    /// The largest image (in pixels) this coder encodes itself; larger ones go to
+    /// libvips, whose save pipeline is threaded.
+    public let encodePixelLimit: Int
 
-    public init(fallback: VipsImageCoder = VipsImageCoder()) {
+    public init(fallback: VipsImageCoder = VipsImageCoder(), encodePixelLimit: Int = 1_000_000) {
         self.fallback = fallback
+        self.encodePixelLimit = encodePixelLimit
     }
 
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
 
-    public func canEncode(_ format: ImageFormat) -> Bool { false }
+    public func canEncode(_ format: ImageFormat) -> Bool { fallback.canEncode(format) }
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
-        throw WebImageError(.encodeFailed, "TurboJPEGCoder does not encode; register VipsImageCoder to write \(format)")
+        guard format == .jpeg, let pixels = try directPixels(image, options: options) else {
+            return try fallback.encode(image, as: format, options: options)
+        }
+        let settings = TurboJPEGEncode(quality: options.quality, progressive: options.progressive,
+                                       subsampling: options.quality >= 90 ? .none : .both)
+        return try settings.encode(pixels)
+    }
+
+    /// The pixels to encode directly, or nil to hand the image to libvips.
+    func directPixels(_ image: Image, options: EncodeOptions) throws -> PixelBuffer? {
+        guard !options.keepMetadata, !image.isAnimated, !image.hasAlpha, image.pixelSize.area <= encodePixelLimit,
+              let storage = image.storage(as: VipsStorage.self)
+        else { return nil }
+        return try storage.plainEightBitPixels(maxPixels: encodePixelLimit)
     }
 
     public func info(_ data: Data) throws -> ImageInfo { try fallback.info(data) }

@@ -18,6 +18,14 @@ public struct VipsStorage: ImageStorage {
     /// Bands per pixel (3 RGB, 4 RGBA, 1 grey ...).
     public var bands: Int { handle.bands }
 
+    /// The pixels, when they are 8-bit sRGB (3 bands) or 8-bit grey (1 band) and
+    /// at most `maxPixels`: what another JPEG encoder can write as they are.
+    /// nil for anything else (alpha, 16-bit, CMYK, other colour spaces).
+    package func plainEightBitPixels(maxPixels: Int) throws -> PixelBuffer? {
+        guard CVips_is_plain_8bit(handle.pointer) != 0, handle.width * handle.height <= maxPixels else { return nil }
+        return try pixels(frameHeight: handle.height)
+    }
+
     /// The pixels as 8-bit bands (16-bit images are scaled down), every frame
     /// stacked, for code that wants to read them.
     public func pixels(frameHeight: Int) throws -> PixelBuffer {

@@ -223,6 +223,52 @@ struct TurboJPEGCoderTests {
         }
     }
 
+    /// The sampling factors of the first component and the frame marker.
+    static func frame(_ data: Data) throws -> (marker: UInt8, lumaSampling: UInt8) {
+        let sof = try #require(frameHeader(data))
+        return (data[sof + 1], data[sof + 11])
+    }
+
+    @Test("writes small 8-bit thumbnails itself, with jpegsave's settings and pixels")
+    func encodes() throws {
+        let source = try Self.jpeg(Self.smooth(width: 1600, height: 1200))
+        let thumbnail = try turbo.decode(source, options: DecodeOptions(thumbnailPixelSize: PixelSize(256)))
+        for (quality, progressive) in [(85, false), (95, false), (80, true)] {
+            let options = EncodeOptions(quality: quality, progressive: progressive)
+            let ours = try turbo.encode(thumbnail, as: .jpeg, options: options)
+            let theirs = try vips.encode(thumbnail, as: .jpeg, options: options)
+            #expect(ours != theirs, "written by libjpeg-turbo directly, not by jpegsave")
+            let frame = try Self.frame(ours), theirFrame = try Self.frame(theirs)
+            #expect(frame.marker == (progressive ? 0xC2 : 0xC0))
+            #expect(frame.lumaSampling == theirFrame.lumaSampling, "chroma subsampling as jpegsave chooses it at quality \(quality)")
+            #expect(frame.lumaSampling == (quality >= 90 ? 0x11 : 0x22))
+            let size = Double(ours.count) / Double(theirs.count)
+            #expect(size > 0.85 && size < 1.15, "\(ours.count) bytes against jpegsave's \(theirs.count)")
+            let a = try vips.decode(ours, options: DecodeOptions()), b = try vips.decode(theirs, options: DecodeOptions())
+            #expect(a.pixelSize == thumbnail.pixelSize && b.pixelSize == thumbnail.pixelSize)
+            let (mean, _) = try Self.difference(a, b)
+            #expect(mean < 1, "mean difference \(mean) from jpegsave's output")
+        }
+    }
+
+    @Test("hands every other encode to libvips, byte for byte: alpha, metadata, large, animated, other formats")
+    func encodeDeclines() throws {
+        let thumbnail = try turbo.decode(try Self.jpeg(Self.smooth(width: 800, height: 600)), options: DecodeOptions(thumbnailPixelSize: PixelSize(200)))
+        let small = TurboJPEGCoder(encodePixelLimit: 100)
+        #expect(try small.encode(thumbnail, as: .jpeg, options: EncodeOptions()) == vips.encode(thumbnail, as: .jpeg, options: EncodeOptions()))
+        var keep = EncodeOptions()
+        keep.keepMetadata = true
+        #expect(try turbo.encode(thumbnail, as: .jpeg, options: keep) == vips.encode(thumbnail, as: .jpeg, options: keep))
+        #expect(try turbo.encode(thumbnail, as: .png, options: EncodeOptions()) == vips.encode(thumbnail, as: .png, options: EncodeOptions()))
+        let rgba = PixelBuffer(size: PixelSize(width: 60, height: 40), channels: 4, bytes: [UInt8](repeating: 128, count: 60 * 40 * 4))
+        let alpha = try vips.decode(try Fixtures.encode(rgba, as: .png), options: DecodeOptions())
+        #expect(alpha.hasAlpha)
+        #expect(try turbo.encode(alpha, as: .jpeg, options: EncodeOptions()) == vips.encode(alpha, as: .jpeg, options: EncodeOptions()))
+        let grey = try turbo.decode(try Self.jpeg(Self.smooth(width: 800, height: 600, channels: 1)), options: DecodeOptions(thumbnailPixelSize: PixelSize(200)))
+        let greyJPEG = try turbo.encode(grey, as: .jpeg, options: EncodeOptions())
+        #expect(try #require(Self.frameHeader(greyJPEG)) > 0 && greyJPEG[try #require(Self.frameHeader(greyJPEG)) + 9] == 1, "grey stays one component")
+    }
+
     @Test("a grey JPEG stays one band")
     func grey() throws {
         let data = try Self.jpeg(Self.smooth(width: 800, height: 600, channels: 1))
