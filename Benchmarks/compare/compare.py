@@ -644,16 +644,17 @@ def plots(args):
             ax.text(v, i, f" {v:.1f}", va="center", fontsize=8)
 
     written = []
-    data = load("thumbnails")
-    if data:
-        speed = [r for r in data["rows"] if r["unit"] == "images/s"]
-        memory = [dict(r, name=r["name"].replace(" (peak RSS)", "")) for r in data["rows"] if r["unit"] == "MiB"]
-        fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.6))
-        bars(a, speed, "images/s (higher is better)", "Thumbnails: throughput")
-        bars(b, memory, "MiB (lower is better)", "Thumbnails: peak RSS")
-        fig.tight_layout()
-        fig.savefig(os.path.join(images, "thumbnails.png"), dpi=110)
-        written.append("thumbnails.png")
+    for name, kind in (("thumbnails", "baseline"), ("thumbnails-progressive", "progressive")):
+        data = load(name)
+        if data:
+            speed = [r for r in data["rows"] if r["unit"] == "images/s"]
+            memory = [dict(r, name=r["name"].replace(" (peak RSS)", "")) for r in data["rows"] if r["unit"] == "MiB"]
+            fig, (a, b) = plt.subplots(1, 2, figsize=(12, 3.6))
+            bars(a, speed, "images/s (higher is better)", f"Thumbnails, {kind} JPEGs: throughput")
+            bars(b, memory, "MiB (lower is better)", f"Thumbnails, {kind} JPEGs: peak RSS")
+            fig.tight_layout()
+            fig.savefig(os.path.join(images, name + ".png"), dpi=110)
+            written.append(name + ".png")
     for name, size, unit, title in (("cache-hits", (9, 3.8), "µs per get (lower is better)", "Cache hits, 32 KiB entries, warm"),
                                     ("downloads", (8, 2.2), "files/s (higher is better)", "Downloads from nginx on loopback, 6 at once")):
         data = load(name)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Configuration
 import Foundation
 import WebImage
+import WebImageConfiguration
 import WebImageKit
 
 @main
@@ -65,8 +66,15 @@ struct GlobalOptions: ParsableArguments {
         return flags
     }
 
+    /// The layered configuration. With no disk store (`store.kind = none`), the
+    /// memory cache defaults to off: a batch reads each input once, so a cache
+    /// would only keep results in memory longer (about 4 MiB over 24 photos).
+    /// `memory.costLimit` set anywhere still wins.
     func reader() async throws -> ConfigReader {
-        try await ConfigLayers.reader(flags: try flags(), file: configFile)
+        let flags = try flags()
+        let layered = try await ConfigLayers.reader(flags: flags, file: configFile)
+        guard ConfigValues(layered).text("store.kind")?.lowercased() == "none" else { return layered }
+        return try await ConfigLayers.reader(flags: flags, file: configFile, defaults: ["memory.costLimit": "0"])
     }
 
     /// The manager, or a clear message and exit status 2 for bad configuration.

@@ -101,6 +101,22 @@ struct ToolTests {
         #expect((photo["output"] as? String)?.hasSuffix("photo-1.webp") == true)
     }
 
+    @Test("--store none is a batch run: the memory cache is off unless memory.costLimit is set")
+    func batchWithoutCache() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-1.jpg").path
+        func cacheTypes(_ extra: [String]) async throws -> [String?] {
+            let result = try await tool.run(["load", "--json", "--store", "none", "--concurrency", "1", "--thumbnail", "64x64"] + extra + [photo, photo])
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.lines.map { $0["cacheType"] as? String }
+        }
+        #expect(try await cacheTypes([]) == ["none", "none"], "the same input twice is loaded twice: nothing kept in memory")
+        #expect(try await cacheTypes(["--set", "memory.costLimit=64MB"]) == ["none", "memory"])
+    }
+
     @Test("bad configuration: exit status 2 and a message naming the key")
     func badConfiguration() async throws {
         let tool = Tool()
