@@ -61,7 +61,8 @@ public struct TurboJPEGCoder: ImageCoder {
 
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
 
-    public func canEncode(_ format: ImageFormat) -> Bool { fallback.canEncode(format) }
+    /// JPEG only: the registry asks the next coder (libvips) for other formats.
+    public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg && fallback.canEncode(.jpeg) }
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
         guard format == .jpeg, let pixels = try directPixels(image, options: options) else {

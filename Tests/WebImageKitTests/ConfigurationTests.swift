@@ -39,7 +39,8 @@ struct ConfigurationTests {
         let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52])
         #expect(configuration.coders.decoder(for: jpeg) is TurboJPEGCoder)
         #expect(configuration.coders.decoder(for: png) is VipsImageCoder)
-        #expect(configuration.coders.encoder(for: .jpeg) is VipsImageCoder)
+        #expect(configuration.coders.encoder(for: .jpeg) is TurboJPEGCoder, "small JPEG thumbnails are written by libjpeg-turbo")
+        #expect(configuration.coders.encoder(for: .png) is VipsImageCoder)
         #expect(Set(configuration.loaders.names) == ["curl", "file"])
         #expect(configuration.loaders.loader(for: URL(string: "https://x.com/a.png")!) != nil)
     }
