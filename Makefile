@@ -106,14 +106,17 @@ fuzz-ci:
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10
 
 # The package's tests under ThreadSanitizer and AddressSanitizer (separate build
-# folders; suppressions and their reasons in Tests/sanitizers/).
+# folders; suppressions and their reasons in Tests/sanitizers/). One test at a
+# time: at a sanitizer's slowdown the synchronous, CPU-heavy tests hold the
+# cooperative pool's threads (two on a 2-core machine) long enough that the
+# concurrency tests' 30 s waits run out (docs/testing.md).
 tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/sanitizers/tsan.supp halt_on_error=1" \
-		$(SWIFT) test --scratch-path .build-tsan --sanitize thread
+		$(SWIFT) test --scratch-path .build-tsan --sanitize thread --no-parallel
 
 asan: deps
 	ASAN_OPTIONS="detect_leaks=0 halt_on_error=1" \
-		$(SWIFT) test --scratch-path .build-asan --sanitize address
+		$(SWIFT) test --scratch-path .build-asan --sanitize address --no-parallel
 
 clean:
 	rm -rf .build .build-fuzz .build-tsan .build-asan Examples/*/.build Benchmarks/.build
