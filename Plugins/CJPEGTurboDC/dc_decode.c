@@ -1,6 +1,6 @@
 // The DC decoder (see include/CJPEGTurboDC.h). A C target of its own, not a
-// header of the system-library module, so that SwiftPM compiles it with
-// optimisation in release builds.
+// header of the system-library module, so that SwiftPM builds it as C (-O2 in
+// release) and rebuilds it when it changes.
 #include "CJPEGTurboDC.h"
 #include <stdint.h>
 #include <stdlib.h>
