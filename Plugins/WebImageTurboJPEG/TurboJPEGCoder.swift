@@ -200,24 +200,14 @@ extension TurboJPEGDecode {
     /// decodes a copy without the AC scans. Anything unusual about either falls
     /// back to libjpeg on the whole file, which reports real errors.
     static func pixels(context: UnsafeMutablePointer<CJT_context>, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32) throws -> Pixels {
-        var out: UnsafeMutablePointer<UInt8>?
-        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
-        if numerator == 1, header.progressive != 0, header.arithmetic == 0, let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) {
-            let ycc: Int32 = header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0
-            if CJT_dc_decode(base, bytes.count, ycc, &out, &w, &h, &bands) == 0, let out {
-                return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcCoefficients)
-            }
-            if let dc = dcOnlyStream(bytes) {
-                let decoded = dc.withUnsafeBufferPointer { stream -> Bool in
-                    var scratch = CJT_header()
-                    var ignored = [CChar](repeating: 0, count: 512)
-                    guard let dcContext = CJT_open(stream.baseAddress, stream.count, 1, &scratch, &ignored, ignored.count) else { return false }
-                    defer { CJT_close(dcContext) }
-                    return CJT_decode(dcContext, 1, &out, &w, &h, &bands, &truncated) == 0
-                }
-                if decoded, let out { return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcScans) }
+        if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
+            if let pixels = dcDecode(bytes, header: header) { return pixels }
+            if let stream = dcOnlyStream(bytes), let pixels = stream.withUnsafeBytes({ libjpegDecode($0, numerator: 1, path: .dcScans) }) {
+                return pixels
             }
         }
+        var out: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
         guard CJT_decode(context, numerator, &out, &w, &h, &bands, &truncated) == 0, let out else {
             let reason = String(cString: CJT_message(context))
             throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
@@ -225,31 +215,54 @@ extension TurboJPEGDecode {
         return Pixels(pixels: out, width: w, height: h, bands: bands, path: .whole)
     }
 
+    /// `CJT_dc_decode` of a file whose header libjpeg read, or nil when it does not take the file.
+    static func dcDecode(_ bytes: UnsafeRawBufferPointer, header: CJT_header) -> Pixels? {
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
+        var out: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0
+        let ycc: Int32 = header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0
+        guard CJT_dc_decode(base, bytes.count, ycc, &out, &w, &h, &bands) == 0, let out else { return nil }
+        return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcCoefficients)
+    }
+
+    /// libjpeg's strict decode of `bytes` (a file, or a copy without its AC scans)
+    /// at `numerator`/8 in a context of its own, or nil when it fails.
+    static func libjpegDecode(_ bytes: UnsafeRawBufferPointer, numerator: Int32, path: Path) -> Pixels? {
+        var header = CJT_header()
+        var ignored = [CChar](repeating: 0, count: 512)
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+              let context = CJT_open(base, bytes.count, 1, &header, &ignored, ignored.count)
+        else { return nil }
+        defer { CJT_close(context) }
+        var out: UnsafeMutablePointer<UInt8>?
+        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
+        guard CJT_decode(context, numerator, &out, &w, &h, &bands, &truncated) == 0, let out else { return nil }
+        return Pixels(pixels: out, width: w, height: h, bands: bands, path: path)
+    }
+
     /// The 1/8-scale pixels of a file by one path, for tests that compare the
     /// paths byte for byte: nil when that path does not take the file.
     package static func eighthScale(_ bytes: UnsafeRawBufferPointer, path: Path) -> (size: PixelSize, bands: Int, bytes: [UInt8])? {
-        guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return nil }
-        var header = CJT_header()
-        var message = [CChar](repeating: 0, count: 512)
-        var out: UnsafeMutablePointer<UInt8>?
-        var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
+        let pixels: Pixels?
         switch path {
         case .dcCoefficients:
-            guard let context = CJT_open(base, bytes.count, 1, &header, &message, message.count) else { return nil }
+            var header = CJT_header()
+            var ignored = [CChar](repeating: 0, count: 512)
+            guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                  let context = CJT_open(base, bytes.count, 1, &header, &ignored, ignored.count)
+            else { return nil }
             CJT_close(context)
-            guard CJT_dc_decode(base, bytes.count, header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0, &out, &w, &h, &bands) == 0 else { return nil }
+            pixels = dcDecode(bytes, header: header)
         case .dcScans:
-            guard let stream = dcOnlyStream(bytes) else { return nil }
-            return stream.withUnsafeBytes { eighthScale($0, path: .whole) }
+            pixels = dcOnlyStream(bytes).flatMap { stream in stream.withUnsafeBytes { libjpegDecode($0, numerator: 1, path: .dcScans) } }
         case .whole:
-            guard let context = CJT_open(base, bytes.count, 1, &header, &message, message.count) else { return nil }
-            defer { CJT_close(context) }
-            guard CJT_decode(context, 1, &out, &w, &h, &bands, &truncated) == 0 else { return nil }
+            pixels = libjpegDecode(bytes, numerator: 1, path: .whole)
         }
-        guard let out else { return nil }
-        defer { CJT_free(out) }
-        let count = Int(w) * Int(h) * Int(bands)
-        return (PixelSize(width: Int(w), height: Int(h)), Int(bands), Array(UnsafeBufferPointer(start: out, count: count)))
+        guard let pixels else { return nil }
+        defer { CJT_free(pixels.pixels) }
+        let count = Int(pixels.width) * Int(pixels.height) * Int(pixels.bands)
+        return (PixelSize(width: Int(pixels.width), height: Int(pixels.height)), Int(pixels.bands),
+                Array(UnsafeBufferPointer(start: pixels.pixels, count: count)))
     }
 
     /// The file without its AC scans (see `CJT_dc_only`), or nil when it is not a
