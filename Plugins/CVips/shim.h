@@ -3,6 +3,7 @@
 // Typed wrappers over libvips' variadic calls, which Swift cannot make. Every
 // symbol carries the CVips_ prefix. Each returns 0 on success and -1 on failure,
 // with the reason in libvips' error buffer (taken with vips_error_buffer_copy).
+#include <string.h>
 #include <vips/vips.h>
 
 static inline int CVips_init(void) { return VIPS_INIT("webimage"); }
@@ -117,14 +118,17 @@ static inline VipsImage *CVips_from_memory(const void *data, size_t len, int wid
     return rc ? NULL : out;
 }
 
-static inline int CVips_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int progressive, int strip) {
-    return vips_jpegsave_buffer(in, buf, len, "Q", quality, "interlace", progressive, "strip", strip, "optimize_coding", TRUE, NULL);
+/// `subsample`: 0 auto, 1 on, 2 off (VipsForeignSubsample's order).
+static inline int CVips_jpegsave(VipsImage *in, void **buf, size_t *len, int quality, int progressive, int strip, int subsample) {
+    return vips_jpegsave_buffer(in, buf, len, "Q", quality, "interlace", progressive, "strip", strip, "optimize_coding", TRUE,
+                                "subsample_mode", subsample, NULL);
 }
 static inline int CVips_pngsave(VipsImage *in, void **buf, size_t *len, int interlace, int strip) {
     return vips_pngsave_buffer(in, buf, len, "interlace", interlace, "strip", strip, NULL);
 }
-static inline int CVips_webpsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip) {
-    return vips_webpsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip, NULL);
+static inline int CVips_webpsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int effort, int smart_subsample) {
+    return vips_webpsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip, "effort", effort,
+                                "smart_subsample", smart_subsample, NULL);
 }
 static inline int CVips_gifsave(VipsImage *in, void **buf, size_t *len, int interlace, int strip) {
     return vips_gifsave_buffer(in, buf, len, "interlace", interlace, "strip", strip, NULL);
@@ -132,9 +136,140 @@ static inline int CVips_gifsave(VipsImage *in, void **buf, size_t *len, int inte
 static inline int CVips_tiffsave(VipsImage *in, void **buf, size_t *len, int strip) {
     return vips_tiffsave_buffer(in, buf, len, "strip", strip, NULL);
 }
-static inline int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif) {
-    return vips_heifsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip,
-                                "compression", avif ? VIPS_FOREIGN_HEIF_COMPRESSION_AV1 : VIPS_FOREIGN_HEIF_COMPRESSION_HEVC, NULL);
+/// HEIF with AV1 (AVIF) or HEVC (HEIC), 8 bits per sample.
+static inline int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif, int effort, int subsample) {
+    return vips_heifsave_buffer(in, buf, len, "Q", quality, "lossless", lossless, "strip", strip, "bitdepth", 8,
+                                "compression", avif ? VIPS_FOREIGN_HEIF_COMPRESSION_AV1 : VIPS_FOREIGN_HEIF_COMPRESSION_HEVC,
+                                "effort", effort, "subsample_mode", subsample, NULL);
+}
+
+/// Whether the image carries an ICC profile.
+static inline int CVips_has_profile(VipsImage *in) { return vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0; }
+
+/// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or
+/// 8-bit grey (1 or 2 bands). An embedded profile is converted from (relative
+/// colorimetric, as browsers do) and dropped; CMYK goes through its embedded
+/// profile or libvips' built-in CMYK profile; 16-bit becomes 8-bit. With
+/// `keep_profile`, RGB and grey pixels keep their values and their profile (only
+/// 16-bit becomes 8-bit); CMYK is converted all the same, since no web format
+/// but JPEG carries it. A profile that is corrupt or does not fit the image
+/// (a grey profile on RGB, a Lab profile) is dropped and the pixels are taken as
+/// sRGB, as browsers take them; `*ignored` says so.
+static inline int CVips_output_colour(VipsImage *in, VipsImage **out, int keep_profile, int *ignored) {
+    *ignored = 0;
+    VipsInterpretation space = vips_image_guess_interpretation(in);
+    int cmyk = space == VIPS_INTERPRETATION_CMYK && in->Bands >= 4;
+    int profile = vips_image_get_typeof(in, VIPS_META_ICC_NAME) != 0;
+    if (profile) {
+        const void *data = NULL; size_t length = 0;
+        if (vips_image_get_blob(in, VIPS_META_ICC_NAME, &data, &length) || !vips_icc_is_compatible_profile(in, data, length)) {
+            vips_error_clear();
+            *ignored = 1;
+            profile = 0;
+        }
+    }
+    VipsImage *current = NULL;
+    if (cmyk || (profile && !keep_profile)) {
+        // `embedded` takes the file's profile; `input_profile` is for a CMYK file without one.
+        if (vips_icc_transform(in, &current, "srgb", "embedded", profile, "input_profile", cmyk ? "cmyk" : "srgb",
+                               "intent", VIPS_INTENT_RELATIVE, "depth", 8, NULL)) return -1;
+    } else {
+        int grey = space == VIPS_INTERPRETATION_B_W || space == VIPS_INTERPRETATION_GREY16;
+        int plain = in->BandFmt == VIPS_FORMAT_UCHAR && (space == VIPS_INTERPRETATION_sRGB || space == VIPS_INTERPRETATION_B_W);
+        if (plain) { current = in; g_object_ref(in); }
+        else if (vips_colourspace(in, &current, grey ? VIPS_INTERPRETATION_B_W : VIPS_INTERPRETATION_sRGB, NULL)) return -1;
+        if (current->BandFmt != VIPS_FORMAT_UCHAR) {
+            VipsImage *cast = NULL;
+            int rc = vips_cast(current, &cast, VIPS_FORMAT_UCHAR, "shift", current->BandFmt == VIPS_FORMAT_USHORT, NULL);
+            g_object_unref(current);
+            if (rc) return -1;
+            current = cast;
+        }
+    }
+    // A fresh image to edit metadata on: the converted pixels have no profile
+    // (sRGB is what an untagged file means); kept ones keep theirs.
+    VipsImage *copy = NULL;
+    int rc = vips_copy(current, &copy, NULL);
+    g_object_unref(current);
+    if (rc) return -1;
+    if (!(keep_profile && profile && !cmyk)) vips_image_remove(copy, VIPS_META_ICC_NAME);
+    *out = copy;
+    return 0;
+}
+
+/// A copy without the metadata that `keepMetadata` would keep (EXIF, XMP, IPTC,
+/// orientation), but with the ICC profile: for saving with strip off when only
+/// the profile is wanted.
+static inline int CVips_profile_only(VipsImage *in, VipsImage **out) {
+    if (vips_copy(in, out, NULL)) return -1;
+    gchar **fields = vips_image_get_fields(*out);
+    for (int i = 0; fields[i]; i++) {
+        const char *f = fields[i];
+        if (vips_isprefix("exif-", f) || vips_isprefix("xmp-", f) || vips_isprefix("iptc-", f) || !strcmp(f, "orientation"))
+            vips_image_remove(*out, f);
+    }
+    g_strfreev(fields);
+    return 0;
+}
+
+/// Flattens alpha onto an RGB (or grey) background, for formats without alpha.
+static inline int CVips_flatten(VipsImage *in, VipsImage **out, double r, double g, double b) {
+    double rgb[3] = {r, g, b};
+    int bands = in->Bands - 1 >= 3 ? 3 : 1;
+    if (bands == 1) rgb[0] = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    VipsArrayDouble *background = vips_array_double_new(rgb, bands);
+    VipsImage *flat = NULL;
+    int rc = vips_flatten(in, &flat, "background", background, NULL);
+    vips_area_unref(VIPS_AREA(background));
+    if (rc) return rc;
+    rc = vips_cast(flat, out, in->BandFmt, NULL);
+    g_object_unref(flat);
+    return rc;
+}
+
+/// Smart crop to `width` x `height`: `interesting` 1 centre, 2 entropy, 3 attention (VipsInteresting).
+static inline int CVips_smartcrop(VipsImage *in, VipsImage **out, int width, int height, int interesting) {
+    return vips_smartcrop(in, out, width, height, "interesting", interesting, NULL);
+}
+/// Unsharp mask on the L channel (libvips converts to LabS and back).
+static inline int CVips_sharpen(VipsImage *in, VipsImage **out, double sigma) {
+    return vips_sharpen(in, out, "sigma", sigma, NULL);
+}
+/// Places the image on a `width` x `height` canvas at a compass direction
+/// (VipsCompassDirection), the rest filled with `background` (one value per band).
+static inline int CVips_gravity(VipsImage *in, VipsImage **out, int direction, int width, int height, const double *background, int n) {
+    VipsArrayDouble *bg = vips_array_double_new(background, n);
+    int rc = vips_gravity(in, out, direction, width, height, "extend", VIPS_EXTEND_BACKGROUND, "background", bg, NULL);
+    vips_area_unref(VIPS_AREA(bg));
+    return rc;
+}
+/// The box of what differs from `background` by more than `threshold`.
+static inline int CVips_find_trim(VipsImage *in, int *left, int *top, int *width, int *height, double threshold, const double *background, int n) {
+    VipsArrayDouble *bg = vips_array_double_new(background, n);
+    int rc = vips_find_trim(in, left, top, width, height, "threshold", threshold, "background", bg, NULL);
+    vips_area_unref(VIPS_AREA(bg));
+    return rc;
+}
+/// The bands of one pixel, into `values` (at most `n`); returns the band count or -1.
+static inline int CVips_getpoint(VipsImage *in, int x, int y, double *values, int n) {
+    double *vector = NULL; int count = 0;
+    if (vips_getpoint(in, &vector, &count, x, y, NULL)) return -1;
+    for (int i = 0; i < count && i < n; i++) values[i] = vector[i];
+    g_free(vector);
+    return count;
+}
+static inline int CVips_grey(VipsImage *in, VipsImage **out) { return vips_colourspace(in, out, VIPS_INTERPRETATION_B_W, NULL); }
+/// `overlay` over `base` at (x, y), blend mode OVER, in sRGB.
+static inline int CVips_composite(VipsImage *base, VipsImage *overlay, VipsImage **out, int x, int y) {
+    return vips_composite2(base, overlay, out, VIPS_BLEND_MODE_OVER, "x", x, "y", y, NULL);
+}
+/// Multiplies the last band (alpha) by `factor`, leaving the others.
+static inline int CVips_scale_alpha(VipsImage *in, VipsImage **out, double factor) {
+    int n = in->Bands;
+    double a[8], b[8];
+    if (n > 8) return -1;
+    for (int i = 0; i < n; i++) { a[i] = i == n - 1 ? factor : 1.0; b[i] = 0; }
+    return vips_linear(in, out, a, b, n, "uchar", TRUE, NULL);
 }
 
 /// The pixels as 8-bit bands, g_malloc'd (free with CVips_free).
@@ -173,6 +308,34 @@ static inline int CVips_naive_cmyk(VipsImage *in, VipsImage **out) {
     g_object_unref(joined);
     return rc;
 }
+/// Fixtures: the image converted from sRGB to a built-in profile ("p3", "cmyk")
+/// or an ICC file, which it then carries.
+static inline int CVips_to_profile(VipsImage *in, VipsImage **out, const char *profile) {
+    return vips_icc_transform(in, out, profile, "input_profile", "srgb", "embedded", FALSE, "depth", 8, NULL);
+}
+/// Fixtures: attaches bytes as the ICC profile of an image the caller owns.
+static inline void CVips_set_profile(VipsImage *image, const void *data, size_t len) {
+    vips_image_set_blob_copy(image, VIPS_META_ICC_NAME, data, len);
+}
+/// The ICC profile's bytes (owned by the image), or NULL.
+static inline const void *CVips_profile(VipsImage *image, size_t *len) {
+    const void *data = NULL;
+    if (!vips_image_get_typeof(image, VIPS_META_ICC_NAME) || vips_image_get_blob(image, VIPS_META_ICC_NAME, &data, len)) return NULL;
+    return data;
+}
+/// Fixtures: 8-bit RGB or grey as 16-bit (x 257), labelled RGB16 or GREY16.
+static inline int CVips_to_16bit(VipsImage *in, VipsImage **out) {
+    VipsImage *scaled = NULL;
+    if (vips_linear1(in, &scaled, 257.0, 0.0, NULL)) return -1;
+    VipsImage *cast = NULL;
+    int rc = vips_cast(scaled, &cast, VIPS_FORMAT_USHORT, NULL);
+    g_object_unref(scaled);
+    if (rc) return rc;
+    rc = vips_copy(cast, out, "interpretation", in->Bands >= 3 ? VIPS_INTERPRETATION_RGB16 : VIPS_INTERPRETATION_GREY16, NULL);
+    g_object_unref(cast);
+    return rc;
+}
+
 /// Sets an int field on an image the caller owns and has not shared (fixtures).
 static inline void CVips_set_int(VipsImage *image, const char *name, int value) { vips_image_set_int(image, name, value); }
 

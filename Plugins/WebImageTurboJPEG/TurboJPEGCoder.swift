@@ -68,14 +68,18 @@ public struct TurboJPEGCoder: ImageCoder {
         guard format == .jpeg, let pixels = try directPixels(image, options: options) else {
             return try fallback.encode(image, as: format, options: options)
         }
-        let settings = TurboJPEGEncode(quality: options.quality, progressive: options.progressive,
-                                       subsampling: options.quality >= 90 ? .none : .both)
+        let subsampling: TurboJPEGEncode.Subsampling = switch options.chromaSubsampling {
+        case .auto: options.quality >= 90 ? .none : .both
+        case .on: .both
+        case .off: .none
+        }
+        let settings = TurboJPEGEncode(quality: options.quality, progressive: options.progressive, subsampling: subsampling)
         return try settings.encode(pixels)
     }
 
     /// The pixels to encode directly, or nil to hand the image to libvips.
     func directPixels(_ image: Image, options: EncodeOptions) throws -> PixelBuffer? {
-        guard !options.keepMetadata, !image.isAnimated, !image.hasAlpha, image.pixelSize.area <= encodePixelLimit,
+        guard !options.keepMetadata, !options.keepColorProfile, !image.isAnimated, !image.hasAlpha, image.pixelSize.area <= encodePixelLimit,
               let storage = image.storage(as: VipsStorage.self)
         else { return nil }
         return try storage.plainEightBitPixels(maxPixels: encodePixelLimit)

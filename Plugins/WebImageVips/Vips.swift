@@ -52,6 +52,17 @@ enum Vips {
         return Data(bytes: buffer, count: length)
     }
 
+    /// Whether heifsave can write AVIF or HEIC here: a 16x16 grey image through
+    /// it (libheif may lack the AV1 or HEVC encoder).
+    static func canWrite(_ format: ImageFormat) -> Bool {
+        let pixels = [UInt8](repeating: 128, count: 16 * 16 * 3)
+        guard let image = pixels.withUnsafeBytes({ CVips_from_memory($0.baseAddress, $0.count, 16, 16, 3) }) else { return false }
+        let handle = VipsHandle(image)
+        let written = try? save("heifsave") { CVips_heifsave(handle.pointer, $0, $1, 50, 0, 1, format == .avif ? 1 : 0, 0, 0) }
+        vips_error_clear()
+        return written?.isEmpty == false
+    }
+
     static func hasOperation(_ name: String) -> Bool {
         (try? ensureInitialized()) != nil && vips_type_find("VipsOperation", name) != 0
     }
@@ -72,6 +83,12 @@ final class VipsHandle: @unchecked Sendable {
     var bands: Int { Int(CVips_bands(pointer)) }
     var byteCount: Int { Int(CVips_sizeof_image(pointer)) }
     var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
+    /// 8-bit sRGB with alpha (4 bands) or grey with alpha (2 bands).
+    var isPlainWithAlpha: Bool {
+        CVips_format(pointer) == Int32(VIPS_FORMAT_UCHAR.rawValue) && hasAlpha &&
+            ((bands == 4 && CVips_interpretation(pointer) == Int32(VIPS_INTERPRETATION_sRGB.rawValue)) ||
+             (bands == 2 && CVips_interpretation(pointer) == Int32(VIPS_INTERPRETATION_B_W.rawValue)))
+    }
 
     func int(_ name: String) -> Int? {
         guard vips_image_get_typeof(pointer, name) != 0 else { return nil }

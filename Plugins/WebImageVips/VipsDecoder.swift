@@ -94,7 +94,18 @@ struct VipsDecoder {
             result = try header.inMemory()
             if storedOrientation != .up && pageCount > 1 { applied = storedOrientation }
         }
-        return makeImage(result, storedOrientation: storedOrientation, orientation: applied, shrink: shrink)
+        return makeImage(try Self.outputColour(result, keepProfile: options.keepColorProfile),
+                         storedOrientation: storedOrientation, orientation: applied, shrink: shrink)
+    }
+
+    /// The decoded pixels as the pipeline hands them on: 8-bit sRGB or grey, from
+    /// whatever profile, CMYK or depth the file had (`CVips_output_colour`). Plain
+    /// 8-bit sRGB or grey without a profile, nearly every image, passes untouched.
+    static func outputColour(_ image: VipsHandle, keepProfile: Bool) throws -> VipsHandle {
+        if CVips_is_plain_8bit(image.pointer) != 0 || image.isPlainWithAlpha, CVips_has_profile(image.pointer) == 0 { return image }
+        var ignored: Int32 = 0
+        let converted = try Vips.make(.decodeFailed, "converting to sRGB") { CVips_output_colour(image.pointer, $0, keepProfile ? 1 : 0, &ignored) }
+        return try converted.inMemory()
     }
 
     /// libvips' GIF loader stops at 4097 frames with a warning on stderr only; the

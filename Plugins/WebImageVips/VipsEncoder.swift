@@ -22,10 +22,9 @@ enum VipsEncoder {
 
     static func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
         var source = try handle(for: image)
-        let strip: Int32 = options.keepMetadata ? 0 : 1
         let pageHeight = image.pixelSize.height
         if image.isAnimated {
-            if format == .gif || format == .webp {
+            if format.supportsAnimation {
                 let delays = image.frames.map { Int($0.duration.wholeMilliseconds) }
                 source = try source.withAnimation(pageHeight: pageHeight, delays: delays, loop: image.loopCount)
             } else {
@@ -41,18 +40,45 @@ enum VipsEncoder {
             CVips_set_int(copy.pointer, "orientation", Int32(image.orientation.rawValue))
             source = copy
         }
+        if !options.keepColorProfile, !options.keepMetadata, CVips_has_profile(source.pointer) != 0 {
+            // Pixels decoded with keepColorProfile, encoded without it: convert
+            // them rather than write their values unlabelled.
+            var ignored: Int32 = 0
+            source = try Vips.make(.encodeFailed, "converting to sRGB") { CVips_output_colour(source.pointer, $0, 0, &ignored) }
+        }
+        if source.hasAlpha, !format.supportsAlpha {
+            // libvips would drop alpha onto black; flatten onto the chosen background.
+            let b = options.background
+            source = try Vips.make(.encodeFailed, "vips_flatten") {
+                CVips_flatten(source.pointer, $0, Double(b.red), Double(b.green), Double(b.blue))
+            }
+        }
+        // Metadata: all of it, only the colour profile, or none.
+        var strip: Int32 = options.keepMetadata ? 0 : 1
+        if !options.keepMetadata, options.keepColorProfile, CVips_has_profile(source.pointer) != 0 {
+            source = try Vips.make(.encodeFailed, "vips_copy") { CVips_profile_only(source.pointer, $0) }
+            strip = 0
+        }
         let quality = Int32(options.quality)
+        let subsample: Int32 = switch options.chromaSubsampling { case .auto: 0; case .on: 1; case .off: 2 }
+        let effort = Int32(options.effort(for: format))
         switch format {
         case .jpeg:
-            return try Vips.save("jpegsave") { CVips_jpegsave(source.pointer, $0, $1, quality, options.progressive ? 1 : 0, strip) }
+            return try Vips.save("jpegsave") { CVips_jpegsave(source.pointer, $0, $1, quality, options.progressive ? 1 : 0, strip, subsample) }
         case .png:
             return try Vips.save("pngsave") { CVips_pngsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
         case .webp:
-            return try Vips.save("webpsave") { CVips_webpsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip) }
+            return try Vips.save("webpsave") {
+                CVips_webpsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip, effort, options.chromaSubsampling == .off ? 1 : 0)
+            }
         case .gif:
             return try Vips.save("gifsave") { CVips_gifsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
         case .tiff:
             return try Vips.save("tiffsave") { CVips_tiffsave(source.pointer, $0, $1, strip) }
+        case .avif, .heif:
+            return try Vips.save("heifsave") {
+                CVips_heifsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip, format == .avif ? 1 : 0, effort, subsample)
+            }
         default:
             throw WebImageError(.encodeFailed, "VipsImageCoder does not write \(format)")
         }

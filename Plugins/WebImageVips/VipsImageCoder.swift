@@ -69,7 +69,13 @@ public struct VipsImageCoder: ImageCoder {
             (.jpeg, "jpegsave_buffer"), (.png, "pngsave_buffer"), (.gif, "gifsave_buffer"),
             (.webp, "webpsave_buffer"), (.tiff, "tiffsave_buffer"),
         ]
-        return Set(savers.filter { Vips.hasOperation($0.1) }.map(\.0))
+        var formats = Set(savers.filter { Vips.hasOperation($0.1) }.map(\.0))
+        // heifsave exists whenever libheif does; which compressions work depends
+        // on the encoders libheif was built with, so try each on a tiny image.
+        if Vips.hasOperation("heifsave_buffer") {
+            for format in [ImageFormat.avif, .heif] where Vips.canWrite(format) { formats.insert(format) }
+        }
+        return formats
     }()
 
     public func canDecode(_ data: Data) -> Bool {

@@ -60,6 +60,37 @@ public struct ConfigValues: Sendable {
         return text(key).map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } }
     }
 
+    /// Encode options from `<prefix>.quality` (1...100), `.effort` (0...9),
+    /// `.progressive`, `.lossless`, `.keepMetadata`, `.keepColorProfile`,
+    /// `.background` (`ffffff`, `#fff`, `255,255,255`, `white`) and
+    /// `.chromaSubsampling` (`auto`, `on`, `off`), over `base`.
+    public func encodeOptions(prefix: String, base: EncodeOptions) throws -> EncodeOptions {
+        var options = base
+        if let quality = try int("\(prefix).quality", minimum: 1) {
+            guard quality <= 100 else { throw invalid("\(prefix).quality", String(quality), "a quality from 1 to 100") }
+            options.quality = quality
+        }
+        if let effort = try int("\(prefix).effort", minimum: 0) {
+            guard effort <= 9 else { throw invalid("\(prefix).effort", String(effort), "an effort from 0 to 9") }
+            options.effort = effort
+        }
+        if let value = try bool("\(prefix).progressive") { options.progressive = value }
+        if let value = try bool("\(prefix).lossless") { options.lossless = value }
+        if let value = try bool("\(prefix).keepMetadata") { options.keepMetadata = value }
+        if let value = try bool("\(prefix).keepColorProfile") { options.keepColorProfile = value }
+        if let text = text("\(prefix).background") {
+            guard let colour = RGBColor(parsing: text) else { throw invalid("\(prefix).background", text, "a colour such as ffffff, #fff, 255,255,255 or white") }
+            options.background = colour
+        }
+        if let text = text("\(prefix).chromaSubsampling") {
+            guard let mode = EncodeOptions.ChromaSubsampling(rawValue: text.lowercased()) else {
+                throw invalid("\(prefix).chromaSubsampling", text, "auto, on or off")
+            }
+            options.chromaSubsampling = mode
+        }
+        return options
+    }
+
     /// Parses `30s`, `10m`, `2h`, `7d`, `500ms`, or plain seconds; nil for anything else.
     public static func parseDuration(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()

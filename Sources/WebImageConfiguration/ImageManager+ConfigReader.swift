@@ -11,6 +11,8 @@ extension ImageManager.Configuration {
         "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
         "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
         "decode.pixelLimit", "blocklist.ttl",
+        "encode.quality", "encode.effort", "encode.progressive", "encode.lossless", "encode.keepMetadata",
+        "encode.keepColorProfile", "encode.background", "encode.chromaSubsampling",
     ]
 
     /// Builds a whole pipeline from configuration, choosing every part by name.
@@ -30,7 +32,10 @@ extension ImageManager.Configuration {
     /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
-    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, and each plugin's own
+    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, `encode.quality`,
+    /// `encode.effort`, `encode.progressive`, `encode.lossless`, `encode.keepMetadata`,
+    /// `encode.keepColorProfile`, `encode.background`, `encode.chromaSubsampling`
+    /// (``encodeOptions``), and each plugin's own
     /// keys (`vips.allowUntrusted`, `loader.blockPrivateAddresses`, `loader.exemptAddresses`).
     ///
     /// - Parameter defaultStorePath: where a store goes when `store.path` is not set.
@@ -116,5 +121,6 @@ extension ImageManager.Configuration {
         if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
         if let pixels = try values.int("decode.pixelLimit", minimum: 1) { decodeOptions.pixelLimit = pixels }
         if let ttl = try values.duration("blocklist.ttl") { blocklist = FailedURLBlocklist(ttl: ttl) }
+        encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
     }
 }

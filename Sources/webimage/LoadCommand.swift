@@ -24,14 +24,26 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Decode straight to fit a box, WxH or N (shrink on load).")
     var thumbnail: String?
 
-    @Option(help: "Transformers: resize:WxH[:fill], crop:x,y,w,h, rotate:deg, flip:h|v, round:r, blur:s, tint:r,g,b[,a]; join with ';'.")
+    @Option(help: "Transformers joined with ';' (docs/tool.md lists them): resize:WxH[:fit|fill|stretch][:attention|entropy], crop:x,y,w,h, rotate:deg, flip:h|v, round:r, blur:s, tint:r,g,b[,a], sharpen[:s], flatten[:colour], pad:WxH[:colour[:gravity]], trim[:threshold], grey, watermark:path[:gravity[:opacity[:margin]]], dpr:n.")
     var transform: String?
 
-    @Option(help: "Output format for --out: jpeg, png, webp, gif.")
+    @Option(help: "Output format of thumbnails, transforms and --out: jpeg, png, webp, gif, avif, heic, tiff. A result with alpha is never written as JPEG: it becomes PNG (flatten it first to get JPEG).")
     var format: String?
 
-    @Option(help: "Output quality, 1-100.")
-    var quality: Int = 85
+    @Option(help: "Output quality, 1-100 (default: encode.quality, 90).")
+    var quality: Int?
+
+    @Option(help: "Encoder effort: WebP 0-6, AVIF/HEIC 0-9 (default: encode.effort, else 2).")
+    var effort: Int?
+
+    @Flag(help: "Progressive JPEG, interlaced PNG and GIF.")
+    var progressive = false
+
+    @Flag(name: .customLong("keep-color-profile"), help: "Keep the source's ICC profile and colours instead of converting to sRGB.")
+    var keepColorProfile = false
+
+    @Option(help: "The colour under transparent pixels in JPEG output: ffffff, #fff, 255,255,255, white (default: encode.background, white).")
+    var background: String?
 
     @Option(help: "Write each result into this directory.")
     var out: String?
@@ -51,10 +63,12 @@ struct LoadCommand: AsyncParsableCommand {
     func validate() throws {
         if inputs.isEmpty && inputFile == nil { throw ValidationError("give inputs, or --input-file") }
         if let thumbnail, PixelSize(parsing: thumbnail) == nil { throw ValidationError("--thumbnail takes WxH or N, not '\(thumbnail)'") }
-        if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp or gif, not '\(format)'") }
-        if !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
+        if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp, gif, avif, heic or tiff, not '\(format)'") }
+        if let quality, !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
+        if let effort, !(0...9).contains(effort) { throw ValidationError("--effort takes 0 to 9") }
+        if let background, RGBColor(parsing: background) == nil { throw ValidationError("--background takes a colour such as ffffff, #fff, 255,255,255 or white, not '\(background)'") }
         if concurrency < 1 { throw ValidationError("--concurrency takes a positive number") }
-        if let transform { _ = try TransformSpec.parse(transform) }
+        if let transform { _ = try TransformSpec.parse(transform, watermark: TransformSpec.watermarkFile) }
     }
 
     func run() async throws {
@@ -70,8 +84,21 @@ struct LoadCommand: AsyncParsableCommand {
         let manager = try await global.manager()
         var context = ImageContext()
         context.thumbnailPixelSize = thumbnail.flatMap(PixelSize.init(parsing:))
-        context.transformer = try transform.map(TransformSpec.parse)
+        context.transformer = try transform.map { try TransformSpec.parse($0, watermark: TransformSpec.watermarkFile) }
         context.encodeFormat = format.flatMap(ImageFormat.init(name:))
+        if let requested = context.encodeFormat, manager.configuration.coders.encoder(for: requested) == nil {
+            Terminal.error("--format \(requested): no coder here writes it")
+            throw ExitCode(2)
+        }
+        if quality != nil || effort != nil || progressive || keepColorProfile || background != nil {
+            var options = manager.configuration.encodeOptions
+            if let quality { options.quality = quality }
+            if let effort { options.effort = effort }
+            if progressive { options.progressive = true }
+            if keepColorProfile { options.keepColorProfile = true }
+            if let background, let colour = RGBColor(parsing: background) { options.background = colour }
+            context.encodeOptions = options
+        }
         if let out { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) }
 
         let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
@@ -94,7 +121,7 @@ struct LoadCommand: AsyncParsableCommand {
         }
         defer { signalSources.forEach { $0.cancel() } }
         let job = LoadJob(manager: manager, context: context, options: cacheOnly ? [.waitStoreCache, .fromCacheOnly] : [.waitStoreCache],
-                          format: context.encodeFormat, quality: quality, out: out)
+                          out: out)
         await withTaskGroup(of: Void.self) { group in
             var running = 0
             for await input in source.lines() {
@@ -125,8 +152,6 @@ struct LoadJob: Sendable {
     let manager: ImageManager
     let context: ImageContext
     let options: ImageOptions
-    let format: ImageFormat?
-    let quality: Int
     let out: String?
 
     struct Record: Sendable {
@@ -158,7 +183,7 @@ struct LoadJob: Sendable {
             if bytes == nil, let store = manager.store { bytes = try? await store.data(forKey: result.key) }
             record.bytes = bytes?.count
             if let out, let image = result.image {
-                let written = try await write(image, input: url, key: result.key, into: out)
+                let written = try await write(image, bytes: bytes, input: url, key: result.key, into: out)
                 record.output = written.path
                 record.bytes = written.bytes
             }
@@ -170,13 +195,23 @@ struct LoadJob: Sendable {
         return record
     }
 
-    private func write(_ image: Image, input: URL, key: String, into directory: String) async throws -> (path: String, bytes: Int) {
+    /// Writes the result in the format the cache holds it in
+    /// (``ImageFormat/output(for:requested:canEncode:)``): the bytes the load
+    /// returned when they are in that format (an original unchanged, or the
+    /// derived bytes just stored), else the image encoded as the manager encodes.
+    private func write(_ image: Image, bytes: Data?, input: URL, key: String, into directory: String) async throws -> (path: String, bytes: Int) {
         let coders = manager.configuration.coders
-        let candidates: [ImageFormat] = [image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
-        let target: ImageFormat = format ?? candidates.first { coders.encoder(for: $0) != nil } ?? .png
-        guard let coder = coders.encoder(for: target) else { throw WebImageError(.encodeFailed, "no coder writes \(target)") }
-        let quality = quality
-        let data = try await BlockingThreadPool.shared.run { try coder.encode(image, as: target, options: EncodeOptions(quality: quality)) }
+        guard let target = ImageFormat.output(for: image, requested: context.encodeFormat, canEncode: { coders.encoder(for: $0) != nil }),
+              let coder = coders.encoder(for: target) else {
+            throw WebImageError(.encodeFailed, "no coder writes \(context.encodeFormat ?? image.format ?? .png)")
+        }
+        let data: Data
+        if let bytes, ImageFormat.sniff(bytes) == target {
+            data = bytes
+        } else {
+            let options = context.encodeOptions ?? manager.configuration.encodeOptions
+            data = try await BlockingThreadPool.shared.run { try coder.encode(image, as: target, options: options) }
+        }
         let name = OutputFileName.make(for: input, key: key, fileExtension: target.fileExtension)
         let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
         try OutputFile.write(data, to: path)

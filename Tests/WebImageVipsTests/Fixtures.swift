@@ -47,7 +47,7 @@ enum Fixtures {
             CVips_set_int(copy, "orientation", Int32(orientation))
             var buffer: UnsafeMutableRawPointer?
             var length = 0
-            guard CVips_jpegsave(copy, &buffer, &length, 95, 0, 0) == 0, let buffer else { throw Failure("jpegsave") }
+            guard CVips_jpegsave(copy, &buffer, &length, 95, 0, 0, 0) == 0, let buffer else { throw Failure("jpegsave") }
             defer { CVips_free(buffer) }
             return Data(bytes: buffer, count: length)
         }
@@ -60,7 +60,7 @@ enum Fixtures {
         defer { CVips_unref(out) }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard CVips_jpegsave(out, &buffer, &length, 85, 0, 1) == 0, let buffer else { throw Failure("jpegsave") }
+        guard CVips_jpegsave(out, &buffer, &length, 85, 0, 1, 0) == 0, let buffer else { throw Failure("jpegsave") }
         defer { CVips_free(buffer) }
         return Data(bytes: buffer, count: length)
     }

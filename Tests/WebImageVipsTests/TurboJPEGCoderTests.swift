@@ -299,7 +299,7 @@ struct TurboJPEGCoderTests {
         defer { CVips_unref(cmykImage) }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        #expect(CVips_jpegsave(cmykImage, &buffer, &length, 90, 0, 1) == 0)
+        #expect(CVips_jpegsave(cmykImage, &buffer, &length, 90, 0, 1, 0) == 0)
         let cmykData = Data(bytes: try #require(buffer), count: length)
         CVips_free(buffer)
         let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))

@@ -19,6 +19,13 @@ public struct DecodeOptions: Hashable, Sendable {
     public var keepOrientation: Bool = false
     /// Accept truncated or slightly corrupt data instead of failing.
     public var allowTruncated: Bool = false
+    /// Keep the pixels in the colour space of the file's ICC profile, with the
+    /// profile attached, instead of converting them to sRGB. Off by default:
+    /// decoded images are 8-bit sRGB (or 8-bit grey), whatever the file held
+    /// (a Display P3 or Adobe RGB profile, CMYK, 16 bits per sample). CMYK is
+    /// converted either way. Set from ``EncodeOptions/keepColorProfile`` by the
+    /// manager, so that what is encoded keeps the profile it was decoded with.
+    public var keepColorProfile: Bool = false
 
     public init(
         thumbnailPixelSize: PixelSize? = nil,
@@ -28,7 +35,8 @@ public struct DecodeOptions: Hashable, Sendable {
         pixelLimit: Int = 100_000_000,
         scaleDownLargeImages: Bool = false,
         keepOrientation: Bool = false,
-        allowTruncated: Bool = false
+        allowTruncated: Bool = false,
+        keepColorProfile: Bool = false
     ) {
         self.thumbnailPixelSize = thumbnailPixelSize
         self.preserveAspectRatio = preserveAspectRatio
@@ -38,5 +46,6 @@ public struct DecodeOptions: Hashable, Sendable {
         self.scaleDownLargeImages = scaleDownLargeImages
         self.keepOrientation = keepOrientation
         self.allowTruncated = allowTruncated
+        self.keepColorProfile = keepColorProfile
     }
 }

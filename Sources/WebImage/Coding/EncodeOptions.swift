@@ -1,18 +1,94 @@
 /// What a coder is asked to do while encoding.
+///
+/// The manager encodes derived results (thumbnails, transforms) with
+/// ``ImageManager/Configuration/encodeOptions``, or a load's
+/// ``ImageContext/encodeOptions``; options other than the defaults become part
+/// of the derived cache key (``key``).
 public struct EncodeOptions: Hashable, Sendable {
     /// Lossy quality, 1...100.
     public var quality: Int = 80
-    /// Lossless where the format offers both (WebP).
+    /// Lossless where the format offers both (WebP, AVIF, HEIC).
     public var lossless: Bool = false
-    /// Progressive or interlaced output where the format has it (JPEG, PNG).
+    /// Progressive or interlaced output where the format has it (JPEG: SOF2 and
+    /// several scans; PNG and GIF: interlaced).
     public var progressive: Bool = false
     /// Keep EXIF, ICC and XMP metadata. Off by default: metadata leaks (GPS) and costs bytes.
     public var keepMetadata: Bool = false
+    /// Keep the source's ICC profile, and its pixels in that profile's colour
+    /// space, instead of converting to sRGB; in every format that carries a
+    /// profile (JPEG, PNG, WebP, AVIF, HEIC, TIFF; GIF carries none). Off by
+    /// default, as in sharp and imgproxy: 8-bit sRGB without a profile is what
+    /// every browser shows the same and costs no bytes. The manager decodes with
+    /// ``DecodeOptions/keepColorProfile`` set to match.
+    public var keepColorProfile: Bool = false
+    /// CPU spent for smaller files, on the format's own scale: WebP's method
+    /// (0...6) and AVIF/HEIC's effort (0...9; higher is slower and smaller).
+    /// Values over a format's top are taken as its top. nil: the format's
+    /// default here (``defaultEffort(for:)``), chosen from the benchmark suite.
+    public var effort: Int?
+    /// Chroma subsampling for lossy formats that have a choice.
+    public var chromaSubsampling: ChromaSubsampling = .auto
+    /// What transparent pixels become in a format without alpha (JPEG). White by
+    /// default; black, libvips' own default, is what users notice.
+    public var background: RGBColor = .white
 
-    public init(quality: Int = 80, lossless: Bool = false, progressive: Bool = false, keepMetadata: Bool = false) {
+    /// How lossy encoders store colour.
+    public enum ChromaSubsampling: String, Hashable, Sendable, CaseIterable {
+        /// The encoder's choice: JPEG and AVIF/HEIC subsample below quality 90.
+        case auto
+        /// Always 4:2:0: smaller files.
+        case on
+        /// Never (4:4:4; WebP, which is always 4:2:0, uses its sharper "smart" subsampling):
+        /// sharper red and blue edges in text and graphics.
+        case off
+    }
+
+    public init(quality: Int = 80, lossless: Bool = false, progressive: Bool = false, keepMetadata: Bool = false,
+                keepColorProfile: Bool = false, effort: Int? = nil, chromaSubsampling: ChromaSubsampling = .auto,
+                background: RGBColor = .white) {
         self.quality = min(100, max(1, quality))
         self.lossless = lossless
         self.progressive = progressive
         self.keepMetadata = keepMetadata
+        self.keepColorProfile = keepColorProfile
+        self.effort = effort.map { min(9, max(0, $0)) }
+        self.chromaSubsampling = chromaSubsampling
+        self.background = background
+    }
+
+    /// What the manager encodes derived results with unless configured: quality
+    /// 90, everything else as above.
+    public static let derivedDefault = EncodeOptions(quality: 90)
+
+    /// The effort used when ``effort`` is nil. WebP 2 and AVIF/HEIC 2: on the
+    /// suite's 2400x1600 photo (docs/performance.md, "Encoders") the next steps
+    /// up cost far more time than the bytes they save; libvips' own defaults
+    /// (WebP 4, AVIF/HEIC 4) made WebP 20x slower than JPEG.
+    public static func defaultEffort(for format: ImageFormat) -> Int {
+        switch format {
+        case .webp: 2
+        case .avif, .heif: 2
+        default: 0
+        }
+    }
+
+    /// The effort for a format: ``effort`` or the default, within the format's range.
+    public func effort(for format: ImageFormat) -> Int {
+        let value = effort ?? Self.defaultEffort(for: format)
+        return format == .webp ? min(6, value) : value
+    }
+
+    /// A short, stable text of every field: part of derived cache keys
+    /// (`q90,e2,prog,icc,bg=ffffff,sub=off`), fields at their defaults left out.
+    public var key: String {
+        var parts = ["q\(quality)"]
+        if lossless { parts.append("lossless") }
+        if progressive { parts.append("prog") }
+        if keepMetadata { parts.append("meta") }
+        if keepColorProfile { parts.append("icc") }
+        if let effort { parts.append("e\(effort)") }
+        if chromaSubsampling != .auto { parts.append("sub=\(chromaSubsampling.rawValue)") }
+        if background != .white { parts.append("bg=\(background)") }
+        return parts.joined(separator: ",")
     }
 }

@@ -27,6 +27,7 @@ public struct ImageFormat: RawRepresentable, Hashable, Sendable, Codable, Custom
         switch self {
         case .jpeg: "jpg"
         case .tiff: "tif"
+        case .heif: "heic"
         default: rawValue
         }
     }

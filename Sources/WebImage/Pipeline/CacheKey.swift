@@ -29,25 +29,23 @@ public struct CacheKeyFilter: Sendable {
 /// Makes the bytes stored on disk for a derived (transformed or thumbnailed)
 /// result. Returning nil stores nothing for it on disk.
 ///
-/// The default encodes in ``ImageContext/encodeFormat``, else the source format if
-/// a coder writes it, else PNG for images with alpha and JPEG otherwise (as
-/// SDWebImage does when it has no original bytes).
+/// The default, ``encoding(as:options:)``, picks the format with
+/// ``ImageFormat/output(for:requested:canEncode:)``: the requested format, else
+/// the source's, with PNG for a result that gained alpha (rounded corners on a
+/// JPEG), so that the disk copy shows what the memory copy does.
 public struct CacheSerializer: Sendable {
     public let serialize: @Sendable (_ image: Image, _ key: String, _ coders: CoderRegistry) -> Data?
     public init(_ serialize: @escaping @Sendable (_ image: Image, _ key: String, _ coders: CoderRegistry) -> Data?) {
         self.serialize = serialize
     }
 
-    public static func encoding(as preferred: ImageFormat?) -> CacheSerializer {
+    /// Encodes in the format ``ImageFormat/output(for:requested:canEncode:)``
+    /// chooses, with these options.
+    public static func encoding(as preferred: ImageFormat?, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
         CacheSerializer { image, _, coders in
-            let candidates = [preferred, image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
-            for format in candidates {
-                if let coder = coders.encoder(for: format),
-                   let data = try? coder.encode(image, as: format, options: EncodeOptions(quality: 90)) {
-                    return data
-                }
-            }
-            return nil
+            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil }),
+                  let coder = coders.encoder(for: format) else { return nil }
+            return try? coder.encode(image, as: format, options: options)
         }
     }
 }
@@ -57,14 +55,18 @@ enum CacheKey {
     /// The plain key plus every request parameter that changes the result:
     /// `https://x/a.jpg` becomes `https://x/a.jpg#webimage(thumb=256x256,t=blur(2))`.
     /// The original stays under the plain key, so a thumbnail never costs a second
-    /// download of its original.
-    static func derived(from key: String, options: ImageOptions, context: ImageContext) -> String {
+    /// download of its original. Encode options other than the default are part of
+    /// a derived key (`e=q80,e4`); keeping the colour profile changes the decoded
+    /// pixels, so it marks even a plain decode's key (`icc`).
+    static func derived(from key: String, options: ImageOptions, context: ImageContext, encodeOptions: EncodeOptions = .derivedDefault) -> String {
         var parts: [String] = []
         if let size = context.thumbnailPixelSize {
             parts.append("thumb=\(size)" + (context.preserveAspectRatio ? "" : ",fill"))
         }
         if let transformer = context.transformer { parts.append("t=\(transformer.key)") }
         if let format = context.encodeFormat, !parts.isEmpty { parts.append("f=\(format)") }
+        if !parts.isEmpty, encodeOptions != .derivedDefault { parts.append("e=\(encodeOptions.key)") }
+        if encodeOptions.keepColorProfile, parts.isEmpty { parts.append("icc") }
         if options.contains(.decodeFirstFrameOnly) { parts.append("first") }
         if options.contains(.scaleDownLargeImages) { parts.append("fit") }
         if context.keepOrientation { parts.append("raw") }

@@ -18,8 +18,14 @@ public struct ImageContext: Sendable {
     public var cacheSerializer: CacheSerializer?
     /// Applied after decoding; its key becomes part of the cache key.
     public var transformer: (any ImageTransformer)?
-    /// The format derived results are encoded in on disk; default: the source's.
+    /// The format derived results are encoded in on disk; default: the source's
+    /// (see ``ImageFormat/output(for:requested:canEncode:)``: a result with alpha
+    /// is never written in a format without it).
     public var encodeFormat: ImageFormat?
+    /// How derived results are encoded, instead of the manager's
+    /// ``ImageManager/Configuration/encodeOptions``. Its
+    /// ``EncodeOptions/keepColorProfile`` also decides how the image is decoded.
+    public var encodeOptions: EncodeOptions?
     /// Adjusts each request before it is sent (headers such as `Authorization`).
     public var requestModifier: (@Sendable (inout LoadRequest) -> Void)?
     /// Use this store instead of the manager's.

@@ -24,6 +24,12 @@ extension ImageManager {
         public var cacheKeyFilter: CacheKeyFilter = .identity
         /// Makes disk bytes for derived results. Default: see ``CacheSerializer/encoding(as:)``.
         public var cacheSerializer: CacheSerializer?
+        /// How derived results (thumbnails, transforms) are encoded: quality,
+        /// effort, colour profile, the background under alpha in JPEG. Default
+        /// ``EncodeOptions/derivedDefault`` (quality 90, sRGB). Options other than
+        /// that default become part of derived keys, so changing them makes new
+        /// entries rather than serving old bytes.
+        public var encodeOptions: EncodeOptions = .derivedDefault
         /// Failed URLs. Default: 5 minutes, 10 000 URLs.
         public var blocklist = FailedURLBlocklist()
         /// Decoding defaults; per-load options and context refine them. The pixel

@@ -109,7 +109,7 @@ public final class ImageManager: Sendable {
     /// The key a load's result is cached under: the plain key, or a derived one
     /// when the context asks for a thumbnail or a transformation.
     public func resultKey(for url: URL, options: ImageOptions = [], context: ImageContext = ImageContext()) -> String {
-        CacheKey.derived(from: cacheKey(for: url, context: context), options: options, context: context)
+        CacheKey.derived(from: cacheKey(for: url, context: context), options: options, context: context, encodeOptions: encodeOptions(context))
     }
 
     /// Loads an image. See the type's discussion for the steps.
@@ -134,7 +134,7 @@ public final class ImageManager: Sendable {
         let derivesBytes = CacheKey.storesDerivedBytes(options: options, context: context)
         // Bytes of an original live under the plain key; a thumbnail's or a
         // transform's under the derived key, bytes-only or not.
-        let key = options.contains(.avoidDecode) && !derivesBytes ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context)
+        let key = options.contains(.avoidDecode) && !derivesBytes ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context, encodeOptions: encodeOptions(context))
 
         if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
             throw WebImageError(.blockedURL, "\(url.absoluteString) failed recently (\(failure)); pass .retryFailed to try again",
@@ -394,6 +394,7 @@ public final class ImageManager: Sendable {
         decodeOptions.scaleDownLargeImages = decodeOptions.scaleDownLargeImages || options.contains(.scaleDownLargeImages)
         decodeOptions.keepOrientation = decodeOptions.keepOrientation || context.keepOrientation
         decodeOptions.allowTruncated = decodeOptions.allowTruncated || context.allowTruncated
+        decodeOptions.keepColorProfile = decodeOptions.keepColorProfile || encodeOptions(context).keepColorProfile
         decodeOptions.preserveAspectRatio = context.preserveAspectRatio
         // Derived bytes already are the thumbnail, transformed and upright.
         decodeOptions.thumbnailPixelSize = derived ? nil : context.thumbnailPixelSize
@@ -443,12 +444,15 @@ public final class ImageManager: Sendable {
     /// A derived result's bytes, by the cache serializer, on the decode pool; nil
     /// when the serializer makes none.
     private func encodeDerived(_ image: Image, key: String, context: ImageContext) async throws -> Data? {
-        let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat)
+        let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat, options: encodeOptions(context))
         let coders = configuration.coders
         do { return try await configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
             throw WebImageError.wrap(error, as: .encodeFailed, "encoding \(key)")
         }
     }
+
+    /// The options derived results are encoded with: the load's, else the manager's.
+    private func encodeOptions(_ context: ImageContext) -> EncodeOptions { context.encodeOptions ?? configuration.encodeOptions }
 
     /// Encodes and stores a derived result in the background, within the bound.
     private func storeDerivedInBackground(_ image: Image, key: String, store: (any CacheStore)?, options: ImageOptions, context: ImageContext) {

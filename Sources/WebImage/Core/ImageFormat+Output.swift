@@ -1,0 +1,82 @@
+import Foundation
+
+extension ImageFormat {
+    /// Whether the format stores transparency. JPEG and BMP do not; GIF does,
+    /// one bit deep.
+    public var supportsAlpha: Bool {
+        switch self {
+        case .jpeg, .bmp, .pdf: false
+        default: true
+        }
+    }
+
+    /// Whether the format stores animations that this package writes (GIF, WebP).
+    public var supportsAnimation: Bool { self == .gif || self == .webp }
+
+    /// The format a result is written in when nobody insisted on a lossy
+    /// flattening: `requested` (``ImageContext/encodeFormat``, `--format`), else
+    /// the source's format, else PNG with alpha and JPEG without; the first of
+    /// those that `canEncode`. An image with alpha never goes to a format without
+    /// it: it becomes PNG, or stays WebP/AVIF/HEIC when one of those was asked
+    /// for. To get JPEG from a transparent image, flatten it first
+    /// (`ImageTransformers.Flatten`, `flatten:ffffff`); an encoder asked for JPEG
+    /// directly flattens onto ``EncodeOptions/background``.
+    ///
+    /// - Returns: nil when no coder writes any candidate.
+    public static func output(for image: Image, requested: ImageFormat?, canEncode: (ImageFormat) -> Bool) -> ImageFormat? {
+        let candidates = [requested, image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
+        guard var format = candidates.first(where: canEncode) else { return nil }
+        if image.hasAlpha, !format.supportsAlpha { format = .png }
+        return canEncode(format) ? format : candidates.first { canEncode($0) && $0.supportsAlpha }
+    }
+
+    /// Picks the format to answer an HTTP request in, from its `Accept` header,
+    /// the image, and the formats the service allows (those its coders write).
+    ///
+    /// Still images get AVIF, then WebP, when the client names them with a
+    /// quality above zero (a bare `*/*` or `image/*` does not count: clients that
+    /// send only those, curl or old browsers, may not show them), and otherwise
+    /// JPEG, or PNG when the image has alpha. Animated images get animated WebP
+    /// when accepted, else GIF. When the client names its preferences with
+    /// different `q` values, the higher one wins among the modern formats.
+    /// JPEG, PNG and GIF are answered even when the header leaves them out: every
+    /// client shows them, and an image is more use than a 406. Media types this
+    /// does not know (`image/jxl`, `video/*`) and malformed entries are ignored.
+    ///
+    /// Answer with `Vary: Accept`, so that caches keep one copy per header.
+    ///
+    /// ```swift
+    /// let format = ImageFormat.negotiate(accept: request.headers[.accept], hasAlpha: image.hasAlpha,
+    ///                                    isAnimated: image.isAnimated, allowed: [.avif, .webp, .jpeg, .png, .gif])
+    /// ```
+    public static func negotiate(accept: String?, hasAlpha: Bool, isAnimated: Bool, allowed: Set<ImageFormat>) -> ImageFormat {
+        let quality = acceptedQualities(accept ?? "")
+        func accepted(_ format: ImageFormat) -> Double? {
+            guard allowed.contains(format), let q = quality[format.mimeType], q > 0 else { return nil }
+            return q
+        }
+        let modern: [ImageFormat] = isAnimated ? [.webp] : [.avif, .webp]
+        let best = modern.enumerated()
+            .compactMap { index, format in accepted(format).map { (format: format, q: $0, rank: index) } }
+            .min { ($0.q, -$0.rank) > ($1.q, -$1.rank) }
+        if let best { return best.format }
+        let fallback: [ImageFormat] = isAnimated ? [.gif, .webp, .png] : hasAlpha ? [.png, .webp, .avif, .gif] : [.jpeg, .png, .webp, .avif]
+        return fallback.first { allowed.contains($0) } ?? (hasAlpha ? .png : .jpeg)
+    }
+
+    /// Media type (lowercased, parameters other than q dropped) to its q value.
+    /// The first mention of a type wins; a q that does not parse counts as 1.
+    static func acceptedQualities(_ header: String) -> [String: Double] {
+        var result: [String: Double] = [:]
+        for entry in header.split(separator: ",").prefix(64) {
+            let parts = entry.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let type = parts.first, type.contains("/"), !type.isEmpty, result[type] == nil else { continue }
+            var q = 1.0
+            for parameter in parts.dropFirst() where parameter.hasPrefix("q=") {
+                if let value = Double(parameter.dropFirst(2)), value.isFinite { q = min(1, max(0, value)) }
+            }
+            result[type] = q
+        }
+        return result
+    }
+}
