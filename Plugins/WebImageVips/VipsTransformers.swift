@@ -22,15 +22,29 @@ extension ImageTransformers {
         case stretch
     }
 
+    /// Which part of the image a ``ResizeMode/fill`` keeps when it crops.
+    public enum CropFocus: String, Sendable, Hashable, CaseIterable {
+        /// The centre (the default).
+        case centre
+        /// libvips' attention strategy: skin tones, saturated colour and edges
+        /// (faces and subjects, as thumbor's and imgproxy's smart crops find them).
+        case attention
+        /// The part with the most entropy (detail).
+        case entropy
+    }
+
     /// Resizes with a Lanczos kernel.
     public struct Resize: ImageTransformer {
         public var size: PixelSize
         public var mode: ResizeMode
-        public init(_ size: PixelSize, mode: ResizeMode = .fit) {
+        /// What a fill keeps of the covered image; ignored by fit and stretch.
+        public var focus: CropFocus
+        public init(_ size: PixelSize, mode: ResizeMode = .fit, focus: CropFocus = .centre) {
             self.size = size
             self.mode = mode
+            self.focus = focus
         }
-        public var key: String { "resize(\(size),\(mode.rawValue))" }
+        public var key: String { "resize(\(size),\(mode.rawValue)\(mode == .fill && focus != .centre ? ",\(focus.rawValue)" : ""))" }
         public func transform(_ image: Image) throws -> Image {
             try VipsFrames.map(image) { frame in
                 let w = Double(size.width) / Double(frame.width), h = Double(size.height) / Double(frame.height)
@@ -43,6 +57,12 @@ extension ImageTransformers {
                 case .fill:
                     let s = max(w, h)
                     let covered = try exact(frame, PixelSize(width: max(size.width, Int((Double(frame.width) * s).rounded())), height: max(size.height, Int((Double(frame.height) * s).rounded()))))
+                    if focus != .centre {
+                        let interesting: Int32 = focus == .attention ? Int32(VIPS_INTERESTING_ATTENTION.rawValue) : Int32(VIPS_INTERESTING_ENTROPY.rawValue)
+                        return try Vips.make(.transformFailed, "vips_smartcrop") {
+                            CVips_smartcrop(covered.pointer, $0, Int32(size.width), Int32(size.height), interesting)
+                        }
+                    }
                     let left = (covered.width - size.width) / 2, top = (covered.height - size.height) / 2
                     return try Vips.make(.transformFailed, "vips_extract_area") {
                         CVips_extract_area(covered.pointer, $0, Int32(left), Int32(top), Int32(size.width), Int32(size.height))

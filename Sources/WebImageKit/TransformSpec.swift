@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import WebImage
 import WebImageVips
 
@@ -7,22 +7,67 @@ import WebImageVips
 /// | spec | transformer |
 /// | --- | --- |
 /// | `resize:256x256`, `resize:256x256:fill`, `resize:200x100:stretch` | ``ImageTransformers/Resize`` |
+/// | `resize:256x256:fill:attention`, `…:fill:entropy` | ``ImageTransformers/Resize`` with a smart crop (``ImageTransformers/CropFocus``) |
 /// | `crop:x,y,w,h` | ``ImageTransformers/Crop`` |
 /// | `rotate:90`, `rotate:-12.5` | ``ImageTransformers/Rotate`` |
 /// | `flip:h`, `flip:v` | ``ImageTransformers/Flip`` |
 /// | `round:16` | ``ImageTransformers/RoundCorners`` |
 /// | `blur:2.5` | ``ImageTransformers/Blur`` |
 /// | `tint:r,g,b[,amount]` | ``ImageTransformers/Tint`` |
+/// | `sharpen`, `sharpen:0.8` | ``ImageTransformers/Sharpen`` |
+/// | `flatten`, `flatten:000000` | ``ImageTransformers/Flatten`` (white by default) |
+/// | `pad:300x300`, `pad:300x300:000000`, `pad:300x300:none:north` | ``ImageTransformers/Pad`` (`none`: transparent) |
+/// | `trim`, `trim:25` | ``ImageTransformers/Trim`` |
+/// | `grey` (or `greyscale`, `gray`) | ``ImageTransformers/Greyscale`` |
+/// | `watermark:NAME[:gravity[:opacity[:margin]]]` | ``ImageTransformers/Watermark`` (NAME resolved by the caller) |
+/// | `dpr:2` | multiplies every size in the spec (resize, pad, crop, round, watermark margin) |
+///
+/// Colours are `ffffff`, `#fff`, `255,255,255`, `white` or `black` (a `,` inside a
+/// colour is fine: fields are separated by `:`). Gravities: `centre`, `n`, `ne`,
+/// `e`, `se`, `s`, `sw`, `w`, `nw`.
+///
+/// Every number is bounded, and out of bounds is a typed error naming the spec:
+/// sizes 1...``maxSide`` (after the DPR), blur 0...100, sharpen 0...10, trim 0...255,
+/// opacity 0...1, margin 0...10 000, DPR 0.1...5.
 public enum TransformSpec {
+    /// The largest side a spec may ask for, after the DPR: 8192. Larger
+    /// resizes are what a hostile query asks for to make a server allocate gigabytes.
+    public static let maxSide = 8192
+
     /// One transformer, or several joined with `;` (a pipeline).
-    public static func parse(_ text: String) throws -> any ImageTransformer {
+    /// - Parameter watermark: turns a `watermark:` NAME into the overlay's bytes.
+    ///   The default refuses every name: a query string must never name a file
+    ///   to read. The command line reads files; the example server looks names
+    ///   up in a directory it was configured with.
+    public static func parse(_ text: String, watermark: (String) throws -> Data = refuseWatermarks) throws -> any ImageTransformer {
         let parts = text.split(separator: ";").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !parts.isEmpty else { throw WebImageError(.invalidArgument, "empty transform") }
-        let transformers = try parts.map(parseOne)
+        var dpr = 1.0
+        for part in parts where part.lowercased().hasPrefix("dpr:") || part.lowercased() == "dpr" {
+            guard let value = Double(part.dropFirst(4)), value.isFinite, (0.1...5).contains(value) else {
+                throw WebImageError(.invalidArgument, "transform '\(part)': expected dpr:N with N from 0.1 to 5")
+            }
+            dpr *= value
+        }
+        guard (0.1...5).contains(dpr) else { throw WebImageError(.invalidArgument, "transform '\(text)': the DPRs multiply to \(dpr), outside 0.1...5") }
+        let transformers = try parts.filter { !$0.lowercased().hasPrefix("dpr") }.map { try parseOne($0, dpr: dpr, watermark: watermark) }
+        guard !transformers.isEmpty else { throw WebImageError(.invalidArgument, "transform '\(text)': a dpr alone changes nothing; add a resize or pad") }
         return transformers.count == 1 ? transformers[0] : ImageTransformers.Pipeline(transformers)
     }
 
-    static func parseOne(_ text: String) throws -> any ImageTransformer {
+    /// The default watermark resolver: refuses, saying how to allow watermarks.
+    public static func refuseWatermarks(_ name: String) throws -> Data {
+        throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
+    }
+
+    /// Reads `watermark:` names as file paths: for the command line, whose user may read files anyway.
+    public static func watermarkFile(_ path: String) throws -> Data {
+        do { return try Data(contentsOf: URL(fileURLWithPath: (path as NSString).expandingTildeInPath)) } catch {
+            throw WebImageError(.invalidArgument, "watermark '\(path)': cannot read it (\(error.localizedDescription))")
+        }
+    }
+
+    static func parseOne(_ text: String, dpr: Double, watermark: (String) throws -> Data) throws -> any ImageTransformer {
         let fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         let name = fields[0].lowercased()
         func bad(_ expected: String) -> WebImageError {
@@ -39,14 +84,44 @@ public enum TransformSpec {
             }
             return values
         }
+        /// A size times the DPR, each side 1...maxSide.
+        func size(_ index: Int, _ usage: String) throws -> PixelSize {
+            guard fields.count > index, let size = PixelSize(parsing: fields[index]) else { throw bad(usage) }
+            let scaled = PixelSize(width: Int((Double(size.width) * dpr).rounded()), height: Int((Double(size.height) * dpr).rounded()))
+            guard (1...maxSide).contains(scaled.width), (1...maxSide).contains(scaled.height) else {
+                throw bad("sides from 1 to \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(scaled)")
+            }
+            return scaled
+        }
+        func colour(_ index: Int) throws -> RGBColor? {
+            guard fields.count > index, !fields[index].isEmpty else { return nil }
+            guard let colour = RGBColor(parsing: fields[index]) else { throw bad("a colour such as ffffff, #fff, 255,255,255 or white, not '\(fields[index])'") }
+            return colour
+        }
+        func gravity(_ index: Int, default value: ImageTransformers.Gravity) throws -> ImageTransformers.Gravity {
+            guard fields.count > index, !fields[index].isEmpty else { return value }
+            guard let gravity = ImageTransformers.Gravity(parsing: fields[index]) else { throw bad("a gravity (centre, n, ne, e, se, s, sw, w, nw), not '\(fields[index])'") }
+            return gravity
+        }
+        func optionalNumber(_ index: Int, default value: Double, within range: ClosedRange<Double>) throws -> Double {
+            guard fields.count > index, !fields[index].isEmpty else { return value }
+            return try numbers(index, count: 1...1, within: range)[0]
+        }
         switch name {
         case "resize":
-            guard fields.count >= 2, let size = PixelSize(parsing: fields[1]) else { throw bad("resize:WxH[:fit|fill|stretch]") }
+            let box = try size(1, "resize:WxH[:fit|fill|stretch[:attention|entropy|centre]]")
             let mode = fields.count > 2 ? ImageTransformers.ResizeMode(rawValue: fields[2].lowercased()) : .fit
             guard let mode else { throw bad("fit, fill or stretch") }
-            return ImageTransformers.Resize(size, mode: mode)
+            var focus = ImageTransformers.CropFocus.centre
+            if fields.count > 3 {
+                let word = fields[3].lowercased() == "center" ? "centre" : fields[3].lowercased()
+                guard mode == .fill, let parsed = ImageTransformers.CropFocus(rawValue: word) else { throw bad("a crop focus (attention, entropy, centre) after 'fill'") }
+                focus = parsed
+            }
+            guard fields.count <= 4 else { throw bad("resize:WxH[:mode[:focus]]") }
+            return ImageTransformers.Resize(box, mode: mode, focus: focus)
         case "crop":
-            let v = try numbers(1, count: 4...4, within: 0...1e7).map(Int.init)
+            let v = try numbers(1, count: 4...4, within: 0...1e7).map { Int(($0 * dpr).rounded()) }
             guard v[2] > 0, v[3] > 0 else { throw bad("a crop with a positive width and height") }
             return ImageTransformers.Crop(x: v[0], y: v[1], width: v[2], height: v[3])
         case "rotate":
@@ -55,7 +130,7 @@ public enum TransformSpec {
             guard fields.count == 2, ["h", "v"].contains(fields[1].lowercased()) else { throw bad("flip:h or flip:v") }
             return ImageTransformers.Flip(vertical: fields[1].lowercased() == "v")
         case "round":
-            return ImageTransformers.RoundCorners(radius: Int(try numbers(1, count: 1...1, within: 0...1e7)[0]))
+            return ImageTransformers.RoundCorners(radius: Int((try numbers(1, count: 1...1, within: 0...1e7)[0] * dpr).rounded()))
         case "blur":
             // libvips' Gaussian mask grows with sigma: an absurd one costs minutes and gigabytes.
             let sigma = try numbers(1, count: 1...1, within: 0...100)[0]
@@ -66,8 +141,29 @@ public enum TransformSpec {
             guard v.prefix(3).allSatisfy({ (0...255).contains($0) }) else { throw bad("colour components 0...255") }
             guard v.count < 4 || (0...1).contains(v[3]) else { throw bad("a tint amount from 0 to 1") }
             return ImageTransformers.Tint(red: UInt8(v[0]), green: UInt8(v[1]), blue: UInt8(v[2]), amount: v.count > 3 ? v[3] : 0.5)
+        case "sharpen":
+            let sigma = try optionalNumber(1, default: 0.75, within: 0...10)
+            guard sigma > 0 else { throw bad("a sharpen sigma above 0") }
+            return ImageTransformers.Sharpen(sigma: sigma)
+        case "flatten":
+            return ImageTransformers.Flatten(background: try colour(1) ?? .white)
+        case "pad":
+            let box = try size(1, "pad:WxH[:colour|none[:gravity]]")
+            let background: RGBColor? = fields.count > 2 && fields[2].lowercased() == "none" ? nil : try colour(2) ?? .white
+            return ImageTransformers.Pad(box, background: background, gravity: try gravity(3, default: .centre))
+        case "trim":
+            return ImageTransformers.Trim(threshold: try optionalNumber(1, default: 10, within: 0...255))
+        case "grey", "greyscale", "gray", "grayscale":
+            guard fields.count == 1 else { throw bad("'\(name)' alone") }
+            return ImageTransformers.Greyscale()
+        case "watermark":
+            guard fields.count > 1, !fields[1].isEmpty else { throw bad("watermark:NAME[:gravity[:opacity[:margin]]]") }
+            let opacity = try optionalNumber(3, default: 0.5, within: 0...1)
+            let margin = try optionalNumber(4, default: 10, within: 0...10_000)
+            return try ImageTransformers.Watermark(data: try watermark(fields[1]), gravity: try gravity(2, default: .southEast),
+                                                   opacity: opacity, margin: Int((margin * dpr).rounded()))
         default:
-            throw bad("one of resize, crop, rotate, flip, round, blur, tint")
+            throw bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")
         }
     }
 }

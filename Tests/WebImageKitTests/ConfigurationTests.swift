@@ -167,4 +167,49 @@ struct ProgressBarTests {
             #expect(error?.code == .invalidArgument)
         }
     }
+
+    @Test("the image-service specs: smart crop, sharpen, flatten, pad, trim, grey, DPR; each with its key")
+    func serviceSpecs() throws {
+        let keys: [(String, String)] = [
+            ("resize:256x256:fill:attention", "resize(256x256,fill,attention)"),
+            ("resize:256x256:fill:entropy", "resize(256x256,fill,entropy)"),
+            ("resize:256x256:fill:centre", "resize(256x256,fill)"),
+            ("sharpen", "sharpen(0.75)"), ("sharpen:1.5", "sharpen(1.5)"),
+            ("flatten", "flatten(ffffff)"), ("flatten:#000", "flatten(000000)"), ("flatten:255,0,0", "flatten(ff0000)"),
+            ("pad:300x200", "pad(300x200,ffffff,c)"), ("pad:300x200:none:north", "pad(300x200,none,n)"), ("pad:30x20:black:se", "pad(30x20,000000,se)"),
+            ("trim", "trim(10.0)"), ("trim:40", "trim(40.0)"), ("grey", "grey"), ("grayscale", "grey"),
+            ("resize:100x50;dpr:2", "resize(200x100,fit)"), ("dpr:1.5;pad:100x100;round:10", "pad(150x150,ffffff,c)|round(15)"),
+        ]
+        for (spec, key) in keys { #expect(try TransformSpec.parse(spec).key == key, "\(spec)") }
+    }
+
+    @Test("absurd or malformed service specs are typed errors naming what was expected", arguments: [
+        "resize:100000x10", "resize:5000x10;dpr:2", "resize:10x10:fit:attention", "resize:10x10:fill:faces", "dpr:0", "dpr:100", "dpr:2",
+        "dpr:nan", "sharpen:-1", "sharpen:0", "sharpen:11", "trim:300", "trim:-1", "pad:0x5", "pad:10x10:zzz", "pad:10x10:fff:middle",
+        "flatten:12345", "flatten:300,0,0", "grey:1", "watermark", "watermark:logo.png", "pad:9000x9000",
+    ])
+    func badServiceSpecs(spec: String) {
+        let error = #expect(throws: WebImageError.self, "\(spec)") { try TransformSpec.parse(spec) }
+        #expect(error?.code == .invalidArgument, "\(spec)")
+        let named = ["expected", "dpr", "not enabled"].contains { error?.message.contains($0) == true }
+        #expect(named, "\(spec): the message says what was wanted: \(error?.message ?? "")")
+    }
+
+    @Test("watermark specs resolve names through the caller; opacity and margin are bounded")
+    func watermarkSpecs() throws {
+        let coder = VipsImageCoder()
+        let logo = try coder.encode(Image(pixelSize: PixelSize(8), hasAlpha: true, storage: PixelBuffer(size: PixelSize(8), channels: 4, bytes: [UInt8](repeating: 200, count: 256))),
+                                    as: .png, options: EncodeOptions())
+        let resolve: (String) throws -> Data = { name in
+            guard name == "logo" else { throw WebImageError(.invalidArgument, "no watermark '\(name)'") }
+            return logo
+        }
+        let key = try TransformSpec.parse("watermark:logo:nw:0.25:4", watermark: resolve).key
+        #expect(key.hasPrefix("watermark(") && key.hasSuffix(",nw,0.25,4)"))
+        #expect(try TransformSpec.parse("watermark:logo", watermark: resolve).key.hasSuffix(",se,0.5,10)"))
+        #expect(try TransformSpec.parse("watermark:logo", watermark: resolve).key == TransformSpec.parse("watermark:logo:se:0.5:10", watermark: resolve).key)
+        for bad in ["watermark:logo:nw:2", "watermark:logo:nw:0.5:-3", "watermark:logo:up", "watermark:other"] {
+            #expect(throws: WebImageError.self, "\(bad)") { try TransformSpec.parse(bad, watermark: resolve) }
+        }
+    }
 }

@@ -156,6 +156,67 @@ struct VipsManagerTests {
         #expect(serializer.serialize(opaque, "k", coders).flatMap(ImageFormat.sniff) == .jpeg)
         #expect(serializer.serialize(alpha, "k", coders).flatMap(ImageFormat.sniff) == .png)
     }
+
+    /// The corner and centre pixels (RGBA) of an image with alpha.
+    func cornerAndCentre(_ image: Image) throws -> (corner: [Int], centre: [Int]) {
+        let pixels = try Fixtures.pixels(image)
+        #expect(pixels.channels == 4)
+        func at(_ x: Int, _ y: Int) -> [Int] { (0..<pixels.channels).map { Int(pixels.bytes[(y * pixels.size.width + x) * pixels.channels + $0]) } }
+        return (at(0, 0), at(pixels.size.width / 2, pixels.size.height / 2))
+    }
+
+    @Test("round corners on a JPEG: PNG on disk, transparent corners from memory and from disk alike, in every store", arguments: ["memory", "file"])
+    func roundedJPEG(storeKind: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-vips-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("green.jpg")
+        let green = PixelBuffer(size: PixelSize(width: 200, height: 120), channels: 3, bytes: [UInt8]((0..<(200 * 120)).flatMap { _ in [40, 160, 90] as [UInt8] }))
+        try Fixtures.encode(green, as: .jpeg).write(to: file)
+        let store: any CacheStore = storeKind == "memory" ? MemoryCacheStore(limits: .unlimited) : try FileCacheStore(directory: directory.appendingPathComponent("cache"))
+        let manager = manager(store: store)
+        let context = ImageContext(transformer: ImageTransformers.RoundCorners(radius: 60))
+        let loaded = try await manager.loadImage(with: file, options: .waitStoreCache, context: context)
+        #expect(loaded.data.flatMap(ImageFormat.sniff) == .png, "the derived bytes gained alpha, so they are PNG")
+        let fromMemory = try await manager.loadImage(with: file, context: context)
+        #expect(fromMemory.cacheType == .memory)
+        manager.memoryCache?.removeAll()
+        let fromDisk = try await manager.loadImage(with: file, context: context)
+        #expect(fromDisk.cacheType == .disk)
+        for (name, result) in [("memory", fromMemory), ("disk", fromDisk)] {
+            let image = try #require(result.image)
+            #expect(image.hasAlpha, "\(name)")
+            let (corner, centre) = try cornerAndCentre(image)
+            #expect(corner[3] == 0, "\(name): the corner is transparent")
+            #expect(zip(centre, [40, 160, 90, 255]).allSatisfy { abs($0 - $1) <= 3 }, "\(name): the centre is the photo: \(centre)")
+        }
+        // Bytes only (a service's path) give the same PNG.
+        manager.memoryCache?.removeAll()
+        let bytes = try await manager.loadImage(with: file, options: .avoidDecode, context: context)
+        #expect(bytes.data.flatMap(ImageFormat.sniff) == .png)
+        await manager.shutdown()
+    }
+
+    @Test("JPEG asked for an image with alpha: PNG from the pipeline; flattened onto white (or the background) only when encoded as JPEG directly")
+    func alphaAndJPEG() throws {
+        let coders = CoderRegistry()
+        coders.registerVips()
+        let disc = try ImageTransformers.RoundCorners(radius: 20).transform(Fixtures.image(Fixtures.quadrants(width: 40, height: 40)))
+        #expect(ImageFormat.output(for: disc, requested: .jpeg, canEncode: { coders.encoder(for: $0) != nil }) == .png)
+        #expect(ImageFormat.output(for: disc, requested: .webp, canEncode: { coders.encoder(for: $0) != nil }) == .webp)
+        #expect(CacheSerializer.encoding(as: .jpeg).serialize(disc, "k", coders).flatMap(ImageFormat.sniff) == .png)
+        let coder = VipsImageCoder()
+        for (background, expected) in [(RGBColor.white, [255, 255, 255]), (RGBColor(red: 0, green: 0, blue: 255), [0, 0, 255])] {
+            let jpeg = try coder.encode(disc, as: .jpeg, options: EncodeOptions(quality: 95, background: background))
+            let decoded = try Fixtures.pixels(try coder.decode(jpeg, options: DecodeOptions()))
+            let corner = (0..<3).map { Int(decoded.bytes[$0]) }
+            #expect(zip(corner, expected).allSatisfy { abs($0 - $1) <= 12 }, "the corner is the background (JPEG rings a little beside the red quadrant), never black: \(corner)")
+        }
+        // Flattened first, the image has no alpha and JPEG stays JPEG.
+        let flat = try ImageTransformers.Flatten(background: .white).transform(disc)
+        #expect(!flat.hasAlpha)
+        #expect(CacheSerializer.encoding(as: .jpeg).serialize(flat, "k", coders).flatMap(ImageFormat.sniff) == .jpeg)
+    }
 }
 }
 

@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageVips
+
+extension VipsTests {
+/// The operations image services offer, checked on pixels.
+@Suite("Image-service transformers")
+struct ServiceTransformerTests {
+    let coder = VipsImageCoder()
+
+    /// A `width`x`height` image of one colour, with `patch` painted over a rectangle.
+    func canvas(_ width: Int, _ height: Int, _ colour: [UInt8], patch: (x: Range<Int>, y: Range<Int>, paint: (Int, Int) -> [UInt8])? = nil) -> Image {
+        let channels = colour.count
+        var bytes = [UInt8](repeating: 0, count: width * height * channels)
+        for y in 0..<height {
+            for x in 0..<width {
+                var value = colour
+                if let patch, patch.x.contains(x), patch.y.contains(y) { value = patch.paint(x, y) }
+                for c in 0..<channels { bytes[(y * width + x) * channels + c] = value[c] }
+            }
+        }
+        return Image(pixelSize: PixelSize(width: width, height: height), hasAlpha: channels == 4 || channels == 2,
+                     storage: PixelBuffer(size: PixelSize(width: width, height: height), channels: channels, bytes: bytes))
+    }
+
+    /// One pixel's bands; empty when the image's pixels cannot be read (which fails the comparison).
+    func pixel(_ image: Image, _ x: Int, _ y: Int) -> [Int] {
+        guard let pixels = try? Fixtures.pixels(image) else { return [] }
+        let i = (y * pixels.size.width + x) * pixels.channels
+        return (0..<pixels.channels).map { Int(pixels.bytes[i + $0]) }
+    }
+
+    func near(_ a: [Int], _ b: [Int], _ tolerance: Int = 3) -> Bool { a.count == b.count && zip(a, b).allSatisfy { abs($0 - $1) <= tolerance } }
+
+    @Test("smart crop keeps the subject a centre crop cuts off")
+    func smartCrop() throws {
+        // A flat grey strip with a busy, saturated subject at its right end.
+        var generator = SystemRandomNumberGenerator()
+        let noise = (0..<(80 * 80)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let image = canvas(300, 100, [128, 128, 128], patch: (210..<290, 10..<90, { x, y in [230, noise[(y - 10) * 80 + (x - 210)] / 3, 40] }))
+        func redness(_ result: Image) throws -> Double {
+            let pixels = try Fixtures.pixels(result)
+            return Fixtures.mean(pixels, x: 0..<pixels.size.width, y: 0..<pixels.size.height)[0]
+        }
+        let centre = try ImageTransformers.Resize(PixelSize(100), mode: .fill).transform(image)
+        #expect(centre.pixelSize == PixelSize(100))
+        let centreRedness = try redness(centre)
+        #expect(centreRedness < 135, "the centre third is plain grey")
+        for focus in [ImageTransformers.CropFocus.attention, .entropy] {
+            let smart = try ImageTransformers.Resize(PixelSize(100), mode: .fill, focus: focus).transform(image)
+            #expect(smart.pixelSize == PixelSize(100))
+            let smartRedness = try redness(smart)
+            #expect(smartRedness > 180, "\(focus) finds the subject: \(smartRedness)")
+        }
+    }
+
+    @Test("sharpen steepens an edge a downscale softened")
+    func sharpen() throws {
+        let edge = canvas(64, 16, [40, 40, 40], patch: (32..<64, 0..<16, { _, _ in [220, 220, 220] }))
+        let soft = try ImageTransformers.Blur(sigma: 1.5).transform(edge)
+        let sharp = try ImageTransformers.Sharpen(sigma: 1).transform(soft)
+        #expect(sharp.pixelSize == soft.pixelSize && !sharp.hasAlpha)
+        func step(_ image: Image) -> Int { pixel(image, 33, 8)[0] - pixel(image, 30, 8)[0] }
+        #expect(step(sharp) > step(soft) + 10, "the edge is steeper: \(step(soft)) → \(step(sharp))")
+        #expect(throws: WebImageError.self) { try ImageTransformers.Sharpen(sigma: -1).transform(soft) }
+    }
+
+    @Test("flatten blends alpha onto the colour and removes it; an opaque image is unchanged")
+    func flatten() throws {
+        let half = canvas(8, 8, [255, 0, 0, 128])
+        let flat = try ImageTransformers.Flatten(background: RGBColor(red: 0, green: 0, blue: 255)).transform(half)
+        #expect(!flat.hasAlpha)
+        #expect(near(pixel(flat, 4, 4), [128, 0, 127], 2))
+        let opaque = canvas(8, 8, [1, 2, 3])
+        let unchanged = try ImageTransformers.Flatten().transform(opaque)
+        #expect(unchanged.storage(as: PixelBuffer.self) == opaque.storage(as: PixelBuffer.self))
+    }
+
+    @Test("pad letterboxes to the box at a gravity, on a colour or on transparency; larger images are fitted first")
+    func pad() throws {
+        let image = canvas(40, 20, [0, 200, 0])
+        let centred = try ImageTransformers.Pad(PixelSize(60), background: RGBColor(red: 255, green: 0, blue: 0)).transform(image)
+        #expect(centred.pixelSize == PixelSize(60) && !centred.hasAlpha)
+        #expect(pixel(centred, 0, 0) == [255, 0, 0] && pixel(centred, 30, 30) == [0, 200, 0])
+        let north = try ImageTransformers.Pad(PixelSize(60), background: .white, gravity: .north).transform(image)
+        #expect(pixel(north, 30, 5) == [0, 200, 0] && pixel(north, 30, 55) == [255, 255, 255])
+        let clear = try ImageTransformers.Pad(PixelSize(60), background: nil).transform(image)
+        #expect(clear.hasAlpha && (pixel(clear, 0, 0))[3] == 0 && (pixel(clear, 30, 30)) == [0, 200, 0, 255])
+        let large = try ImageTransformers.Pad(PixelSize(20), background: .black).transform(canvas(400, 100, [9, 9, 9]))
+        #expect(large.pixelSize == PixelSize(20))
+        #expect(pixel(large, 10, 10) == [9, 9, 9] && pixel(large, 10, 0) == [0, 0, 0], "fitted to 20x5 and letterboxed")
+        let grey = try ImageTransformers.Pad(PixelSize(10), background: .white).transform(canvas(4, 4, [50]))
+        #expect(pixel(grey, 0, 0) == [255] && pixel(grey, 5, 5) == [50])
+    }
+
+    @Test("trim cuts uniform borders of the corner's colour, and leaves an all-border image alone")
+    func trim() throws {
+        let image = canvas(100, 80, [250, 250, 250], patch: (30..<50, 40..<50, { _, _ in [0, 0, 0] }))
+        let trimmed = try ImageTransformers.Trim().transform(image)
+        #expect(trimmed.pixelSize == PixelSize(width: 20, height: 10))
+        #expect(pixel(trimmed, 10, 5) == [0, 0, 0])
+        let blackBorder = canvas(50, 50, [0, 0, 0], patch: (10..<40, 5..<45, { _, _ in [200, 100, 0] }))
+        let trimmedBorder = try ImageTransformers.Trim().transform(blackBorder)
+        #expect(trimmedBorder.pixelSize == PixelSize(width: 30, height: 40))
+        let blank = try ImageTransformers.Trim().transform(canvas(30, 30, [7, 7, 7]))
+        #expect(blank.pixelSize == PixelSize(30))
+        #expect(throws: WebImageError.self) { try ImageTransformers.Trim(threshold: 400).transform(image) }
+    }
+
+    @Test("greyscale gives one band (two with alpha), white stays white and colours become their lightness")
+    func greyscale() throws {
+        let grey = try ImageTransformers.Greyscale().transform(Image(pixelSize: PixelSize(width: 80, height: 40), storage: Fixtures.quadrants(width: 80, height: 40)))
+        let greyBands = try #require(grey.storage(as: VipsStorage.self)).bands
+        #expect(greyBands == 1)
+        #expect(pixel(grey, 70, 30) == [255])
+        let red = pixel(grey, 5, 5)[0], green = pixel(grey, 50, 5)[0], blue = pixel(grey, 5, 30)[0]
+        #expect(green > red && red > blue, "lightness order of pure green, red, blue: \(green) \(red) \(blue)")
+        let withAlpha = try ImageTransformers.Greyscale().transform(canvas(4, 4, [255, 0, 0, 100]))
+        #expect(withAlpha.hasAlpha && (pixel(withAlpha, 1, 1)).count == 2 && (pixel(withAlpha, 1, 1))[1] == 100)
+    }
+
+    @Test("a watermark lands at its gravity with its opacity; one larger than the image is scaled down; an opaque image stays opaque")
+    func watermark() throws {
+        let base = canvas(100, 80, [0, 200, 0])
+        let logo = try coder.encode(canvas(20, 20, [255, 0, 0, 255]), as: .png, options: EncodeOptions())
+        let full = try ImageTransformers.Watermark(data: logo, gravity: .southEast, opacity: 1, margin: 10).transform(base)
+        #expect(full.pixelSize == base.pixelSize && !full.hasAlpha)
+        #expect(near(pixel(full, 80, 60), [255, 0, 0]) && pixel(full, 5, 5) == [0, 200, 0] && pixel(full, 92, 72) == [0, 200, 0])
+        let faint = try ImageTransformers.Watermark(data: logo, gravity: .northWest, opacity: 0.5, margin: 0).transform(base)
+        #expect(near(pixel(faint, 10, 10), [128, 100, 0], 3))
+        let huge = try coder.encode(canvas(400, 400, [255, 0, 0, 255]), as: .png, options: EncodeOptions())
+        let scaled = try ImageTransformers.Watermark(data: huge, gravity: .centre, opacity: 1, margin: 10).transform(base)
+        #expect(near(pixel(scaled, 50, 40), [255, 0, 0]) && pixel(scaled, 5, 40) == [0, 200, 0], "fitted inside the margins")
+        let key = try ImageTransformers.Watermark(data: logo).key
+        let again = try ImageTransformers.Watermark(data: logo).key, other = try ImageTransformers.Watermark(data: huge).key
+        #expect(key == again && key != other, "the key follows the overlay's bytes")
+        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: Data("not an image".utf8)) }
+        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, opacity: 1.5) }
+        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, margin: 60).transform(base) }
+    }
+
+    @Test("the new transformers apply to every frame of an animation")
+    func animated() throws {
+        let gif = try coder.decode(try Fixtures.animated(.gif, delays: [100, 100, 100], loop: 0, size: 32), options: DecodeOptions())
+        for transformer in [ImageTransformers.Pad(PixelSize(40), background: .black), ImageTransformers.Greyscale(), ImageTransformers.Sharpen()] as [any ImageTransformer] {
+            let result = try transformer.transform(gif)
+            #expect(result.frameCount == 3, "\(transformer.key)")
+        }
+    }
+}
+}
