@@ -101,6 +101,38 @@ struct ToolTests {
         #expect((photo["output"] as? String)?.hasSuffix("photo-1.webp") == true)
     }
 
+    @Test("--out follows the result: rounded JPEGs become PNG from the first run and from the disk cache; AVIF and HEIC are written; originals are copied byte for byte")
+    func outputFormats() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-1.jpg").path
+        for run in ["first", "cached"] {
+            let out = tool.home.appendingPathComponent("round-\(run)")
+            let result = try await tool.run(["load", "--json", "--transform", "resize:120x90;round:30", "--out", out.path, photo])
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.lines.first?["cacheType"] as? String == (run == "first" ? "none" : "disk"))
+            let written = try Data(contentsOf: out.appendingPathComponent("photo-1.png"))
+            #expect(written.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]), "\(run): PNG")
+            #expect(written[25] == 6, "\(run): colour type RGBA")
+        }
+        for (format, ext) in [("avif", "avif"), ("heic", "heic")] {
+            let out = tool.home.appendingPathComponent(format)
+            let result = try await tool.run(["load", "--json", "--thumbnail", "64", "--format", format, "--effort", "0", "--out", out.path, photo])
+            #expect(result.status == 0, "\(format): \(result.stderr)")
+            let written = try Data(contentsOf: out.appendingPathComponent("photo-1.\(ext)"))
+            #expect(String(decoding: written[4..<8], as: UTF8.self) == "ftyp", "\(format)")
+        }
+        let copy = tool.home.appendingPathComponent("copy")
+        #expect(try await tool.run(["load", "--out", copy.path, photo]).status == 0)
+        #expect(try Data(contentsOf: copy.appendingPathComponent("photo-1.jpg")) == Data(contentsOf: URL(fileURLWithPath: photo)))
+        for bad in [["--effort", "12"], ["--background", "purple"], ["--format", "jxl"], ["--transform", "pad:10x10:zzz"]] {
+            let result = try await tool.run(["load", "--thumbnail", "64"] + bad + [photo])
+            #expect(result.status != 0 && !result.stderr.isEmpty, "\(bad)")
+        }
+    }
+
     @Test("--store none is a batch run: the memory cache is off unless memory.costLimit is set")
     func batchWithoutCache() async throws {
         let tool = Tool()

@@ -22,12 +22,17 @@ extension ImageFormat {
     /// (`ImageTransformers.Flatten`, `flatten:ffffff`); an encoder asked for JPEG
     /// directly flattens onto ``EncodeOptions/background``.
     ///
-    /// - Returns: nil when no coder writes any candidate.
+    /// - Returns: nil when no coder writes any candidate. Without a PNG encoder,
+    ///   another format with alpha (WebP, AVIF, HEIC, TIFF, GIF) replaces it.
     public static func output(for image: Image, requested: ImageFormat?, canEncode: (ImageFormat) -> Bool) -> ImageFormat? {
         let candidates = [requested, image.format, image.hasAlpha ? .png : .jpeg].compactMap { $0 }
         guard var format = candidates.first(where: canEncode) else { return nil }
-        if image.hasAlpha, !format.supportsAlpha { format = .png }
-        return canEncode(format) ? format : candidates.first { canEncode($0) && $0.supportsAlpha }
+        if image.hasAlpha, !format.supportsAlpha {
+            // PNG, or the first other format with alpha that a coder writes; with
+            // none, the format as chosen (its encoder flattens).
+            format = ([.png, .webp, .avif, .heif, .tiff, .gif] as [ImageFormat]).first(where: canEncode) ?? format
+        }
+        return format
     }
 
     /// Picks the format to answer an HTTP request in, from its `Accept` header,
