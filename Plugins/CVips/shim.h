@@ -34,9 +34,10 @@ static inline int CVips_is_untrusted(const char *name) {
     return (flags & VIPS_OPERATION_UNTRUSTED) != 0;
 }
 
+/// `crop`: 0 for none (fit), else a VipsInteresting (centre, entropy, attention).
 static inline int CVips_thumbnail_buffer(void *buf, size_t len, VipsImage **out, int width, int height, int crop, int no_rotate, const char *option_string) {
     return vips_thumbnail_buffer(buf, len, out, width, "height", height, "size", VIPS_SIZE_DOWN,
-                                 "crop", crop ? VIPS_INTERESTING_CENTRE : VIPS_INTERESTING_NONE,
+                                 "crop", crop ? crop : VIPS_INTERESTING_NONE,
                                  "no_rotate", no_rotate, "option_string", option_string, NULL);
 }
 

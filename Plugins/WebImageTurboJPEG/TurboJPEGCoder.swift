@@ -191,7 +191,7 @@ package struct TurboJPEGDecode {
             size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
             target: target, box: box, fill: fill,
             orientation: options.keepOrientation ? .up : storedOrientation, storedOrientation: storedOrientation,
-            format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator))
+            format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator)), focus: options.cropFocus
         )
         return .success(Decoded(image: image, path: decoded.path))
     }

@@ -173,7 +173,7 @@ struct VipsDecoder {
         if format == .jpeg {
             let shrink = [8, 4, 2].first { Double($0) <= 1 / scale } ?? 1
             let image = shrink > 1 ? try open(shrink: shrink) : header
-            let finished = try Self.finishShrunk(image, target: target, box: box, fill: fill,
+            let finished = try Self.finishShrunk(image, target: target, box: box, fill: fill, focus: options.cropFocus,
                                                  orientation: options.keepOrientation ? .up : orientation)
             return (finished, shrink)
         }
@@ -184,7 +184,7 @@ struct VipsDecoder {
                 image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
             }
             image = try Vips.make(.decodeFailed, "resampling") { CVips_shrink_reduce(image.pointer, $0, Int32(target.width), Int32(target.height)) }
-            if fill { image = try Self.centreCrop(image, to: box) }
+            if fill { image = try Self.crop(image, to: box, focus: options.cropFocus) }
             return (try image.inMemory(), 1)
         }
 
@@ -192,7 +192,7 @@ struct VipsDecoder {
         let boxWidth = fill ? box.width : target.width, boxHeight = fill ? box.height : target.height
         let image = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
             CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
-                                   Int32(boxWidth), Int32(boxHeight), fill ? 1 : 0, options.keepOrientation ? 1 : 0, loaderOptions)
+                                   Int32(boxWidth), Int32(boxHeight), fill ? options.cropFocus.interesting : 0, options.keepOrientation ? 1 : 0, loaderOptions)
         }
         return (try image.inMemory(), 1)
     }
@@ -200,7 +200,8 @@ struct VipsDecoder {
     /// What follows a shrink-on-load: the orientation applied (`.up` for none), one
     /// Lanczos resize to exactly `target` (upright), the centre crop of a fill, and
     /// the pixels in memory.
-    static func finishShrunk(_ shrunk: VipsHandle, target: PixelSize, box: PixelSize, fill: Bool, orientation: ImageOrientation) throws -> VipsHandle {
+    static func finishShrunk(_ shrunk: VipsHandle, target: PixelSize, box: PixelSize, fill: Bool, focus: CropFocus = .centre,
+                             orientation: ImageOrientation) throws -> VipsHandle {
         var image = shrunk
         if orientation != .up {
             image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
@@ -209,12 +210,16 @@ struct VipsDecoder {
             let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
             image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
         }
-        if fill { image = try centreCrop(image, to: box) }
+        if fill { image = try crop(image, to: box, focus: focus) }
         return try image.inMemory()
     }
 
-    private static func centreCrop(_ image: VipsHandle, to box: PixelSize) throws -> VipsHandle {
+    /// The box's worth of a covering image: its centre, or what libvips' smart crop picks.
+    private static func crop(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
         let w = min(box.width, image.width), h = min(box.height, image.height)
+        if focus != .centre {
+            return try Vips.make(.decodeFailed, "vips_smartcrop") { CVips_smartcrop(image.pointer, $0, Int32(w), Int32(h), focus.interesting) }
+        }
         let left = (image.width - w) / 2, top = (image.height - h) / 2
         return try Vips.make(.decodeFailed, "vips_extract_area") { CVips_extract_area(image.pointer, $0, Int32(left), Int32(top), Int32(w), Int32(h)) }
     }

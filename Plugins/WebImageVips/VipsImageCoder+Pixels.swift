@@ -20,7 +20,7 @@ extension VipsImageCoder {
         fromPixels pixels: UnsafeRawBufferPointer, size: PixelSize, bands: Int,
         target: PixelSize, box: PixelSize, fill: Bool,
         orientation: ImageOrientation, storedOrientation: ImageOrientation,
-        format: ImageFormat, scale: Double, loadShrink: Int
+        format: ImageFormat, scale: Double, loadShrink: Int, focus: CropFocus = .centre
     ) throws -> Image {
         try Vips.ensureInitialized()
         guard bands == 1 || bands == 3, pixels.count == size.area * bands, size.area > 0 else {
@@ -31,7 +31,7 @@ extension VipsImageCoder {
         }
         // vips_autorot reads the tag from the image; this one is fresh and ours alone.
         CVips_set_int(pointer, "orientation", Int32(orientation.rawValue))
-        let finished = try VipsDecoder.finishShrunk(VipsHandle(pointer), target: target, box: box, fill: fill, orientation: orientation)
+        let finished = try VipsDecoder.finishShrunk(VipsHandle(pointer), target: target, box: box, fill: fill, focus: focus, orientation: orientation)
         return Image(
             pixelSize: PixelSize(width: finished.width, height: finished.height),
             scale: scale,

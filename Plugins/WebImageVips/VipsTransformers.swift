@@ -23,15 +23,7 @@ extension ImageTransformers {
     }
 
     /// Which part of the image a ``ResizeMode/fill`` keeps when it crops.
-    public enum CropFocus: String, Sendable, Hashable, CaseIterable {
-        /// The centre (the default).
-        case centre
-        /// libvips' attention strategy: skin tones, saturated colour and edges
-        /// (faces and subjects, as thumbor's and imgproxy's smart crops find them).
-        case attention
-        /// The part with the most entropy (detail).
-        case entropy
-    }
+    public typealias CropFocus = WebImage.CropFocus
 
     /// Resizes with a Lanczos kernel.
     public struct Resize: ImageTransformer {
@@ -58,9 +50,8 @@ extension ImageTransformers {
                     let s = max(w, h)
                     let covered = try exact(frame, PixelSize(width: max(size.width, Int((Double(frame.width) * s).rounded())), height: max(size.height, Int((Double(frame.height) * s).rounded()))))
                     if focus != .centre {
-                        let interesting: Int32 = focus == .attention ? Int32(VIPS_INTERESTING_ATTENTION.rawValue) : Int32(VIPS_INTERESTING_ENTROPY.rawValue)
                         return try Vips.make(.transformFailed, "vips_smartcrop") {
-                            CVips_smartcrop(covered.pointer, $0, Int32(size.width), Int32(size.height), interesting)
+                            CVips_smartcrop(covered.pointer, $0, Int32(size.width), Int32(size.height), focus.interesting)
                         }
                     }
                     let left = (covered.width - size.width) / 2, top = (covered.height - size.height) / 2
@@ -205,6 +196,17 @@ extension ImageTransformers {
                 throw Vips.error(.transformFailed, "making the corner mask")
             }
             return VipsHandle(pointer)
+        }
+    }
+}
+
+extension CropFocus {
+    /// libvips' VipsInteresting for this focus.
+    var interesting: Int32 {
+        switch self {
+        case .centre: Int32(VIPS_INTERESTING_CENTRE.rawValue)
+        case .attention: Int32(VIPS_INTERESTING_ATTENTION.rawValue)
+        case .entropy: Int32(VIPS_INTERESTING_ENTROPY.rawValue)
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
@@ -53,6 +54,33 @@ struct ServiceTransformerTests {
             let smartRedness = try redness(smart)
             #expect(smartRedness > 180, "\(focus) finds the subject: \(smartRedness)")
         }
+    }
+
+    @Test("fill thumbnails smart-crop at decode, through libvips and libjpeg-turbo, JPEG and PNG")
+    func smartCropThumbnail() throws {
+        var generator = SystemRandomNumberGenerator()
+        let noise = (0..<(160 * 160)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let strip = canvas(600, 200, [128, 128, 128], patch: (420..<580, 20..<180, { x, y in [230, noise[(y - 20) * 160 + (x - 420)] / 3, 40] }))
+        for format in [ImageFormat.jpeg, .png] {
+            let data = try coder.encode(strip, as: format, options: EncodeOptions(quality: 95))
+            for decoder in [coder as any ImageCoder, TurboJPEGCoder()] {
+                func red(_ focus: CropFocus) throws -> Double {
+                    var options = DecodeOptions(thumbnailPixelSize: PixelSize(50), preserveAspectRatio: false)
+                    options.cropFocus = focus
+                    let thumbnail = try decoder.decode(data, options: options)
+                    #expect(thumbnail.pixelSize == PixelSize(50))
+                    let pixels = try Fixtures.pixels(thumbnail)
+                    return Fixtures.mean(pixels, x: 0..<50, y: 0..<50)[0]
+                }
+                let centre = try red(.centre), attention = try red(.attention)
+                #expect(centre < 140 && attention > 180, "\(format) \(type(of: decoder)): centre \(centre), attention \(attention)")
+            }
+        }
+        var context = ImageContext(thumbnailPixelSize: PixelSize(50))
+        context.preserveAspectRatio = false
+        context.cropFocus = .attention
+        let manager = ImageManager(configuration: ImageManager.Configuration())
+        #expect(manager.resultKey(for: URL(string: "https://x/a.jpg")!, context: context) == "https://x/a.jpg#webimage(thumb=50x50,fill,attention)")
     }
 
     @Test("sharpen steepens an edge a downscale softened")

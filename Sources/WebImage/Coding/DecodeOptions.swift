@@ -6,6 +6,9 @@ public struct DecodeOptions: Hashable, Sendable {
     /// Keep the aspect ratio when making a thumbnail (fit inside the box); when
     /// false the thumbnail fills the box exactly.
     public var preserveAspectRatio: Bool = true
+    /// What a fill thumbnail (``preserveAspectRatio`` false) keeps when it crops
+    /// to the box: the centre, or a smart crop (``CropFocus/attention``).
+    public var cropFocus: CropFocus = .centre
     /// The scale to record on the image (from the key or the context).
     public var scale: Double = 1
     /// Decode only the first frame of an animated image.

@@ -61,7 +61,8 @@ enum CacheKey {
     static func derived(from key: String, options: ImageOptions, context: ImageContext, encodeOptions: EncodeOptions = .derivedDefault) -> String {
         var parts: [String] = []
         if let size = context.thumbnailPixelSize {
-            parts.append("thumb=\(size)" + (context.preserveAspectRatio ? "" : ",fill"))
+            parts.append("thumb=\(size)" + (context.preserveAspectRatio ? "" : ",fill") +
+                         (context.preserveAspectRatio || context.cropFocus == .centre ? "" : ",\(context.cropFocus.rawValue)"))
         }
         if let transformer = context.transformer { parts.append("t=\(transformer.key)") }
         if let format = context.encodeFormat, !parts.isEmpty { parts.append("f=\(format)") }

@@ -6,6 +6,9 @@ public struct ImageContext: Sendable {
     public var thumbnailPixelSize: PixelSize?
     /// Fit inside the thumbnail box (true) or fill it exactly (false).
     public var preserveAspectRatio: Bool = true
+    /// What a fill thumbnail keeps of the image (with ``preserveAspectRatio``
+    /// false): the centre, or a smart crop that finds the subject.
+    public var cropFocus: CropFocus = .centre
     /// The scale to give the image, overriding the one the key implies (`@2x`).
     public var scaleFactor: Double?
     /// Keep the pixels as stored instead of applying the EXIF orientation.

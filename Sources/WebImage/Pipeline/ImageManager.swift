@@ -396,6 +396,7 @@ public final class ImageManager: Sendable {
         decodeOptions.allowTruncated = decodeOptions.allowTruncated || context.allowTruncated
         decodeOptions.keepColorProfile = decodeOptions.keepColorProfile || encodeOptions(context).keepColorProfile
         decodeOptions.preserveAspectRatio = context.preserveAspectRatio
+        decodeOptions.cropFocus = context.cropFocus
         // Derived bytes already are the thumbnail, transformed and upright.
         decodeOptions.thumbnailPixelSize = derived ? nil : context.thumbnailPixelSize
         if derived { decodeOptions.keepOrientation = true }
