@@ -197,6 +197,34 @@ struct VipsManagerTests {
         await manager.shutdown()
     }
 
+    @Test("acceptedFormats picks each result's format: AVIF or WebP when accepted, PNG for alpha, WebP or GIF for animations")
+    func negotiatedThroughTheManager() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-vips-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let photo = directory.appendingPathComponent("photo.jpg"), gif = directory.appendingPathComponent("anim.gif")
+        try Fixtures.photoJPEG(width: 300, height: 200).write(to: photo)
+        try Fixtures.animated(.gif, delays: [100, 200, 300], loop: 0, size: 32).write(to: gif)
+        let allowed: Set<ImageFormat> = [.avif, .webp, .jpeg, .png, .gif]
+        let modern = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8", old = "image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5"
+        let webpOnly = "image/webp,*/*"
+        let cases: [(URL, String, (any ImageTransformer)?, ImageFormat)] = [
+            (photo, modern, nil, .avif), (photo, old, nil, .jpeg), (photo, webpOnly, nil, .webp),
+            (photo, old, ImageTransformers.RoundCorners(radius: 20), .png), (photo, modern, ImageTransformers.RoundCorners(radius: 20), .avif),
+            (gif, modern, nil, .webp), (gif, old, nil, .gif),
+        ]
+        let manager = manager()
+        for (url, accept, transformer, expected) in cases {
+            var context = ImageContext(thumbnailPixelSize: PixelSize(100), transformer: transformer)
+            context.acceptedFormats = AcceptedFormats(accept: accept, allowed: allowed)
+            let result = try await manager.loadImage(with: url, options: .avoidDecode, context: context)
+            let data = try #require(result.data)
+            #expect(ImageFormat.sniff(data) == expected, "\(url.lastPathComponent) \(accept.prefix(12)) \(transformer?.key ?? "")")
+            if url == gif { #expect(try VipsImageCoder().info(data).frameCount == 3, "the animation survives as \(expected)") }
+        }
+        await manager.shutdown()
+    }
+
     @Test("JPEG asked for an image with alpha: PNG from the pipeline; flattened onto white (or the background) only when encoded as JPEG directly")
     func alphaAndJPEG() throws {
         let coders = CoderRegistry()

@@ -36,37 +36,16 @@ extension ImageFormat {
     }
 
     /// Picks the format to answer an HTTP request in, from its `Accept` header,
-    /// the image, and the formats the service allows (those its coders write).
-    ///
-    /// Still images get AVIF, then WebP, when the client names them with a
-    /// quality above zero (a bare `*/*` or `image/*` does not count: clients that
-    /// send only those, curl or old browsers, may not show them), and otherwise
-    /// JPEG, or PNG when the image has alpha. Animated images get animated WebP
-    /// when accepted, else GIF. When the client names its preferences with
-    /// different `q` values, the higher one wins among the modern formats.
-    /// JPEG, PNG and GIF are answered even when the header leaves them out: every
-    /// client shows them, and an image is more use than a 406. Media types this
-    /// does not know (`image/jxl`, `video/*`) and malformed entries are ignored.
-    ///
-    /// Answer with `Vary: Accept`, so that caches keep one copy per header.
+    /// the image, and the formats the service allows (those its coders write):
+    /// ``AcceptedFormats/format(hasAlpha:isAnimated:)`` of
+    /// ``AcceptedFormats/init(accept:allowed:)``, which say how.
     ///
     /// ```swift
     /// let format = ImageFormat.negotiate(accept: request.headers[.accept], hasAlpha: image.hasAlpha,
     ///                                    isAnimated: image.isAnimated, allowed: [.avif, .webp, .jpeg, .png, .gif])
     /// ```
     public static func negotiate(accept: String?, hasAlpha: Bool, isAnimated: Bool, allowed: Set<ImageFormat>) -> ImageFormat {
-        let quality = acceptedQualities(accept ?? "")
-        func accepted(_ format: ImageFormat) -> Double? {
-            guard allowed.contains(format), let q = quality[format.mimeType], q > 0 else { return nil }
-            return q
-        }
-        let modern: [ImageFormat] = isAnimated ? [.webp] : [.avif, .webp]
-        let best = modern.enumerated()
-            .compactMap { index, format in accepted(format).map { (format: format, q: $0, rank: index) } }
-            .min { ($0.q, -$0.rank) > ($1.q, -$1.rank) }
-        if let best { return best.format }
-        let fallback: [ImageFormat] = isAnimated ? [.gif, .webp, .png] : hasAlpha ? [.png, .webp, .avif, .gif] : [.jpeg, .png, .webp, .avif]
-        return fallback.first { allowed.contains($0) } ?? (hasAlpha ? .png : .jpeg)
+        AcceptedFormats(accept: accept, allowed: allowed).format(hasAlpha: hasAlpha, isAnimated: isAnimated)
     }
 
     /// Media type (lowercased, parameters other than q dropped) to its q value.
@@ -84,4 +63,48 @@ extension ImageFormat {
         }
         return result
     }
+}
+
+/// What a client accepts, reduced to what decides the answer: the modern formats
+/// (AVIF, WebP) it names, in its order of preference, within an allowed set.
+/// Thousands of different `Accept` headers reduce to a handful of these, so a
+/// cache keyed by ``key`` keeps one entry per answer, not per header.
+///
+/// Put one in ``ImageContext/acceptedFormats`` and the manager picks each
+/// result's format when it encodes it, from the image's alpha and animation
+/// (`format=auto` in the example server); answer with `Vary: Accept`.
+public struct AcceptedFormats: Hashable, Sendable {
+    /// AVIF and WebP as the client ranks them, those it does not accept left out.
+    public let modern: [ImageFormat]
+    /// The formats the service may answer in.
+    public let allowed: Set<ImageFormat>
+
+    /// Still images get AVIF, then WebP, when the client names them with a
+    /// quality above zero (a bare `*/*` or `image/*` does not count: clients that
+    /// send only those, curl or old browsers, may not show them), and otherwise
+    /// JPEG, or PNG when the image has alpha. Animated images get animated WebP
+    /// when accepted, else GIF. When the client gives the modern formats
+    /// different `q` values, the higher wins. JPEG, PNG and GIF are answered even
+    /// when the header leaves them out: every client shows them, and an image is
+    /// more use than a 406. Media types this does not know (`image/jxl`,
+    /// `video/*`) and malformed entries are ignored; only the first 64 entries are read.
+    public init(accept: String?, allowed: Set<ImageFormat>) {
+        let quality = ImageFormat.acceptedQualities(accept ?? "")
+        let ranked = [ImageFormat.avif, .webp].enumerated().compactMap { index, format -> (ImageFormat, Double, Int)? in
+            guard allowed.contains(format), let q = quality[format.mimeType], q > 0 else { return nil }
+            return (format, q, index)
+        }
+        modern = ranked.sorted { ($0.1, -$0.2) > ($1.1, -$1.2) }.map(\.0)
+        self.allowed = allowed
+    }
+
+    /// The format for an image with these properties.
+    public func format(hasAlpha: Bool, isAnimated: Bool) -> ImageFormat {
+        if let best = modern.first(where: { !isAnimated || $0.supportsAnimation }) { return best }
+        let fallback: [ImageFormat] = isAnimated ? [.gif, .webp, .png] : hasAlpha ? [.png, .webp, .avif, .gif] : [.jpeg, .png, .webp, .avif]
+        return fallback.first { allowed.contains($0) } ?? (hasAlpha ? .png : .jpeg)
+    }
+
+    /// `auto(avif,webp)`: part of derived keys.
+    public var key: String { "auto(" + modern.map(\.rawValue).joined(separator: ",") + ")" }
 }

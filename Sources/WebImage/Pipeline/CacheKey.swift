@@ -39,6 +39,16 @@ public struct CacheSerializer: Sendable {
         self.serialize = serialize
     }
 
+    /// Encodes in the format `accepted` picks for each image
+    /// (``AcceptedFormats/format(hasAlpha:isAnimated:)``), falling back as
+    /// ``encoding(as:options:)`` does when no coder writes it.
+    public static func negotiating(_ accepted: AcceptedFormats, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
+        CacheSerializer { image, key, coders in
+            let format = accepted.format(hasAlpha: image.hasAlpha, isAnimated: image.isAnimated)
+            return encoding(as: format, options: options).serialize(image, key, coders)
+        }
+    }
+
     /// Encodes in the format ``ImageFormat/output(for:requested:canEncode:)``
     /// chooses, with these options.
     public static func encoding(as preferred: ImageFormat?, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
@@ -65,7 +75,11 @@ enum CacheKey {
                          (context.preserveAspectRatio || context.cropFocus == .centre ? "" : ",\(context.cropFocus.rawValue)"))
         }
         if let transformer = context.transformer { parts.append("t=\(transformer.key)") }
-        if let format = context.encodeFormat, !parts.isEmpty { parts.append("f=\(format)") }
+        if let accepted = context.acceptedFormats, !parts.isEmpty {
+            parts.append("f=\(accepted.key)")
+        } else if let format = context.encodeFormat, !parts.isEmpty {
+            parts.append("f=\(format)")
+        }
         if !parts.isEmpty, encodeOptions != .derivedDefault { parts.append("e=\(encodeOptions.key)") }
         if encodeOptions.keepColorProfile, parts.isEmpty { parts.append("icc") }
         if options.contains(.decodeFirstFrameOnly) { parts.append("first") }

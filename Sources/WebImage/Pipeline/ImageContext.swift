@@ -25,6 +25,11 @@ public struct ImageContext: Sendable {
     /// (see ``ImageFormat/output(for:requested:canEncode:)``: a result with alpha
     /// is never written in a format without it).
     public var encodeFormat: ImageFormat?
+    /// Pick the derived result's format per image from what the client
+    /// accepts (overrides ``encodeFormat``): AVIF or WebP when accepted, else
+    /// JPEG, PNG for alpha, GIF for animations. Its ``AcceptedFormats/key``
+    /// becomes part of the derived key.
+    public var acceptedFormats: AcceptedFormats?
     /// How derived results are encoded, instead of the manager's
     /// ``ImageManager/Configuration/encodeOptions``. Its
     /// ``EncodeOptions/keepColorProfile`` also decides how the image is decoded.

@@ -445,7 +445,9 @@ public final class ImageManager: Sendable {
     /// A derived result's bytes, by the cache serializer, on the decode pool; nil
     /// when the serializer makes none.
     private func encodeDerived(_ image: Image, key: String, context: ImageContext) async throws -> Data? {
-        let serializer = context.cacheSerializer ?? configuration.cacheSerializer ?? .encoding(as: context.encodeFormat, options: encodeOptions(context))
+        let serializer = context.cacheSerializer ?? configuration.cacheSerializer
+            ?? context.acceptedFormats.map { .negotiating($0, options: encodeOptions(context)) }
+            ?? .encoding(as: context.encodeFormat, options: encodeOptions(context))
         let coders = configuration.coders
         do { return try await configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
             throw WebImageError.wrap(error, as: .encodeFailed, "encoding \(key)")

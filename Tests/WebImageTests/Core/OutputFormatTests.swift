@@ -68,6 +68,19 @@ struct OutputFormatTests {
         #expect(ImageFormat.negotiate(accept: Self.chrome, hasAlpha: false, isAnimated: false, allowed: []) == .jpeg, "an empty set still answers")
     }
 
+    @Test("Accept headers reduce to a few keys: one per answer, not per header")
+    func acceptedKeys() {
+        let keys = Set([Self.chrome, Self.firefox, Self.safari].map { AcceptedFormats(accept: $0, allowed: all).key })
+        #expect(keys == ["auto(avif,webp)"] || keys == ["auto(avif,webp)", "auto(webp,avif)"])
+        #expect(AcceptedFormats(accept: Self.safari, allowed: all).key == "auto(avif,webp)", "equal q: our order")
+        #expect(AcceptedFormats(accept: Self.oldSafari, allowed: all).key == "auto()")
+        #expect(AcceptedFormats(accept: Self.curl, allowed: all).key == AcceptedFormats(accept: nil, allowed: all).key)
+        #expect(AcceptedFormats(accept: Self.chrome, allowed: [.jpeg, .webp]).key == "auto(webp)")
+        var context = ImageContext(thumbnailPixelSize: PixelSize(64), encodeFormat: .png)
+        context.acceptedFormats = AcceptedFormats(accept: Self.chrome, allowed: all)
+        #expect(CacheKey.derived(from: "k", options: [], context: context) == "k#webimage(thumb=64x64,f=auto(avif,webp))")
+    }
+
     @Test("encode options: clamped, effort per format, and a key that names what differs from the default")
     func encodeOptions() {
         #expect(EncodeOptions(quality: 500).quality == 100 && EncodeOptions(quality: -3).quality == 1)
