@@ -2,9 +2,10 @@ import ArgumentParser
 import Foundation
 import WebImage
 import WebImageKit
+import WebImageVips
 
 struct InfoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "info", abstract: "Describe an image from its header: format, size, frames, orientation, alpha, colour profile. Decodes no pixels, writes no cache.")
+    static let configuration = CommandConfiguration(commandName: "info", abstract: "Describe an image from its header: format, size, frames, orientation, alpha, colour profile. Decodes no pixels (unless --placeholder), writes no cache.")
 
     @OptionGroup var global: GlobalOptions
 
@@ -14,6 +15,9 @@ struct InfoCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
+    @Flag(help: "Add blurHash and thumbHash (base64): decodes a 100x100 thumbnail, still writing no cache.")
+    var placeholder = false
+
     func run() async throws {
         let manager = try await global.manager()
         do {
@@ -22,7 +26,13 @@ struct InfoCommand: AsyncParsableCommand {
             // its decoded size, nor fill the cache with what was only looked at.
             let (info, cacheType) = try await manager.info(for: url)
             let scale = ImageScale.scale(forKey: manager.cacheKey(for: url))
-            let fields: [String: Any?] = [
+            var placeholders: ImagePlaceholders?
+            if placeholder {
+                var context = ImageContext()
+                context.storeCacheTiers = .none
+                placeholders = try await manager.placeholders(for: url, context: context)
+            }
+            var fields: [String: Any?] = [
                 "input": input,
                 "format": info.format?.rawValue,
                 "pixelWidth": info.pixelSize.width, "pixelHeight": info.pixelSize.height,
@@ -36,6 +46,10 @@ struct InfoCommand: AsyncParsableCommand {
                 "colorSpace": info.colorSpace,
                 "cacheType": cacheType.rawValue,
             ]
+            if let placeholders {
+                fields["blurHash"] = placeholders.blurHash
+                fields["thumbHash"] = placeholders.thumbHashBase64
+            }
             if json {
                 print(jsonLine(fields))
             } else {

@@ -81,6 +81,13 @@ struct ToolTests {
         #expect((gif["frameDurations"] as? [Double])?.allSatisfy { abs($0 - 0.08) < 0.001 } == true)
         let icon = try #require(try await tool.run(["info", "--json", "--store", "none", samples.appendingPathComponent("icon@2x.png").path]).lines.first)
         #expect(icon["scale"] as? Double == 2 && icon["width"] as? Double == 64 && icon["hasAlpha"] as? Bool == true)
+        #expect(icon["blurHash"] == nil, "placeholders only when asked")
+        let placeholders = try #require(try await tool.run(["info", "--json", "--placeholder", samples.appendingPathComponent("photo-1.jpg").path]).lines.first)
+        let blurHash = try #require(placeholders["blurHash"] as? String), thumbHash = try #require(placeholders["thumbHash"] as? String)
+        #expect(blurHash.count == 28, "4x3 terms")
+        #expect(Data(base64Encoded: thumbHash).map { $0.count >= 5 } == true)
+        let stats = try await tool.run(["cache", "stats", "--json"])
+        #expect(stats.stdout.contains("\"count\":0"), "info --placeholder writes no cache: \(stats.stdout)")
     }
 
     @Test("inputs from standard input; --out writes thumbnails named after the input")

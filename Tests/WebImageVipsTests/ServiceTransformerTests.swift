@@ -168,6 +168,35 @@ struct ServiceTransformerTests {
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, margin: 60).transform(base) }
     }
 
+    @Test("placeholders of an image: mean colour kept by both hashes, from a large image, an animation and through the manager")
+    func placeholders() async throws {
+        let large = canvas(900, 600, [200, 60, 30])
+        let hashes = try large.placeholders()
+        let blur = try BlurHash.averageColor(hashes.blurHash)
+        #expect(abs(Int(blur.red) - 200) <= 2 && abs(Int(blur.green) - 60) <= 2 && abs(Int(blur.blue) - 30) <= 2, "\(blur)")
+        let thumb = try ThumbHash.averageRGBA(hashes.thumbHash)
+        #expect(abs(thumb.red * 255 - 200) < 8 && abs(thumb.green * 255 - 60) < 8 && abs(thumb.blue * 255 - 30) < 8)
+        #expect(abs(try ThumbHash.approximateAspectRatio(hashes.thumbHash) - 1.5) < 0.3)
+        let clear = try canvas(40, 40, [0, 0, 255, 0]).placeholders()
+        #expect(try ThumbHash.averageRGBA(clear.thumbHash).alpha < 0.1)
+        #expect(try BlurHash.averageColor(clear.blurHash) == .white, "BlurHash sees transparency over white")
+        let gif = try coder.decode(try Fixtures.animated(.gif, delays: [100, 100], loop: 0, size: 32), options: DecodeOptions())
+        #expect(try BlurHash.averageColor(gif.placeholders().blurHash) == .black, "the first frame")
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-vips-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("large.png")
+        try coder.encode(large, as: .png, options: EncodeOptions()).write(to: file)
+        var configuration = ImageManager.Configuration()
+        configuration.coders.registerVips()
+        let manager = ImageManager(configuration: configuration)
+        #expect(try await manager.placeholders(for: file) == hashes)
+        #expect(manager.memoryCache?.image(forKey: manager.resultKey(for: file, context: ImageContext(thumbnailPixelSize: PixelSize(100)))) != nil,
+                "made from a cached 100x100 thumbnail")
+        await manager.shutdown()
+    }
+
     @Test("the new transformers apply to every frame of an animation")
     func animated() throws {
         let gif = try coder.decode(try Fixtures.animated(.gif, delays: [100, 100, 100], loop: 0, size: 32), options: DecodeOptions())
