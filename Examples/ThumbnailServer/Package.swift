@@ -28,6 +28,7 @@ let package = Package(
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
+                .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Metrics", package: "swift-metrics"),

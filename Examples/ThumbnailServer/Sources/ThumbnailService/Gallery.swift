@@ -13,7 +13,7 @@ extension ThumbnailService {
         let figures = gallerySources.map { source -> String in
             let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
             let url = source.absoluteString.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
-            let src = "/thumbnail?url=\(url)&w=\(size)&h=\(size)&format=webp"
+            let src = "/thumbnail?url=\(url)&w=\(size)&h=\(size)"
             let name = source.lastPathComponent.isEmpty ? source.absoluteString : source.lastPathComponent
             return """
                 <figure>

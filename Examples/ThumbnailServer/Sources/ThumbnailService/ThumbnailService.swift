@@ -8,10 +8,14 @@ public import Prometheus
 import Synchronization
 public import WebImage
 import WebImageKit
+import WebImageVips
 
-/// A thumbnail service: `GET /thumbnail?url=…&w=…&h=…&format=…` through an
-/// ``ImageManager``, a gallery page at `/`, Prometheus metrics at `/metrics`, the
-/// bundled samples at `/samples/NAME`, and `/health`.
+/// A thumbnail service: `GET /thumbnail?url=…&w=…&h=…&format=…&crop=…&dpr=…&t=…`
+/// through an ``ImageManager`` (`format=auto`, the default, answers AVIF, WebP,
+/// JPEG, PNG or GIF from the request's `Accept` and the image, with
+/// `Vary: Accept`), `GET /placeholder?url=…` (BlurHash and ThumbHash as JSON), a
+/// gallery page at `/`, Prometheus metrics at `/metrics`, the bundled samples at
+/// `/samples/NAME`, and `/health`.
 ///
 /// ```swift
 /// let config = try await ThumbnailSettings.reader(file: "thumbnail-server.json")
@@ -30,6 +34,10 @@ public struct ThumbnailService: Sendable {
     /// `thumbnail_responses_total{source}`, made once (a metric made per request
     /// costs a registry look-up each time).
     let responses = ResponseCounters()
+    /// What `format=auto` may answer in: the formats the manager's coders write.
+    let autoFormats: Set<ImageFormat>
+    /// `thumbnail.watermarks`' PNGs by name, read once at start.
+    let watermarks: [String: Data]
 
     /// - Parameters:
     ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
@@ -41,6 +49,15 @@ public struct ThumbnailService: Sendable {
         self.manager = manager
         self.settings = settings
         self.metrics = metrics
+        let coders = manager.configuration.coders
+        autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
+        var watermarks: [String: Data] = [:]
+        if let directory = settings.watermarkDirectory {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".png") {
+                watermarks[String(name.dropLast(4))] = try Data(contentsOf: directory.appendingPathComponent(name))
+            }
+        }
+        self.watermarks = watermarks
         if settings.gallerySources == nil {
             let directory = settings.samplesDirectory
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-server-samples-\(getpid())")
@@ -56,6 +73,7 @@ public struct ThumbnailService: Sendable {
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.get("/thumbnail") { request, context in await self.thumbnail(request, logger: context.logger) }
+        router.get("/placeholder") { request, context in await self.placeholder(request, logger: context.logger) }
         router.get("/") { _, _ in self.galleryPage() }
         router.get("/samples/{name}") { _, context in try self.sample(named: context.parameters.require("name")) }
         router.get("/metrics") { _, _ in self.metricsPage() }
@@ -89,13 +107,23 @@ public struct ThumbnailService: Sendable {
         let started = ContinuousClock.now
         do {
             let parameters = request.uri.queryParameters
-            let query = try ThumbnailQuery({ parameters[Substring($0)].map(String.init) }, settings: settings)
+            let query = try ThumbnailQuery({ parameters[Substring($0)].map(String.init) }, settings: settings, watermark: watermark(named:))
             guard settings.allowedHosts.allows(query.url) else {
                 throw WebImageError(.forbidden, "\(query.url.host ?? "the host") is not on thumbnail.allowedHosts (\(settings.allowedHosts))")
             }
             var context = ImageContext()
             context.thumbnailPixelSize = query.box
-            context.encodeFormat = query.format
+            if let focus = query.crop {
+                context.preserveAspectRatio = false
+                context.cropFocus = focus
+            }
+            context.transformer = query.transform
+            if let format = query.format {
+                context.encodeFormat = format
+            } else {
+                // One cache entry per answer (AVIF, WebP, or neither), not per Accept header.
+                context.acceptedFormats = AcceptedFormats(accept: request.headers[.accept], allowed: autoFormats)
+            }
             // Bytes only: the manager answers with the finished thumbnail's bytes from
             // memory, else from the disk store (no decode: they are encoded already),
             // else it loads, decodes, transforms and encodes them, and stores them in
@@ -106,13 +134,14 @@ public struct ThumbnailService: Sendable {
             let etag = Self.etag(of: bytes)
             let elapsed = ContinuousClock.now - started
             var headers: HTTPFields = [
-                .contentType: ImageFormat.sniff(bytes)?.mimeType ?? query.format.mimeType,
+                .contentType: ImageFormat.sniff(bytes)?.mimeType ?? "application/octet-stream",
                 .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)",
                 .eTag: etag,
                 .serverTiming: "\(source);dur=\(Self.tenths(elapsed))",
                 .imageSource: source,
             ]
             if let image = result.image { headers[.imageSize] = "\(image.pixelSize.width)x\(image.pixelSize.height)" }
+            if query.format == nil { headers[.vary] = "Accept" }
             responses.increment(source)
             if let match = request.headers[.ifNoneMatch], match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0 == "*" }) {
                 return Response(status: .notModified, headers: headers)
@@ -125,6 +154,39 @@ public struct ThumbnailService: Sendable {
                        metadata: ["status": "\(status.code)", "error": "\(failure)", "query": "\(request.uri.query ?? "")"])
             return Self.errorResponse(status, failure)
         }
+    }
+
+    /// `/placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}` from a 100x100
+    /// thumbnail the manager caches like any other.
+    func placeholder(_ request: Request, logger: Logger) async -> Response {
+        do {
+            let parameters = request.uri.queryParameters
+            let url = try ThumbnailQuery.sourceURL { parameters[Substring($0)].map(String.init) }
+            guard settings.allowedHosts.allows(url) else {
+                throw WebImageError(.forbidden, "\(url.host ?? "the host") is not on thumbnail.allowedHosts (\(settings.allowedHosts))")
+            }
+            let placeholders = try await manager.placeholders(for: url)
+            let body = try JSONSerialization.data(withJSONObject: ["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64],
+                                                  options: [.sortedKeys, .withoutEscapingSlashes])
+            return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "making placeholders")
+            logger.log(level: failure.httpStatus.code >= 500 ? .warning : .info, "placeholder failed",
+                       metadata: ["status": "\(failure.httpStatus.code)", "error": "\(failure)"])
+            return Self.errorResponse(failure.httpStatus, failure)
+        }
+    }
+
+    /// `t=watermark:NAME`: a PNG from `thumbnail.watermarks`, by name only (never a path).
+    func watermark(named name: String) throws -> Data {
+        guard settings.watermarkDirectory != nil else {
+            throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here (thumbnail.watermarks)")
+        }
+        guard let data = watermarks[name] else {
+            throw WebImageError(.invalidArgument, "watermark '\(name)': no such watermark; known: \(watermarks.keys.sorted().joined(separator: ", "))")
+        }
+        return data
     }
 
     /// A strong ETag: a 64-bit FNV-1a-style hash of the bytes taken eight at a

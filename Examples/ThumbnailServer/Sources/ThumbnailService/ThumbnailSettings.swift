@@ -12,7 +12,8 @@ import WebImageKit
 /// | `http.port` | `8080` | port to listen on (0: any free port) |
 /// | `thumbnail.allowedHosts` | empty: nothing | hosts `/thumbnail` fetches from (``HostAllowList``) |
 /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted |
-/// | `thumbnail.defaultFormat` | `webp` | the format when the request names none |
+/// | `thumbnail.defaultFormat` | `auto` | the format when the request names none: `auto` picks AVIF, WebP, JPEG, PNG or GIF from `Accept` and the image |
+/// | `thumbnail.watermarks` | none | a directory of PNGs that `t=watermark:NAME` may use (`NAME.png`); without it watermarks are refused |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
@@ -28,7 +29,10 @@ public struct ThumbnailSettings: Sendable {
     public var port = 8080
     public var allowedHosts = HostAllowList([])!
     public var maxDimension = 2048
-    public var defaultFormat = ImageFormat.webp
+    /// nil: `auto`, negotiated per request from `Accept`.
+    public var defaultFormat: ImageFormat? = nil
+    /// Where `t=watermark:NAME` finds `NAME.png`; nil refuses watermarks.
+    public var watermarkDirectory: URL?
     public var cacheMaxAge: Duration = .seconds(86_400)
     /// Nil: the bundled samples, served by the service itself under `/samples/`.
     public var gallerySources: [URL]?
@@ -40,7 +44,7 @@ public struct ThumbnailSettings: Sendable {
     /// The keys the service reads itself; unknown keys under these namespaces stop start-up.
     public static let keys: Set<String> = [
         "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
-        "thumbnail.cacheMaxAge", "gallery.sources", "gallery.size", "samples.path",
+        "thumbnail.cacheMaxAge", "thumbnail.watermarks", "gallery.sources", "gallery.size", "samples.path",
     ]
 
     /// Reads the settings from `config`.
@@ -60,8 +64,8 @@ public struct ThumbnailSettings: Sendable {
         }
         if let size = try values.int("thumbnail.maxDimension", minimum: 1) { maxDimension = size }
         if let name = values.text("thumbnail.defaultFormat") {
-            guard let format = ImageFormat(name: name), ThumbnailQuery.formats.contains(format) else {
-                throw values.invalid("thumbnail.defaultFormat", name, "webp, jpeg or png")
+            guard let format = ThumbnailQuery.format(named: name) else {
+                throw values.invalid("thumbnail.defaultFormat", name, "auto, avif, webp, jpeg, png or gif")
             }
             defaultFormat = format
         }
@@ -76,6 +80,13 @@ public struct ThumbnailSettings: Sendable {
         }
         if let size = try values.int("gallery.size", minimum: 16) { gallerySize = min(size, maxDimension) }
         if let path = values.text("samples.path") { samplesDirectory = URL(fileURLWithPath: path) }
+        if let path = values.text("thumbnail.watermarks") {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw values.invalid("thumbnail.watermarks", path, "a directory of PNG files")
+            }
+            watermarkDirectory = URL(fileURLWithPath: path)
+        }
     }
 
     /// The layers a deployment configures the service with, highest precedence

@@ -4,6 +4,7 @@ import Testing
 import ThumbnailService
 import WebImage
 import WebImageConfiguration
+import WebImageVips
 
 /// The service over real HTTP on loopback, fetching from a second real server.
 @Suite("ThumbnailServer over HTTP", .serialized, .timeLimit(.minutes(2)))
@@ -29,7 +30,7 @@ struct ThumbnailServiceTests {
             let cases: [(String, String, PixelSize, ImageFormat)] = [
                 (photo, "&w=256&h=256&format=webp", PixelSize(width: 256, height: 192), .webp),
                 (photo, "&w=256&h=256&format=jpeg", PixelSize(width: 256, height: 192), .jpeg),
-                (photo, "&w=300", PixelSize(width: 300, height: 225), .webp),           // webp by default, width only
+                (photo, "&w=300&format=webp", PixelSize(width: 300, height: 225), .webp),   // width only
                 (photo, "&h=120&format=png", PixelSize(width: 160, height: 120), .png),
                 ("http://127.0.0.1:\(upstream)/img/logo.png", "&w=100&h=100&format=png", PixelSize(100), .png),
             ]
@@ -201,6 +202,88 @@ struct ThumbnailServiceTests {
             #expect(health.statusCode == 200 && noSample.statusCode == 404)
         }
     }
+    @Test("format=auto (the default) answers from Accept with Vary: Accept: AVIF for current browsers, WebP, else JPEG, PNG for alpha")
+    func negotiation() async throws {
+        try await withServers { client, _, upstream in
+            let photo = "http://127.0.0.1:\(upstream)/img/photo.jpg", logo = "http://127.0.0.1:\(upstream)/img/logo.png"
+            let chrome = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8"
+            let oldSafari = "image/png,image/svg+xml,image/*;q=0.8,video/*;q=0.8,*/*;q=0.5"
+            let cases: [(String, String?, ImageFormat)] = [
+                (photo, chrome, .avif), (photo, "image/webp,*/*", .webp), (photo, oldSafari, .jpeg), (photo, nil, .jpeg),
+                (logo, oldSafari, .png), (logo, chrome, .avif), (photo, "image/avif;q=0,image/webp", .webp),
+            ]
+            for (source, accept, format) in cases {
+                let response = try await client.get("/thumbnail?url=\(source.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=120",
+                                                     headers: accept.map { ["Accept": $0] } ?? ["Accept": "*/*"])
+                #expect(response.statusCode == 200, "\(accept ?? "none"): \(String(decoding: response.data, as: UTF8.self))")
+                #expect(ImageFormat.sniff(response.data) == format && response.contentType == format.mimeType, "\(source.suffix(8)) \(accept ?? "none")")
+                #expect(response.headers["vary"] == "Accept")
+                if source == logo { #expect(try decode(response.data).hasAlpha, "alpha kept in \(format)") }
+            }
+            let named = try await client.thumbnail(photo, "&w=120&format=jpeg")
+            #expect(named.headers["vary"] == nil, "a named format does not vary")
+        }
+    }
+
+    @Test("crop, dpr and t: smart-cropped fills, density multipliers, transformers and watermarks by name only")
+    func operations() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marks = directory.appendingPathComponent("marks")
+        try FileManager.default.createDirectory(at: marks, withIntermediateDirectories: true)
+        let mark = PixelBuffer(size: PixelSize(16), channels: 4, bytes: Array(repeating: [255, 0, 0, 255] as [UInt8], count: 256).flatMap { $0 })
+        try VipsImageCoder().encode(Image(pixelSize: mark.size, hasAlpha: true, storage: mark), as: .png, options: EncodeOptions()).write(to: marks.appendingPathComponent("logo.png"))
+        try await withServers(["thumbnail.watermarks": marks.path]) { client, _, upstream in
+            let photo = "http://127.0.0.1:\(upstream)/img/photo.jpg"
+            let cases: [(String, PixelSize)] = [
+                ("&w=100&h=100&crop=attention&format=png", PixelSize(100)),
+                ("&w=100&h=50&crop=centre&format=png", PixelSize(width: 100, height: 50)),
+                ("&w=100&dpr=2&format=png", PixelSize(width: 200, height: 150)),
+                ("&w=100&format=png&t=pad:120x120:000000", PixelSize(120)),
+                ("&w=100&format=png&dpr=1.5&t=pad:120x120", PixelSize(180)),
+                ("&w=100&format=png&t=sharpen;grey", PixelSize(width: 100, height: 75)),
+            ]
+            for (rest, size) in cases {
+                let response = try await client.thumbnail(photo, rest)
+                #expect(response.statusCode == 200, "\(rest): \(String(decoding: response.data, as: UTF8.self))")
+                #expect(try decode(response.data).pixelSize == size, "\(rest)")
+            }
+            let marked = try decode(try await client.thumbnail(photo, "&w=100&format=png&t=watermark:logo:nw:1:0").data)
+            let pixels = try #require(marked.storage(as: VipsStorage.self)).pixels(frameHeight: marked.pixelSize.height)
+            #expect(Array(pixels.bytes[0..<3]) == [255, 0, 0], "the watermark sits in the top-left corner")
+            for bad in ["&w=100&t=watermark:other", "&w=100&t=watermark:..%2F..%2Fetc%2Fpasswd", "&w=100&t=pad:10x10:zzz", "&w=100&t=resize:99999x5",
+                        "&w=100&crop=attention", "&w=100&h=100&crop=faces", "&w=100&dpr=9", "&w=2000&dpr=2", "&w=100&format=bmp"] {
+                let response = try await client.thumbnail(photo, bad)
+                #expect(response.statusCode == 400, "\(bad): \(response.statusCode)")
+                #expect(String(decoding: response.data, as: UTF8.self).contains("invalidArgument"), "\(bad)")
+            }
+        }
+    }
+
+    @Test("/placeholder answers a BlurHash and a ThumbHash; bad URLs and hosts get their statuses")
+    func placeholder() async throws {
+        try await withServers { client, _, upstream in
+            let photo = "http://127.0.0.1:\(upstream)/img/photo.jpg"
+            let response = try await client.get("/placeholder?url=\(photo.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+            #expect(response.statusCode == 200 && response.contentType == "application/json")
+            let json = try #require(try JSONSerialization.jsonObject(with: response.data) as? [String: String])
+            let blurHash = try #require(json["blurHash"]), thumbHash = try #require(json["thumbHash"].flatMap { Data(base64Encoded: $0) })
+            #expect(blurHash.count == 28)
+            #expect(abs(try ThumbHash.approximateAspectRatio([UInt8](thumbHash)) - 4.0 / 3) < 0.3)
+            let photoImage = try decode(try await client.thumbnail(photo, "&w=64&format=png").data)
+            let pixels = try #require(photoImage.storage(as: VipsStorage.self)).pixels(frameHeight: photoImage.pixelSize.height)
+            // BlurHash's first term is the mean in linear light, back in sRGB.
+            func linear(_ v: UInt8) -> Double { let x = Double(v) / 255; return x <= 0.04045 ? x / 12.92 : pow((x + 0.055) / 1.055, 2.4) }
+            func srgb(_ v: Double) -> Int { Int((v <= 0.0031308 ? v * 12.92 : 1.055 * pow(v, 1 / 2.4) - 0.055) * 255 + 0.5) }
+            let count = Double(pixels.bytes.count / pixels.channels)
+            let mean = (0..<3).map { c in srgb(stride(from: c, to: pixels.bytes.count, by: pixels.channels).reduce(0.0) { $0 + linear(pixels.bytes[$1]) } / count) }
+            let average = try BlurHash.averageColor(blurHash)
+            #expect(zip([average.red, average.green, average.blue].map(Int.init), mean).allSatisfy { abs($0 - $1) < 12 }, "\(average) vs \(mean)")
+            #expect(try await client.get("/placeholder").statusCode == 400)
+            #expect(try await client.get("/placeholder?url=http%3A%2F%2Fevil.test%2Fa.jpg").statusCode == 403)
+            #expect(try await client.get("/placeholder?url=\("http://127.0.0.1:\(upstream)/img/text".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)").statusCode >= 400)
+        }
+    }
 }
 
 @Suite("Parsing the service's input")
@@ -223,7 +306,7 @@ struct ParsingTests {
 
     @Test("settings: bad values name their key")
     func settings() async throws {
-        for (key, value) in [("thumbnail.allowedHosts", "a.com:99999"), ("thumbnail.maxDimension", "0"), ("thumbnail.defaultFormat", "gif"),
+        for (key, value) in [("thumbnail.allowedHosts", "a.com:99999"), ("thumbnail.maxDimension", "0"), ("thumbnail.defaultFormat", "bmp"), ("thumbnail.watermarks", "/nonexistent/dir"),
                              ("thumbnail.cacheMaxAge", "forever"), ("gallery.sources", "ftp://x/y"), ("http.port", "70000")] {
             let config = try await ThumbnailSettings.reader(file: nil, environment: [:], flags: [key: value])
             let error = #expect(throws: WebImageError.self) { try ThumbnailSettings(config: config) }
@@ -231,7 +314,7 @@ struct ParsingTests {
         }
         let config = try await ThumbnailSettings.reader(file: nil, environment: ["WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "a.test,b.test"])
         let settings = try ThumbnailSettings(config: config)
-        #expect(settings.allowedHosts.patterns == ["a.test", "b.test"] && settings.defaultFormat == .webp)
+        #expect(settings.allowedHosts.patterns == ["a.test", "b.test"] && settings.defaultFormat == nil, "auto by default")
         #expect(try ConfigValues(config).bool("loader.blockPrivateAddresses") == true, "the service turns the SSRF guard on")
     }
 }
