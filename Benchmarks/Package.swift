@@ -22,6 +22,8 @@ let package = Package(
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
                 .product(name: "WebImageRedis", package: "swift-web-image"),
+                .product(name: "WebImageVips", package: "swift-web-image"),
+                .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
             ]
         ),
         // The package-benchmark suite: `swift package benchmark` in this directory.

@@ -4,6 +4,7 @@
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
     python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24] [--progressive]
+    python3 Benchmarks/compare/compare.py encoders [--rounds 3] [--repeats 3] [--quality 80] [--photo PATH]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
     python3 Benchmarks/compare/compare.py shared     [--rounds 5] [--entries 2000] [--gets 20000]
@@ -246,6 +247,37 @@ def thumbnails(args):
                rows, "thumbnails-progressive" if args.progressive else "thumbnails", {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive})
         for name, ratio in ratios.items():
             print(f"  ratio {name:<60} {ratio:.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def encoders(args):
+    """Encode time and bytes per format and effort at one quality, on a 2400x1600
+    photo (the tool's sample photo scaled up): the figures the default efforts
+    (EncodeOptions.defaultEffort) are chosen from. JPEG is the reference row."""
+    bench = build_bench()
+    subprocess.run(["swift", "build", "-c", "release", "--package-path", ROOT, "--product", "webimage"], check=True)
+    tool = os.path.join(run(["swift", "build", "-c", "release", "--package-path", ROOT, "--show-bin-path"]).strip(), "webimage")
+    work = tempfile.mkdtemp(prefix="webimage-encoders-")
+    try:
+        run([tool, "samples", os.path.join(work, "samples")])
+        photo = os.path.join(work, "photo.png")
+        source = args.photo or os.path.join(work, "samples", "photo-1.jpg")
+        run(["vips", "thumbnail", source, photo, "2400", "--height", "1600", "--crop", "centre", "--size", "force"])
+        rounds = [as_json(run([bench, "encode", photo, str(args.quality), str(args.repeats)])) for _ in range(args.rounds)]
+        names = [(r["format"], r["effort"]) for r in rounds[0]["rows"]]
+        rows = []
+        for i, (name, effort) in enumerate(names):
+            label = name + ("" if effort is None else f" effort {effort}")
+            rows.append((label + " ms", [r["rows"][i]["ms"] for r in rounds], "ms"))
+        jpeg = statistics.median(v for v in rows[0][1])
+        report(f"encoders: {rounds[0]['width']}x{rounds[0]['height']} at quality {args.quality}", rows, "encoders",
+               {"bytes": {n + ("" if e is None else f" effort {e}"): rounds[0]["rows"][i]["bytes"] for i, (n, e) in enumerate(names)}})
+        print("\n  format                      ms    x jpeg    bytes")
+        for i, (name, effort) in enumerate(names):
+            ms = statistics.median(r["rows"][i]["ms"] for r in rounds)
+            label = name + ("" if effort is None else f" effort {effort}")
+            print(f"  {label:<24} {ms:8.1f} {ms / jpeg:8.1f}x {rounds[0]['rows'][i]['bytes']:8}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -715,9 +747,14 @@ def main():
     sh.add_argument("--entries", type=int, default=2000)
     sh.add_argument("--size", type=int, default=32768)
     sh.add_argument("--gets", type=int, default=20000)
+    enc = sub.add_parser("encoders")
+    enc.add_argument("--rounds", type=int, default=3)
+    enc.add_argument("--repeats", type=int, default=3)
+    enc.add_argument("--quality", type=int, default=80)
+    enc.add_argument("--photo", help="a photo to scale to 2400x1600 instead of the tool's synthetic sample")
     sub.add_parser("plots")
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "shared": shared, "plots": plots}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "shared": shared, "encoders": encoders, "plots": plots}[args.comparison](args)
 
 
 if __name__ == "__main__":

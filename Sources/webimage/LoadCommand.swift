@@ -33,7 +33,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Output quality, 1-100 (default: encode.quality, 90).")
     var quality: Int?
 
-    @Option(help: "Encoder effort: WebP 0-6, AVIF/HEIC 0-9 (default: encode.effort, else 2).")
+    @Option(help: "Encoder effort: WebP 0-6, AVIF/HEIC 0-9 (default: encode.effort, else WebP 2, AVIF 0).")
     var effort: Int?
 
     @Flag(help: "Progressive JPEG, interlaced PNG and GIF.")

@@ -101,6 +101,19 @@ struct ConfigurationTests {
         #expect(configuration.loaders.names == ["file"])
     }
 
+    @Test("encode.* keys set the manager's encode options, from a file and from the environment")
+    func encodeKeys() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = try await configuration(in: directory)
+        #expect(plain.encodeOptions == .derivedDefault)
+        let file = try await configuration(file: ["encode": ["quality": 70, "effort": 4, "progressive": true, "keepColorProfile": true,
+                                                              "background": "#000", "chromaSubsampling": "off", "lossless": false]], in: directory)
+        #expect(file.encodeOptions == EncodeOptions(quality: 70, progressive: true, keepColorProfile: true, effort: 4, chromaSubsampling: .off, background: .black))
+        let environment = try await configuration(environment: ["WEBIMAGE_ENCODE_QUALITY": "55", "WEBIMAGE_ENCODE_KEEP_COLOR_PROFILE": "true"], in: directory)
+        #expect(environment.encodeOptions.quality == 55 && environment.encodeOptions.keepColorProfile)
+    }
+
     @Test("unknown names and invalid values are errors that name the key", arguments: [
         (["store.kind": "redis"], "store.kind"),
         (["store.maxSize": "-5"], "store.maxSize"),
@@ -116,6 +129,14 @@ struct ConfigurationTests {
         (["decode.pixelLimit": "lots"], "decode.pixelLimit"),
         (["vips.allowUntrusted": "sure"], "vips.allowUntrusted"),
         (["store.kind": "lmdb", "store.lmdb.mapSize": "huge"], "lmdb.mapSize"),
+        (["encode.quality": "0"], "encode.quality"),
+        (["encode.quality": "101"], "encode.quality"),
+        (["encode.effort": "10"], "encode.effort"),
+        (["encode.effort": "-1"], "encode.effort"),
+        (["encode.background": "purple"], "encode.background"),
+        (["encode.chromaSubsampling": "4:2:0"], "encode.chromaSubsampling"),
+        (["encode.keepColorProfile": "perhaps"], "encode.keepColorProfile"),
+        (["encode.qualty": "80"], "encode.qualty"),
     ])
     func errors(flags: [String: String], key: String) async throws {
         let directory = temporaryDirectory()

@@ -6,11 +6,14 @@
 //                               (KIND also lmdb-pooled; redis with DIR a redis:// URL; tiered with DIR "LMDBDIR|URL")
 //   webimage-bench redis-keys   COUNT                          the Redis keys of k0… (for the C peer)
 //   webimage-bench download     URLLIST CONCURRENCY            load every URL with CurlLoader; seconds
+//   webimage-bench encode       FILE QUALITY REPEATS           encode FILE's pixels in every format and effort; ms and bytes each
 import Foundation
 import WebImage
 import WebImageCurl
 import WebImageLMDB
 import WebImageRedis
+import WebImageTurboJPEG
+import WebImageVips
 
 func fail(_ message: String) -> Never {
     FileHandle.standardError.write(Data("webimage-bench: \(message)\n".utf8))
@@ -100,6 +103,29 @@ case "store-get", "manager-hit":
     }
     let elapsed = seconds(ContinuousClock.now - started)
     printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
+
+case "encode":
+    // encode FILE QUALITY REPEATS: one decode, then each (format, effort) REPEATS times; the median ms and the bytes.
+    guard arguments.count == 5, let quality = Int(arguments[3]), let repeats = Int(arguments[4]), repeats > 0 else { fail("encode FILE QUALITY REPEATS") }
+    let vips = VipsImageCoder(), turbo = TurboJPEGCoder(encodePixelLimit: .max)
+    let image = try vips.decode(try Data(contentsOf: URL(fileURLWithPath: arguments[2])), options: DecodeOptions())
+    var cases: [(String, any ImageCoder, ImageFormat, Int?)] = [("jpeg (libjpeg-turbo)", turbo, .jpeg, nil), ("jpeg (libvips)", vips, .jpeg, nil), ("png", vips, .png, nil)]
+    cases += [0, 2, 4, 6].map { ("webp", vips, .webp, $0) }
+    cases += [0, 2, 4, 6].map { ("avif", vips, .avif, $0) }
+    cases += [0, 2, 4].map { ("heic", vips, .heif, $0) }
+    var rows: [[String: Any]] = []
+    for (name, coder, format, effort) in cases {
+        let options = EncodeOptions(quality: quality, effort: effort)
+        var times: [Double] = []
+        var bytes = 0
+        for _ in 0..<repeats {
+            let started = ContinuousClock.now
+            bytes = try coder.encode(image, as: format, options: options).count
+            times.append(seconds(ContinuousClock.now - started) * 1000)
+        }
+        rows.append(["format": name, "effort": effort.map { $0 as Any } ?? NSNull(), "ms": times.sorted()[times.count / 2], "bytes": bytes])
+    }
+    printJSON(["scenario": "encode", "width": image.pixelSize.width, "height": image.pixelSize.height, "quality": quality, "rows": rows])
 
 case "redis-keys":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("redis-keys COUNT") }

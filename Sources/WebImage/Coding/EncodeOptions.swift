@@ -60,14 +60,16 @@ public struct EncodeOptions: Hashable, Sendable {
     /// 90, everything else as above.
     public static let derivedDefault = EncodeOptions(quality: 90)
 
-    /// The effort used when ``effort`` is nil. WebP 2 and AVIF/HEIC 2: on the
-    /// suite's 2400x1600 photo (docs/performance.md, "Encoders") the next steps
-    /// up cost far more time than the bytes they save; libvips' own defaults
-    /// (WebP 4, AVIF/HEIC 4) made WebP 20x slower than JPEG.
+    /// The effort used when ``effort`` is nil: WebP 2, AVIF and HEIC 0. From
+    /// `compare.py encoders` on a 2400x1600 photo at quality 80
+    /// (docs/performance.md, "Encoders"): WebP effort 2 took 3.4x a JPEG's time
+    /// for a file 3% larger than effort 4's at half its time; AVIF effort 0 took
+    /// 3.8x, and efforts 2 and 4 took 16x and 101x for files no smaller on the
+    /// photo (7% and 18% smaller on a synthetic image). libvips' own defaults
+    /// (WebP 4, AVIF 4) are what made WebP "20x slower than JPEG".
     public static func defaultEffort(for format: ImageFormat) -> Int {
         switch format {
         case .webp: 2
-        case .avif, .heif: 2
         default: 0
         }
     }
