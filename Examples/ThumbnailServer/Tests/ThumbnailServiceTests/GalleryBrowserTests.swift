@@ -80,7 +80,7 @@ struct ProcessTests {
             #expect(upstream.count("/img/slow.jpg") == 1, "the request reached the upstream before the signal")
             kill(server.pid, SIGTERM)
             let response = try await inFlight.value
-            #expect(response.statusCode == 200 && ImageFormat.sniff(response.data) == .webp, "the request in flight finished: \(response.statusCode)")
+            #expect(response.statusCode == 200 && ImageFormat.sniff(response.data) == .jpeg, "the request in flight finished (format=auto, Accept */*: JPEG): \(response.statusCode)")
             let status = try await server.exitStatus(within: .seconds(20))
             #expect(status == 0, "exit status \(status)")
         }
