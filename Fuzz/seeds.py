@@ -93,6 +93,13 @@ def main():
             'test://host/a.timg#webimage(t=half)']
     for index, text in enumerate(keys):
         write(os.path.join(out, 'cachekey'), f'{index:02}', text)
+    # Accept headers browsers send, hashes from the reference implementations' docs, colours.
+    negotiate = ['image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8',
+                 'image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5',
+                 'image/avif;q=0,image/webp;q=0.9', '*/*', 'LEHV6nWB2yk8pyo0adR*.7kCMdnj', '00G[xz', '#fff', '255,0,0']
+    for index, text in enumerate(negotiate):
+        write(os.path.join(out, 'negotiate'), f'{index:02}', text)
+    write(os.path.join(out, 'negotiate'), 'thumbhash', bytes([0x5E, 0x08, 0x06, 0x25, 0x82, 0x77, 0x70, 0x78, 0x86, 0x88, 0x78, 0x87, 0x07, 0x88]))
 
 
 if __name__ == '__main__':

@@ -17,6 +17,7 @@ enum FuzzTargets {
         "cachekey": cacheKey,
         "decode": decode,
         "turbojpeg": turboJPEG,
+        "negotiate": negotiate,
     ]
 
     /// Format sniffing by magic bytes.
@@ -80,6 +81,25 @@ enum FuzzTargets {
     }
 
     static let turbo = TurboJPEGCoder()
+
+    /// What clients send that is not an image: Accept headers, placeholder hashes
+    /// (BlurHash text, ThumbHash bytes) and colours. The chosen format must
+    /// always be one of the allowed set (or the PNG/JPEG fallback).
+    static func negotiate(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        let allowed: Set<ImageFormat> = [.avif, .webp, .jpeg, .png, .gif]
+        for (alpha, animated) in [(false, false), (true, false), (false, true)] {
+            let format = ImageFormat.negotiate(accept: text, hasAlpha: alpha, isAnimated: animated, allowed: allowed)
+            precondition(allowed.contains(format), "negotiated \(format) outside the allowed set")
+        }
+        _ = AcceptedFormats(accept: text, allowed: [.jpeg]).key
+        _ = RGBColor(parsing: text)
+        _ = try? BlurHash.decode(text, width: 8, height: 6, punch: 2)
+        _ = try? BlurHash.averageColor(text)
+        let bytes = [UInt8](data.prefix(64))
+        _ = try? ThumbHash.decode(bytes)
+        _ = try? ThumbHash.averageRGBA(bytes)
+    }
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")
