@@ -7,7 +7,7 @@ extension Image {
     /// (the first frame of an animation; colour as the pipeline hands it on:
     /// 8-bit sRGB). Decoding at that size first (a 100x100 thumbnail) makes this
     /// cheap; ``ImageManager/placeholders(for:options:context:)`` does that.
-    /// - Throws: ``WebImageError`` when the pixels cannot be read.
+    /// - Throws: `WebImageError` when the pixels cannot be read.
     public func placeholders() throws -> ImagePlaceholders {
         try Vips.ensureInitialized()
         var handle = try VipsEncoder.handle(for: self)

@@ -187,9 +187,14 @@ extension ImageTransformers {
         /// Identifies the overlay's pixels in the key: a hash of its encoded bytes.
         public let overlayID: String
 
-        /// - Parameter data: the overlay's encoded bytes (PNG with alpha, usually), decoded here once.
-        /// - Throws: ``WebImageError`` when the bytes do not decode, or the opacity
-        ///   or margin is out of range (0...1, 0...10 000).
+        /// - Parameters:
+        ///   - data: the overlay's encoded bytes (PNG with alpha, usually), decoded here once.
+        ///   - gravity: where it goes; bottom right by default.
+        ///   - opacity: what its alpha is multiplied by, 0...1.
+        ///   - margin: pixels between it and the edges it touches, 0...10 000.
+        ///   - coder: decodes `data`.
+        /// - Throws: `WebImageError` when the bytes do not decode, or the opacity
+        ///   or margin is out of range.
         public init(data: Data, gravity: Gravity = .southEast, opacity: Double = 0.5, margin: Int = 10, coder: VipsImageCoder = VipsImageCoder()) throws {
             guard (0...1).contains(opacity) else { throw WebImageError(.invalidArgument, "watermark opacity must be 0 to 1, not \(opacity)") }
             guard (0...10_000).contains(margin) else { throw WebImageError(.invalidArgument, "watermark margin must be 0 to 10000, not \(margin)") }

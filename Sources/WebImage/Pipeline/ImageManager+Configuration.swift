@@ -22,7 +22,7 @@ extension ImageManager {
         public var loaders = LoaderRegistry.standard
         /// Turns URLs into cache keys. Default: the absolute URL string.
         public var cacheKeyFilter: CacheKeyFilter = .identity
-        /// Makes disk bytes for derived results. Default: see ``CacheSerializer/encoding(as:)``.
+        /// Makes disk bytes for derived results. Default: see ``CacheSerializer/encoding(as:options:)``.
         public var cacheSerializer: CacheSerializer?
         /// How derived results (thumbnails, transforms) are encoded: quality,
         /// effort, colour profile, the background under alpha in JPEG. Default
