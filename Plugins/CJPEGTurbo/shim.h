@@ -143,6 +143,21 @@ static CJT_context *CJT_open(const unsigned char *bytes, size_t length, int stri
     return context;
 }
 
+/// The ICC profile assembled from its APP2 chunks by libjpeg-turbo (malloc'd,
+/// free with CJT_free), or NULL when there is none or its chunks do not fit
+/// together (a missing or repeated sequence number: libjpeg warns and gives up).
+static unsigned char *CJT_icc_profile(CJT_context *context, unsigned int *length) {
+    JOCTET *volatile data = NULL;
+    *length = 0;
+    if (setjmp(context->error.jump)) { free(data); return NULL; }
+    JOCTET *out = NULL;
+    unsigned int size = 0;
+    if (!jpeg_read_icc_profile(&context->info, &out, &size)) return NULL;
+    data = out;
+    *length = size;
+    return out;
+}
+
 /// The output size at scale `numerator`/8 (1...16), without decoding.
 static void CJT_scaled_size(CJT_context *context, int numerator, int *width, int *height) {
     context->info.scale_num = (unsigned int) numerator;

@@ -16,8 +16,11 @@ public import WebImageVips
 /// the header with libjpeg, picks the smallest DCT-domain scale (1/8, 2/8 … 8/8)
 /// that keeps the image at least as large as the result, decodes at that scale
 /// (block smoothing off), then applies the EXIF orientation, one Lanczos resize to
-/// the exact size and a fill's centre crop through libvips, so the result is the
-/// `VipsStorage` image `VipsImageCoder` would have made. libvips' own JPEG
+/// the exact size, a fill's crop and the colour conversion (an embedded ICC
+/// profile, assembled by libjpeg-turbo, converted to sRGB as the vips path does)
+/// through libvips, so the result is the `VipsStorage` image `VipsImageCoder`
+/// would have made. Photos from phones carry Display P3 profiles; they take this
+/// path too. libvips' own JPEG
 /// loader does the same shrink-on-load through its pipeline, which costs about a
 /// quarter more (docs/performance.md); libvips also stops at 1/2, 1/4, 1/8 where
 /// this coder can use 3/8 or 5/8 and leave less to the resize.
@@ -31,8 +34,6 @@ public import WebImageVips
 /// the vips path's:
 /// - full decodes (no thumbnail size) and thumbnails no smaller than the image;
 /// - CMYK and YCCK files, 12-bit files and anything libjpeg cannot open;
-/// - files with an embedded ICC profile, so that colour is handled the one way
-///   libvips handles it;
 /// - images over `DecodeOptions/pixelLimit` (the fallback refuses them or, with
 ///   `DecodeOptions/scaleDownLargeImages`, decodes them smaller).
 ///
@@ -110,7 +111,7 @@ package struct TurboJPEGDecode {
     }
 
     /// Why a decode was handed to the fallback.
-    package enum Decline: Equatable, Sendable { case unreadableHeader, colourSpace, precision, colourProfile, overPixelLimit, noShrink }
+    package enum Decline: Equatable, Sendable { case unreadableHeader, colourSpace, precision, overPixelLimit, noShrink }
 
     package struct Declined: Error { package let reason: Decline }
 
@@ -159,7 +160,6 @@ package struct TurboJPEGDecode {
               header.colorSpace == Int32(JCS_GRAYSCALE.rawValue) || header.colorSpace == Int32(JCS_YCbCr.rawValue) || header.colorSpace == Int32(JCS_RGB.rawValue)
         else { return .failure(Declined(reason: .colourSpace)) }
         guard header.precision == 8 else { return .failure(Declined(reason: .precision)) }
-        guard header.hasICC == 0 else { return .failure(Declined(reason: .colourProfile)) }
         let stored = PixelSize(width: Int(header.width), height: Int(header.height))
         guard stored.area > 0, stored.area <= options.pixelLimit else { return .failure(Declined(reason: .overPixelLimit)) }
 
@@ -182,6 +182,14 @@ package struct TurboJPEGDecode {
             if Int(w) >= needed.width && Int(h) >= needed.height { numerator = candidate; break }
         }
 
+        var profile: Data?
+        if header.hasICC != 0 {
+            var length: UInt32 = 0
+            if let data = CJT_icc_profile(context, &length) {
+                profile = Data(bytes: data, count: Int(length))
+                CJT_free(data)
+            }
+        }
         let decoded = try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator)
         let pixels = decoded.pixels
         defer { CJT_free(pixels) }
@@ -191,7 +199,8 @@ package struct TurboJPEGDecode {
             size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
             target: target, box: box, fill: fill,
             orientation: options.keepOrientation ? .up : storedOrientation, storedOrientation: storedOrientation,
-            format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator)), focus: options.cropFocus
+            format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator)), focus: options.cropFocus,
+            colorProfile: profile, keepColorProfile: options.keepColorProfile
         )
         return .success(Decoded(image: image, path: decoded.path))
     }

@@ -1,5 +1,5 @@
 internal import CVips
-import Foundation
+package import Foundation
 package import WebImage
 
 extension VipsImageCoder {
@@ -16,11 +16,15 @@ extension VipsImageCoder {
     ///   - orientation: the orientation to apply; `.up` to keep the pixels as stored.
     ///   - storedOrientation: the file's own orientation tag, recorded on the image.
     ///   - loadShrink: the factor the other decoder shrank by, recorded on the storage.
+    ///   - focus: what a fill keeps.
+    ///   - colorProfile: the file's ICC profile, converted from as the vips path
+    ///     converts (kept with `keepColorProfile`; ignored when it does not fit).
     package static func thumbnail(
         fromPixels pixels: UnsafeRawBufferPointer, size: PixelSize, bands: Int,
         target: PixelSize, box: PixelSize, fill: Bool,
         orientation: ImageOrientation, storedOrientation: ImageOrientation,
-        format: ImageFormat, scale: Double, loadShrink: Int, focus: CropFocus = .centre
+        format: ImageFormat, scale: Double, loadShrink: Int, focus: CropFocus = .centre,
+        colorProfile: Data? = nil, keepColorProfile: Bool = false
     ) throws -> Image {
         try Vips.ensureInitialized()
         guard bands == 1 || bands == 3, pixels.count == size.area * bands, size.area > 0 else {
@@ -31,7 +35,9 @@ extension VipsImageCoder {
         }
         // vips_autorot reads the tag from the image; this one is fresh and ours alone.
         CVips_set_int(pointer, "orientation", Int32(orientation.rawValue))
-        let finished = try VipsDecoder.finishShrunk(VipsHandle(pointer), target: target, box: box, fill: fill, focus: focus, orientation: orientation)
+        if let colorProfile { colorProfile.withUnsafeBytes { CVips_set_profile(pointer, $0.baseAddress, $0.count) } }
+        let shrunk = try VipsDecoder.finishShrunk(VipsHandle(pointer), target: target, box: box, fill: fill, focus: focus, orientation: orientation)
+        let finished = try VipsDecoder.outputColour(shrunk, keepProfile: keepColorProfile)
         return Image(
             pixelSize: PixelSize(width: finished.width, height: finished.height),
             scale: scale,

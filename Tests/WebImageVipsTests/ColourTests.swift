@@ -85,6 +85,29 @@ struct ColourTests {
         }
     }
 
+    @Test("a P3 JPEG thumbnail takes libjpeg-turbo's path and agrees with the vips path; keepColorProfile keeps its profile there too")
+    func p3OnTheFastPath() throws {
+        // A photo-like P3 file: noise converted to P3, so that the two paths' resampling is compared too.
+        var noise: UnsafeMutablePointer<VipsImage>?
+        #expect(CVips_noise_rgb(&noise, 640, 480) == 0)
+        let photo = OpaquePointerBox(try #require(noise))
+        let p3 = try photo.make { CVips_to_profile(photo.pointer, $0, "p3") }
+        let file = try p3.save(.jpeg, quality: 90)
+        let options = DecodeOptions(thumbnailPixelSize: PixelSize(120))
+        let path = try file.withUnsafeBytes { raw in try TurboJPEGDecode(bytes: raw, options: options, box: PixelSize(120)).attempt() }
+        guard case .success(let decoded) = path else { Issue.record("declined: \(path)"); return }
+        let viaVips = try coder.decode(file, options: options)
+        #expect(decoded.image.pixelSize == viaVips.pixelSize)
+        let a = try Fixtures.pixels(decoded.image), b = try Fixtures.pixels(viaVips)
+        let meanA = Fixtures.mean(a, x: 0..<a.size.width, y: 0..<a.size.height), meanB = Fixtures.mean(b, x: 0..<b.size.width, y: 0..<b.size.height)
+        #expect(zip(meanA, meanB).allSatisfy { abs($0 - $1) < 1.5 }, "converted alike: \(meanA) vs \(meanB)")
+        var keep = options
+        keep.keepColorProfile = true
+        let kept = try TurboJPEGCoder().decode(file, options: keep)
+        let encoded = try coder.encode(kept, as: .png, options: EncodeOptions(keepColorProfile: true))
+        #expect(try hasProfile(encoded))
+    }
+
     @Test("re-encoded output is sRGB without a profile in every format, the same pixels in each")
     func everyFormatAgrees() throws {
         let image = try coder.decode(try Self.p3Red(), options: DecodeOptions())

@@ -279,7 +279,7 @@ struct TurboJPEGCoderTests {
         #expect(image.pixelSize == PixelSize(width: 200, height: 150))
     }
 
-    @Test("handed to libvips: full decodes, no shrink, CMYK, an ICC profile, over the pixel limit")
+    @Test("handed to libvips: full decodes, no shrink, CMYK, over the pixel limit; a corrupt ICC profile stays on the fast path and is ignored")
     func declines() throws {
         let photo = try Self.jpeg(Self.smooth(width: 800, height: 600))
         let full = try turbo.decode(photo, options: DecodeOptions())
@@ -309,12 +309,15 @@ struct TurboJPEGCoderTests {
         #expect(viaFallback.pixelSize == direct.pixelSize)
         #expect(try Self.difference(viaFallback, direct).mean == 0, "the fallback's result is the vips path's")
 
-        // An ICC profile (APP2 ICC_PROFILE right after SOI): colour stays libvips' business.
+        // A corrupt ICC profile (APP2 ICC_PROFILE right after SOI): decoded here, the
+        // profile ignored as the vips path ignores it, so both give the plain file's pixels.
         let payload = Data("ICC_PROFILE\0".utf8) + Data([1, 1]) + Data(repeating: 0x42, count: 128)
         let segment = Data([0xFF, 0xE2, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)]) + payload
-        let withProfile = photo.prefix(2) + segment + photo.dropFirst(2)
-        #expect(try Self.decline(Data(withProfile), box) == .colourProfile)
-        #expect(try turbo.decode(Data(withProfile), options: box).pixelSize == PixelSize(width: 100, height: 75))
+        let withProfile = Data(photo.prefix(2) + segment + photo.dropFirst(2))
+        #expect(try Self.decline(withProfile, box) == nil)
+        let ignored = try turbo.decode(withProfile, options: box)
+        #expect(ignored.pixelSize == PixelSize(width: 100, height: 75))
+        #expect(try Self.difference(ignored, turbo.decode(photo, options: box)).max == 0, "the bad profile changes nothing")
 
         // Over the pixel limit: the fallback's typed error, or its scaled-down decode.
         let limited = DecodeOptions(thumbnailPixelSize: PixelSize(100), pixelLimit: 1000)
