@@ -188,7 +188,7 @@ struct ServiceTransformerTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("large.png")
         try coder.encode(large, as: .png, options: EncodeOptions()).write(to: file)
-        var configuration = ImageManager.Configuration()
+        let configuration = ImageManager.Configuration()
         configuration.coders.registerVips()
         let manager = ImageManager(configuration: configuration)
         #expect(try await manager.placeholders(for: file) == hashes)
