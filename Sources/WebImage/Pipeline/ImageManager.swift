@@ -21,10 +21,12 @@ import Synchronization
 /// 3. The memory cache under the derived key: a hit returns `.memory`.
 /// 4. The disk store: the derived result's bytes, else the original's; a hit is
 ///    decoded off the caller's executor and returned as `.disk`.
-/// 5. The loader. Concurrent loads of one key share one job, and loads of one URL
+/// 5. With a shared blocklist (``FailedURLBlocklist/shared``), whether another
+///    host found the URL broken: if so, `.blockedURL` without a download.
+/// 6. The loader. Concurrent loads of one key share one job, and loads of one URL
 ///    share one download; each caller can cancel alone, and the work stops only
 ///    when every caller has cancelled. Progress reaches every caller.
-/// 6. Decode with the first coder that accepts the bytes (orientation applied,
+/// 7. Decode with the first coder that accepts the bytes (orientation applied,
 ///    scale from the key), transform, then store: original bytes on disk (unless
 ///    `.cacheMemoryOnly`), the derived result's bytes on disk, the image in memory.
 ///
@@ -73,6 +75,7 @@ public final class ImageManager: Sendable {
                 // Loads first: a load that finishes may still start a background write.
                 await self.loads.idle()
                 await self.writes.idle()
+                await self.configuration.blocklist.finishSharedWrites()
                 if Task.isCancelled { return false }
                 await self.store?.close()
                 return !Task.isCancelled
@@ -137,8 +140,7 @@ public final class ImageManager: Sendable {
         let key = options.contains(.avoidDecode) && !derivesBytes ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context, encodeOptions: encodeOptions(context))
 
         if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
-            throw WebImageError(.blockedURL, "\(url.absoluteString) failed recently (\(failure)); pass .retryFailed to try again",
-                                isTransient: false, statusCode: failure.statusCode, underlying: failure)
+            throw Self.blocked(url, by: failure, elsewhere: false)
         }
         if let hit = await memoryHit(url: url, key: key, options: options, context: context) {
             return hit
@@ -329,6 +331,11 @@ public final class ImageManager: Sendable {
         if options.contains(.refreshCached), let store, context.queryCacheTiers.contains(.disk) {
             cached = await read(store, plainKey)
         }
+        // Every tier missed: before the origin, ask whether another host of the fleet found this URL broken.
+        if cached == nil, !options.contains(.retryFailed), blocklist.shared != nil,
+           let failure = await blocklist.sharedBlockingError(for: url.absoluteString) {
+            throw Self.blocked(url, by: failure, elsewhere: true)
+        }
         let validators = cached.map { [$0.metadata.etag ?? "", $0.metadata.lastModified ?? ""].joined(separator: "|") }
         let jobKey = plainKey + (validators.map { "|revalidate|" + $0 } ?? "")
         let validatorMetadata = cached?.metadata
@@ -507,6 +514,11 @@ public final class ImageManager: Sendable {
     private func logStoreError(_ error: any Error, key: String) {
         metrics.storeError()
         configuration.logger.warning("cache store failed", metadata: ["key": "\(key)", "error": "\(error)"])
+    }
+
+    private static func blocked(_ url: URL, by failure: WebImageError, elsewhere: Bool) -> WebImageError {
+        WebImageError(.blockedURL, "\(url.absoluteString) failed recently\(elsewhere ? " on another host" : "") (\(failure)); pass .retryFailed to try again",
+                      isTransient: false, statusCode: failure.statusCode, underlying: failure)
     }
 
     private func recordFailure(_ error: any Error, url: URL) -> WebImageError {
