@@ -33,6 +33,9 @@ public import WebImage
 ///   followed; the slot map refreshed after a redirection or a failure.
 /// - **Pipelining**: ``entries(forKeys:)`` and ``setData(_:)`` send a batch in one
 ///   round trip per server.
+/// - **Shared blocklist**: it is also a `SharedFailureStore`, keeping failed URLs
+///   under `prefix + "failed:" + SHA-256(url)` with their TTL
+///   (`FailedURLBlocklist(shared: store)`, or `blocklist.shared = true`).
 public final class RedisCacheStore: CacheStore {
     /// Where and how to connect.
     public struct Configuration: Sendable {
@@ -61,8 +64,8 @@ public final class RedisCacheStore: CacheStore {
     }
 
     public let configuration: Configuration
-    private let client: RedisClient
-    private let prefix: Data
+    let client: RedisClient
+    let prefix: Data
     /// Whole seconds of the TTL, nil for no expiry.
     private let ttl: Int?
     private let clock: @Sendable () -> Date
@@ -132,7 +135,7 @@ public final class RedisCacheStore: CacheStore {
 
     private func expiry() -> [Data] { ttl.map { [Data("EX".utf8), Data(String($0).utf8)] } ?? [] }
 
-    private func storeError(_ error: any Error, _ what: String) -> WebImageError {
+    func storeError(_ error: any Error, _ what: String) -> WebImageError {
         WebImageError.wrap(error, as: .storeFailed, "redis \(what)")
     }
 
@@ -221,7 +224,8 @@ public final class RedisCacheStore: CacheStore {
         do { _ = try await client.run([Data("UNLINK".utf8), redisKey], key: redisKey) } catch { throw storeError(error, "UNLINK") }
     }
 
-    /// Removes every key under the prefix, on every primary (`SCAN` + `UNLINK`).
+    /// Removes every key under the prefix, on every primary (`SCAN` + `UNLINK`):
+    /// the entries, and the shared blocklist's failures if it keeps them here.
     public func removeAll() async throws {
         try await scan { connection, keys in
             // One UNLINK per key, pipelined: a cluster refuses keys of several slots in one command.
@@ -258,11 +262,13 @@ public final class RedisCacheStore: CacheStore {
         }
     }
 
-    /// The number of keys under the prefix.
+    /// The number of entries under the prefix (keys of the shared blocklist, if
+    /// any, are not entries and not counted).
     public var count: Int {
         get async throws {
             let total = Totals()
-            try await scan { _, keys in total.add(keys.count) }
+            let entryKeyLength = prefix.count + 64
+            try await scan { _, keys in total.add(keys.count(where: { $0.count == entryKeyLength })) }
             return total.value
         }
     }
@@ -271,8 +277,8 @@ public final class RedisCacheStore: CacheStore {
     public func close() async { client.close() }
 
     /// Calls `body` with each batch of keys under the prefix, on every primary.
-    private func scan(_ body: @escaping @Sendable (RedisConnection, [Data]) throws -> Void) async throws {
-        let pattern = Self.globEscaped(prefix) + Data("*".utf8)
+    func scan(under keyPrefix: Data? = nil, _ body: @escaping @Sendable (RedisConnection, [Data]) throws -> Void) async throws {
+        let pattern = Self.globEscaped(keyPrefix ?? prefix) + Data("*".utf8)
         do {
             try await client.onEveryPrimary { connection in
                 var cursor = Data("0".utf8)

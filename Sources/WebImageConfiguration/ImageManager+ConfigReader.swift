@@ -10,7 +10,7 @@ extension ImageManager.Configuration {
         "store.kind", "store.path", "store.maxSize", "store.maxAge", "store.sweepInterval",
         "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
         "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
-        "decode.pixelLimit", "blocklist.ttl",
+        "decode.pixelLimit", "blocklist.ttl", "blocklist.shared",
         "encode.quality", "encode.effort", "encode.progressive", "encode.lossless", "encode.keepMetadata",
         "encode.keepColorProfile", "encode.background", "encode.chromaSubsampling",
     ]
@@ -32,7 +32,8 @@ extension ImageManager.Configuration {
     /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
-    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, `encode.quality`,
+    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, `blocklist.shared` (share
+    /// the failed-URL blocklist through the shared tier's Redis), `encode.quality`,
     /// `encode.effort`, `encode.progressive`, `encode.lossless`, `encode.keepMetadata`,
     /// `encode.keepColorProfile`, `encode.background`, `encode.chromaSubsampling`
     /// (``encodeOptions``), and each plugin's own
@@ -72,6 +73,7 @@ extension ImageManager.Configuration {
         }
 
         // Shared tier.
+        var sharedFailures: (any SharedFailureStore)?
         let sharedKind = values.text("store.shared.kind")?.lowercased() ?? "none"
         if sharedKind != "none" {
             guard catalog.stores.names.contains(sharedKind) else {
@@ -91,6 +93,7 @@ extension ImageManager.Configuration {
                 throw WebImageError(error.code, "store.shared (\(sharedKind)): \(error.message)", isTransient: false, underlying: error)
             }
             store = TieredCacheStore(local: store, shared: shared)
+            sharedFailures = shared as? any SharedFailureStore
         } else if values.text("store.shared.url") != nil {
             throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis")
         }
@@ -120,7 +123,20 @@ extension ImageManager.Configuration {
         if let timeout = try values.duration("loader.timeout") { self.timeout = timeout }
         if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
         if let pixels = try values.int("decode.pixelLimit", minimum: 1) { decodeOptions.pixelLimit = pixels }
-        if let ttl = try values.duration("blocklist.ttl") { blocklist = FailedURLBlocklist(ttl: ttl) }
+        let blocklistTTL = try values.duration("blocklist.ttl")
+        var blocklistShared: (any SharedFailureStore)?
+        if try values.bool("blocklist.shared") == true {
+            guard sharedKind != "none" else {
+                throw WebImageError(.invalidArgument, "blocklist.shared needs a shared tier to keep the failures in; set store.shared.kind = redis and store.shared.url")
+            }
+            guard let sharedFailures else {
+                throw WebImageError(.invalidArgument, "blocklist.shared: the '\(sharedKind)' store cannot keep failed URLs (it is no SharedFailureStore)")
+            }
+            blocklistShared = sharedFailures
+        }
+        if blocklistTTL != nil || blocklistShared != nil {
+            blocklist = FailedURLBlocklist(ttl: blocklistTTL ?? blocklist.ttl, shared: blocklistShared)
+        }
         encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
     }
 }

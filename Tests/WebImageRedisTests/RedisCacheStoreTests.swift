@@ -90,6 +90,48 @@ struct RedisStandaloneTests {
     }
 }
 
+@Suite("RedisCacheStore: shared blocklist")
+struct RedisFailureStoreTests {
+    @Test("failed URLs: one key each under prefix + failed:, with the TTL asked for; count, removeAll and removeAllFailures")
+    func failures() async throws {
+        let server = try await RedisServer()
+        let store = try RedisCacheStore(configuration: .init(urls: [server.url], prefix: "fleet:"))
+        let record = FailureRecord(code: .notFound, message: "https://x/a.jpg answered 404", statusCode: 404)
+        try await store.recordFailure(record, forURL: "https://x/a.jpg", ttl: .seconds(90))
+        let key = store.failureKey(forURL: "https://x/a.jpg")
+        #expect(key == "fleet:failed:" + SHA256Digest.hex("https://x/a.jpg"))
+        #expect(try server.cli(["--scan", "--pattern", "fleet:failed:*"]).trimmingCharacters(in: .whitespacesAndNewlines) == key)
+        let pttl = try #require(Int(server.cli(["pttl", key]).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect((80_000...90_000).contains(pttl), "PX 90 s: \(pttl) ms")
+        let found = try #require(try await store.failure(forURL: "https://x/a.jpg"))
+        #expect(found.record == record && found.remaining <= .seconds(90) && found.remaining > .seconds(60))
+        #expect(try await store.failure(forURL: "https://x/other.jpg") == nil)
+
+        // Values the blocklist did not write are no failure: garbage, or a key without expiry.
+        _ = try server.cli(["set", store.failureKey(forURL: "https://x/garbage"), "hello", "ex", "60"])
+        _ = try server.cli(["set", store.failureKey(forURL: "https://x/forever"), String(decoding: record.encoded(), as: UTF8.self)])
+        #expect(try await store.failure(forURL: "https://x/garbage") == nil)
+        #expect(try await store.failure(forURL: "https://x/forever") == nil)
+
+        try await store.setData(Data([1, 2, 3]), forKey: "entry")
+        #expect(try await store.count == 1, "failed URLs are not counted as entries")
+        #expect(try await store.totalSize == 3)
+        try await store.removeFailure(forURL: "https://x/a.jpg")
+        #expect(try await store.failure(forURL: "https://x/a.jpg") == nil)
+        try await store.recordFailure(record, forURL: "https://x/b.jpg", ttl: .seconds(90))
+        try await store.removeAllFailures()
+        #expect(try await store.failure(forURL: "https://x/b.jpg") == nil)
+        #expect(try await store.entry(forKey: "entry") != nil, "removeAllFailures leaves the entries")
+        try await store.recordFailure(record, forURL: "https://x/c.jpg", ttl: .seconds(90))
+        try await store.removeAll()
+        #expect(try await store.failure(forURL: "https://x/c.jpg") == nil, "clearing the cache clears its failures too")
+
+        server.kill()
+        let down = await #expect(throws: WebImageError.self) { try await store.failure(forURL: "https://x/a.jpg") }
+        #expect(down?.code == .storeFailed)
+    }
+}
+
 @Suite("RedisCacheStore: faults", .serialized)
 struct RedisFaultTests {
     @Test("down at start: typed errors at once, then it works when the server comes up")
@@ -163,7 +205,17 @@ struct RedisClusterTests {
             let keys = Int(try node.cli(["dbsize"]).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
             #expect(keys > 0, "node \(node.port) holds no key")
         }
-        #expect(try await store.count == 60)
+        // Failed URLs spread over the nodes too, and each one's GET + PTTL pipeline reaches its key's node.
+        for index in 0..<20 {
+            try await store.recordFailure(FailureRecord(code: .notFound, message: "m\(index)", statusCode: 404), forURL: "https://x/\(index)", ttl: .seconds(60))
+        }
+        for index in 0..<20 {
+            let found = try await store.failure(forURL: "https://x/\(index)")
+            #expect(found?.record.message == "m\(index)" && (found?.remaining ?? .zero) > .seconds(50))
+        }
+        #expect(try await store.count == 60, "failed URLs are not entries")
+        try await store.removeAllFailures()
+        #expect(try await store.failure(forURL: "https://x/3") == nil)
         try await store.removeAll()
         #expect(try await store.count == 0)
     }
