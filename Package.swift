@@ -163,7 +163,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "webimage", "WebImageTestSupport",
+            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming

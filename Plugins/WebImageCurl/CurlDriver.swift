@@ -26,12 +26,12 @@ final class CurlDriver: Sendable {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
-    init(maxConcurrent: Int, order: CurlLoader.Order) {
+    init(maxConcurrent: Int, maxPerHost: Int? = nil, order: CurlLoader.Order) {
         _ = Self.globalInit
         multi = Multi(handle: curl_multi_init())
         _ = CCurl_multi_setopt_long(multi.handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = CCurl_multi_setopt_long(multi.handle, CURLMOPT_MAXCONNECTS, max(16, maxConcurrent * 2))
-        let thread = Thread { [self] in run(maxConcurrent: maxConcurrent, order: order) }
+        let thread = Thread { [self] in run(maxConcurrent: maxConcurrent, maxPerHost: maxPerHost.map { max(1, $0) }, order: order) }
         thread.name = "webimage.curl"
         thread.start()
     }
@@ -71,8 +71,8 @@ final class CurlDriver: Sendable {
 
     // MARK: The driver thread
 
-    private func run(maxConcurrent: Int, order: CurlLoader.Order) {
-        var pending = PendingQueues(order: order)
+    private func run(maxConcurrent: Int, maxPerHost: Int?, order: CurlLoader.Order) {
+        var pending = PendingQueues(order: order, maxPerHost: maxPerHost)
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
         // Easy handles of finished transfers, reset and kept for the next ones:
         // making and freeing one per transfer costs the one driver thread dearly.
@@ -92,6 +92,7 @@ final class CurlDriver: Sendable {
                     if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
                         curl_multi_remove_handle(multi.handle, easy)
                         counts.withLock { $0.active -= 1 }
+                        pending.finished(transfer)
                     }
                     transfer.release()
                 case .queued:
@@ -119,6 +120,7 @@ final class CurlDriver: Sendable {
                 do {
                     let easy = try transfer.prepare(reusing: spares.popLast())
                     transfer.state = .active
+                    pending.started(transfer)
                     active[easy] = transfer
                     counts.withLock { $0.active += 1 }
                     curl_multi_add_handle(multi.handle, easy)
@@ -139,6 +141,7 @@ final class CurlDriver: Sendable {
                 let code = CCurl_msg_result(message)
                 curl_multi_remove_handle(multi.handle, easy)
                 counts.withLock { $0.active -= 1 }
+                pending.finished(transfer)
                 transfer.state = .done
                 transfer.complete(code)
                 if let handle = transfer.detachHandle() {
@@ -165,20 +168,59 @@ final class CurlDriver: Sendable {
 /// is a `Deque`, so a transfer taken from it is released at once (an array with a
 /// head index kept taken transfers, and their finished response bodies, alive
 /// until it compacted).
+///
+/// With a per-host limit, a transfer whose host already runs `maxPerHost` is set
+/// aside in its host's own queue (``held``) and started, before anything newer,
+/// when one of that host's transfers ends: an origin that never answers can hold
+/// `maxPerHost` slots, never all of them.
 struct PendingQueues {
     let order: CurlLoader.Order
+    let maxPerHost: Int?
     private var queues: [Deque<CurlTransfer>] = [[], [], []]
+    /// Running transfers per host, counted only with a per-host limit.
+    private var running: [String: Int] = [:]
+    /// Transfers that found their host full, oldest first.
+    private(set) var held: [String: Deque<CurlTransfer>] = [:]
 
-    init(order: CurlLoader.Order) { self.order = order }
+    init(order: CurlLoader.Order, maxPerHost: Int? = nil) {
+        self.order = order
+        self.maxPerHost = maxPerHost
+    }
 
-    var isEmpty: Bool { queues.allSatisfy(\.isEmpty) }
+    var isEmpty: Bool { queues.allSatisfy(\.isEmpty) && held.isEmpty }
+
+    /// What the per-host limit counts: scheme, host and port.
+    static func hostKey(_ url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(url.port ?? (scheme == "http" ? 80 : 443))"
+    }
 
     mutating func push(_ transfer: CurlTransfer) {
         queues[transfer.request.priority.rawValue].append(transfer)
     }
 
-    /// The next queued transfer: the highest priority, oldest (FIFO) or newest (LIFO).
+    /// The next transfer to start: one held for a host that has room now, else the
+    /// highest priority queued one, oldest (FIFO) or newest (LIFO), whose host has room.
     mutating func pop() -> CurlTransfer? {
+        guard let maxPerHost else { return popQueued() }
+        for host in Array(held.keys) where running[host, default: 0] < maxPerHost {
+            while let transfer = held[host]?.popFirst() {
+                if transfer.state == .queued {
+                    if held[host]?.isEmpty == true { held[host] = nil }
+                    return transfer
+                }
+            }
+            held[host] = nil
+        }
+        while let transfer = popQueued() {
+            let host = Self.hostKey(transfer.request.url)
+            if running[host, default: 0] < maxPerHost { return transfer }
+            held[host, default: []].append(transfer)
+        }
+        return nil
+    }
+
+    private mutating func popQueued() -> CurlTransfer? {
         for priority in (0..<3).reversed() {
             while let transfer = order == .fifo ? queues[priority].popFirst() : queues[priority].popLast() {
                 if transfer.state == .queued { return transfer }
@@ -187,8 +229,25 @@ struct PendingQueues {
         return nil
     }
 
+    /// Counts a transfer that started against its host's limit.
+    mutating func started(_ transfer: CurlTransfer) {
+        guard maxPerHost != nil else { return }
+        running[Self.hostKey(transfer.request.url), default: 0] += 1
+    }
+
+    /// Gives back the host slot of a transfer that ended (finished or cancelled).
+    mutating func finished(_ transfer: CurlTransfer) {
+        guard maxPerHost != nil else { return }
+        let host = Self.hostKey(transfer.request.url)
+        let left = running[host, default: 1] - 1
+        running[host] = left > 0 ? left : nil
+    }
+
     mutating func drain() -> [CurlTransfer] {
-        defer { queues = [[], [], []] }
-        return queues.flatMap { $0 }.filter { $0.state == .queued }
+        defer {
+            queues = [[], [], []]
+            held = [:]
+        }
+        return (queues.flatMap { $0 } + held.values.flatMap { $0 }).filter { $0.state == .queued }
     }
 }

@@ -24,6 +24,13 @@ public final class CurlLoader: Loader {
     public struct Configuration: Sendable {
         /// Transfers running at once; the rest wait in the queue. Default 6 (SDWebImage).
         public var maxConcurrentDownloads = 6
+        /// Transfers to one origin (scheme, host and port) running at once; nil
+        /// (the default) for no limit beyond ``maxConcurrentDownloads``. Set it for a
+        /// server that loads URLs its users choose: an origin that accepts
+        /// connections and never answers then holds this many slots until their
+        /// timeouts, not every slot, and other origins' loads go on. Transfers
+        /// over the limit wait in their origin's own queue.
+        public var maxConcurrentDownloadsPerHost: Int?
         /// The whole transfer, unless the request says otherwise. Default 15 s.
         public var timeout: Duration = .seconds(15)
         /// Connecting (DNS, TCP, TLS). Default 15 s, bounded by ``timeout``.
@@ -72,7 +79,8 @@ public final class CurlLoader: Loader {
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.driver = CurlDriver(maxConcurrent: configuration.maxConcurrentDownloads, order: configuration.order)
+        self.driver = CurlDriver(maxConcurrent: configuration.maxConcurrentDownloads,
+                                 maxPerHost: configuration.maxConcurrentDownloadsPerHost, order: configuration.order)
     }
 
     deinit { driver.shutdown() }

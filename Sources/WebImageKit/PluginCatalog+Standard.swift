@@ -27,12 +27,13 @@ extension PluginCatalog {
             return VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false))
         }
         catalog.registerLoader(name: "curl", schemes: ["http", "https"], keys: [
-            "loader.maxConcurrent", "loader.timeout", "loader.maxResponseSize", "loader.blockPrivateAddresses",
+            "loader.maxConcurrent", "loader.maxConcurrentPerHost", "loader.timeout", "loader.maxResponseSize", "loader.blockPrivateAddresses",
             "loader.exemptAddresses", "loader.proxy", "loader.order",
         ]) { config in
             let values = ConfigValues(config)
             var configuration = CurlLoader.Configuration()
             if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }
+            if let count = try values.int("loader.maxConcurrentPerHost", minimum: 1) { configuration.maxConcurrentDownloadsPerHost = count }
             if let timeout = try values.duration("loader.timeout") { configuration.timeout = timeout }
             if let size = try values.bytes("loader.maxResponseSize") { configuration.maxResponseSize = Int64(size) }
             if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }

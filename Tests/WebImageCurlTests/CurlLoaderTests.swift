@@ -159,6 +159,36 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("an origin that never answers holds maxConcurrentDownloadsPerHost slots, not all: other origins' loads go on")
+    func perHostLimit() async throws {
+        try await withServer { stalled in
+            try await withServer { other in
+                var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
+                configuration.maxConcurrentDownloadsPerHost = 2
+                configuration.timeout = .seconds(90)
+                let loader = CurlLoader(configuration: configuration)
+                let held = (0..<5).map { index in Task { try await load(loader, stalled.url("/gate/\(index)")) } }
+                try await waitUntil { loader.statistics.active == 2 && loader.statistics.queued == 3 }
+                #expect(loader.statistics.active == 2 && loader.statistics.queued == 3, "two run, three wait for their origin")
+                // The other origin (another port: another host key) gets the two slots left.
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<6 { group.addTask { try await load(loader, other.url("/slow/10/\(index)")).statusCode } }
+                    for try await status in group { #expect(status == 200) }
+                }
+                #expect(other.stats.withLock { $0.arrivals.count } == 6, "served while the stalled origin held its two slots")
+                #expect(stalled.stats.withLock { $0.arrivals.count } == 2, "still two at the stalled origin")
+                // A transfer waiting for its origin can be cancelled.
+                held[4].cancel()
+                let cancelled = await #expect(throws: WebImageError.self) { try await held[4].value }
+                #expect(cancelled?.code == .cancelled)
+                stalled.openGate()
+                for task in held.prefix(4) { #expect(try await task.value.statusCode == 200) }
+                #expect(stalled.stats.withLock { $0.arrivals.count } == 4, "the cancelled one never reached the origin")
+                #expect(loader.statistics.queued == 0 && loader.statistics.active == 0)
+            }
+        }
+    }
+
     @Test("high priority jumps the queue")
     func priority() async throws {
         try await withServer { server in

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import WebImage
 import WebImageConfiguration
+import WebImageCurl
 import WebImageKit
 import WebImageLMDB
 import WebImageTurboJPEG
@@ -101,6 +102,17 @@ struct ConfigurationTests {
         #expect(configuration.loaders.names == ["file"])
     }
 
+    @Test("loader.maxConcurrentPerHost reaches the curl loader; unset, there is no per-origin limit")
+    func perHostKey() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let limited = try await configuration(flags: ["store.kind": "none", "loader.maxConcurrentPerHost": "3"], in: directory)
+        let curl = try #require(limited.loaders.loader(for: URL(string: "https://example.com/a.jpg")!) as? CurlLoader)
+        #expect(curl.configuration.maxConcurrentDownloadsPerHost == 3)
+        let plain = try await configuration(flags: ["store.kind": "none"], in: directory)
+        #expect((plain.loaders.loader(for: URL(string: "https://example.com/a.jpg")!) as? CurlLoader)?.configuration.maxConcurrentDownloadsPerHost == nil)
+    }
+
     @Test("encode.* keys set the manager's encode options, from a file and from the environment")
     func encodeKeys() async throws {
         let directory = temporaryDirectory()
@@ -120,6 +132,7 @@ struct ConfigurationTests {
         (["store.maxAge": "forever"], "store.maxAge"),
         (["loader.timeout": "soon"], "loader.timeout"),
         (["loader.maxConcurrent": "0"], "loader.maxConcurrent"),
+        (["loader.maxConcurrentPerHost": "0"], "loader.maxConcurrentPerHost"),
         (["loader.order": "random"], "loader.order"),
         (["loader.blockPrivateAddresses": "maybe"], "loader.blockPrivateAddresses"),
         (["loader.exemptAddresses": "10.0.0.0/33"], "loader.exemptAddresses"),
