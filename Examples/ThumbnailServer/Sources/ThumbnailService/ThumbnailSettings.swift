@@ -21,7 +21,8 @@ import WebImageKit
 ///
 /// The pipeline's keys (`store.*`, `memory.*`, `loader.*`, `decode.*`, …) are in
 /// the package's docs/configuration.md; the service turns the SSRF guard
-/// (`loader.blockPrivateAddresses`) on unless the configuration turns it off, and
+/// (`loader.blockPrivateAddresses`) on unless the configuration turns it off,
+/// limits downloads from one origin to 4 at once (`loader.maxConcurrentPerHost`), and
 /// gives the manager's memory tier, which holds finished thumbnails' bytes,
 /// `memory.costLimit = 64MiB`.
 public struct ThumbnailSettings: Sendable {
@@ -98,6 +99,9 @@ public struct ThumbnailSettings: Sendable {
                               flags: [String: String] = [:]) async throws -> ConfigReader {
         let defaults: [String: String] = [
             "loader.blockPrivateAddresses": "true",
+            // An origin that accepts connections and never answers holds at most
+            // four download slots until their timeouts; other origins go on.
+            "loader.maxConcurrentPerHost": "4",
             // The manager's memory tier holds the finished thumbnails' bytes (the
             // service loads bytes only, so no decoded image is kept).
             "memory.costLimit": "64MiB",
