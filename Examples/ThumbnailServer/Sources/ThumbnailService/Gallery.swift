@@ -13,7 +13,8 @@ extension ThumbnailService {
         let figures = gallerySources.map { source -> String in
             let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
             let url = source.absoluteString.addingPercentEncoding(withAllowedCharacters: unreserved) ?? ""
-            let src = "/thumbnail?url=\(url)&w=\(size)&h=\(size)"
+            let unsigned = "/thumbnail?url=\(url)&w=\(size)&h=\(size)"
+            let src = settings.signer?.sign(unsigned) ?? unsigned
             let name = source.lastPathComponent.isEmpty ? source.absoluteString : source.lastPathComponent
             return """
                 <figure>

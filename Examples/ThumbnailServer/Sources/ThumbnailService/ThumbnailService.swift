@@ -15,7 +15,8 @@ import WebImageVips
 /// JPEG, PNG or GIF from the request's `Accept` and the image, with
 /// `Vary: Accept`), `GET /placeholder?url=…` (BlurHash and ThumbHash as JSON), a
 /// gallery page at `/`, Prometheus metrics at `/metrics`, the bundled samples at
-/// `/samples/NAME`, and `/health`.
+/// `/samples/NAME`, and `/health`. With `thumbnail.signingKey`, `/thumbnail` and
+/// `/placeholder` answer only signed URLs (``URLSigner``).
 ///
 /// ```swift
 /// let config = try await ThumbnailSettings.reader(file: "thumbnail-server.json")
@@ -106,6 +107,7 @@ public struct ThumbnailService: Sendable {
     func thumbnail(_ request: Request, logger: Logger) async -> Response {
         let started = ContinuousClock.now
         do {
+            try checkSignature(request)
             let parameters = request.uri.queryParameters
             let query = try ThumbnailQuery({ parameters[Substring($0)].map(String.init) }, settings: settings, watermark: watermark(named:))
             guard settings.allowedHosts.allows(query.url) else {
@@ -160,6 +162,7 @@ public struct ThumbnailService: Sendable {
     /// thumbnail the manager caches like any other.
     func placeholder(_ request: Request, logger: Logger) async -> Response {
         do {
+            try checkSignature(request)
             let parameters = request.uri.queryParameters
             let url = try ThumbnailQuery.sourceURL { parameters[Substring($0)].map(String.init) }
             guard settings.allowedHosts.allows(url) else {
@@ -175,6 +178,15 @@ public struct ThumbnailService: Sendable {
             logger.log(level: failure.httpStatus.code >= 500 ? .warning : .info, "placeholder failed",
                        metadata: ["status": "\(failure.httpStatus.code)", "error": "\(failure)"])
             return Self.errorResponse(failure.httpStatus, failure)
+        }
+    }
+
+    /// With `thumbnail.signingKey` set, a request without the right `s` is refused
+    /// (403) before its query is even parsed.
+    func checkSignature(_ request: Request) throws {
+        guard let signer = settings.signer else { return }
+        guard signer.verify(path: request.uri.path, query: request.uri.query) else {
+            throw WebImageError(.forbidden, "this service answers signed URLs only: the s parameter is missing or does not match the path and query (thumbnail.signingKey)")
         }
     }
 

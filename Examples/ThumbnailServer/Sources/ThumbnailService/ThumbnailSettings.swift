@@ -14,6 +14,7 @@ import WebImageKit
 /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted |
 /// | `thumbnail.defaultFormat` | `auto` | the format when the request names none: `auto` picks AVIF, WebP, JPEG, PNG or GIF from `Accept` and the image |
 /// | `thumbnail.watermarks` | none | a directory of PNGs that `t=watermark:NAME` may use (`NAME.png`); without it watermarks are refused |
+/// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: `/thumbnail` and `/placeholder` then answer only URLs signed with it (``URLSigner``) |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
@@ -35,6 +36,9 @@ public struct ThumbnailSettings: Sendable {
     /// Where `t=watermark:NAME` finds `NAME.png`; nil refuses watermarks.
     public var watermarkDirectory: URL?
     public var cacheMaxAge: Duration = .seconds(86_400)
+    /// With a signer, `/thumbnail` and `/placeholder` answer only signed URLs
+    /// (`thumbnail.signingKey`, at least 16 bytes). Nil: unsigned URLs are served.
+    public var signer: URLSigner?
     /// Nil: the bundled samples, served by the service itself under `/samples/`.
     public var gallerySources: [URL]?
     public var gallerySize = 256
@@ -45,7 +49,7 @@ public struct ThumbnailSettings: Sendable {
     /// The keys the service reads itself; unknown keys under these namespaces stop start-up.
     public static let keys: Set<String> = [
         "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
-        "thumbnail.cacheMaxAge", "thumbnail.watermarks", "gallery.sources", "gallery.size", "samples.path",
+        "thumbnail.cacheMaxAge", "thumbnail.watermarks", "thumbnail.signingKey", "gallery.sources", "gallery.size", "samples.path",
     ]
 
     /// Reads the settings from `config`.
@@ -81,6 +85,13 @@ public struct ThumbnailSettings: Sendable {
         }
         if let size = try values.int("gallery.size", minimum: 16) { gallerySize = min(size, maxDimension) }
         if let path = values.text("samples.path") { samplesDirectory = URL(fileURLWithPath: path) }
+        if let key = values.text("thumbnail.signingKey") {
+            guard let signer = URLSigner(key: key) else {
+                // The value is a secret: the message gives its length, never the key.
+                throw WebImageError(.invalidArgument, "thumbnail.signingKey: \(key.utf8.count) bytes is too short to sign with; use at least \(URLSigner.minimumKeyLength) (32 random bytes in hex, say)")
+            }
+            self.signer = signer
+        }
         if let path = values.text("thumbnail.watermarks") {
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {

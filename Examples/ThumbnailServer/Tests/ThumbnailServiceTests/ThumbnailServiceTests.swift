@@ -185,6 +185,43 @@ struct ThumbnailServiceTests {
         }
     }
 
+    @Test("thumbnail.signingKey: only URLs signed with it are answered; the gallery signs its own")
+    func signedURLs() async throws {
+        let key = "0123456789abcdef-test-key"
+        let signer = try #require(URLSigner(key: key))
+        // The signature openssl gives for the same key and text (an independent HMAC-SHA256):
+        // printf %s "$TEXT" | openssl dgst -sha256 -hmac "$KEY" -binary | basenc --base64url | tr -d =
+        #expect(signer.signature(of: "/thumbnail?url=https%3A%2F%2Fimg.example.com%2Fa.jpg&w=256&h=256") == "e8a1kAbVFmwW9Std_WWozUrCqct3idP693nm879NI70")
+        #expect(URLSigner(key: "too short") == nil)
+
+        try await withServers(["thumbnail.signingKey": key]) { client, _, port in
+            let unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+            let source = "http://127.0.0.1:\(port)/img/photo.jpg".addingPercentEncoding(withAllowedCharacters: unreserved)!
+            let path = "/thumbnail?url=\(source)&w=64&h=64"
+            let signed = try await client.get(signer.sign(path))
+            #expect(signed.statusCode == 200 && signed.contentType?.hasPrefix("image/") == true)
+
+            let unsigned = try await client.get(path)
+            #expect(unsigned.statusCode == 403 && String(decoding: unsigned.data, as: UTF8.self).contains("signed URLs only"))
+            let tampered = try await client.get(signer.sign(path).replacingOccurrences(of: "w=64", with: "w=2000"))
+            #expect(tampered.statusCode == 403, "a signature covers every parameter")
+            let twice = try await client.get(signer.sign(path) + "&s=" + signer.signature(of: path))
+            #expect(twice.statusCode == 403, "exactly one s")
+            let wrongKey = try await client.get(URLSigner(key: "another key of enough length")!.sign(path))
+            #expect(wrongKey.statusCode == 403)
+
+            let placeholderPath = "/placeholder?url=\(source)"
+            #expect(try await client.get(placeholderPath).statusCode == 403)
+            #expect(try await client.get(signer.sign(placeholderPath)).statusCode == 200)
+
+            // The gallery page links signed thumbnails, and they load.
+            let page = String(decoding: try await client.get("/").data, as: UTF8.self)
+            let src = try #require(page.components(separatedBy: "src=\"").dropFirst().first?.components(separatedBy: "\"").first)
+            #expect(src.contains("&amp;s=") || src.contains("&s="), "\(src)")
+            #expect(try await client.get(src.replacingOccurrences(of: "&amp;", with: "&")).statusCode == 200)
+        }
+    }
+
     @Test("/metrics shows the pipeline's and the server's metrics; /health answers")
     func metrics() async throws {
         try await withServers { client, _, port in
@@ -307,7 +344,8 @@ struct ParsingTests {
     @Test("settings: bad values name their key")
     func settings() async throws {
         for (key, value) in [("thumbnail.allowedHosts", "a.com:99999"), ("thumbnail.maxDimension", "0"), ("thumbnail.defaultFormat", "bmp"), ("thumbnail.watermarks", "/nonexistent/dir"),
-                             ("thumbnail.cacheMaxAge", "forever"), ("gallery.sources", "ftp://x/y"), ("http.port", "70000")] {
+                             ("thumbnail.cacheMaxAge", "forever"), ("gallery.sources", "ftp://x/y"), ("http.port", "70000"),
+                             ("thumbnail.signingKey", "short")] {
             let config = try await ThumbnailSettings.reader(file: nil, environment: [:], flags: [key: value])
             let error = #expect(throws: WebImageError.self) { try ThumbnailSettings(config: config) }
             #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(key): \(String(describing: error))")
