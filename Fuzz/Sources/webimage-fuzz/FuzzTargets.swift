@@ -83,8 +83,9 @@ enum FuzzTargets {
     static let turbo = TurboJPEGCoder()
 
     /// What clients send that is not an image: Accept headers, placeholder hashes
-    /// (BlurHash text, ThumbHash bytes) and colours. The chosen format must
-    /// always be one of the allowed set (or the PNG/JPEG fallback).
+    /// (BlurHash text, ThumbHash bytes) and colours, and failed-URL records from a
+    /// shared store. The chosen format must always be one of the allowed set (or
+    /// the PNG/JPEG fallback); a record must survive its own encoding.
     static func negotiate(_ data: Data) {
         let text = String(decoding: data, as: UTF8.self)
         let allowed: Set<ImageFormat> = [.avif, .webp, .jpeg, .png, .gif]
@@ -99,6 +100,10 @@ enum FuzzTargets {
         let bytes = [UInt8](data.prefix(64))
         _ = try? ThumbHash.decode(bytes)
         _ = try? ThumbHash.averageRGBA(bytes)
+        // A failed-URL record read back from a shared store, which anyone with access may have written.
+        if let record = FailureRecord(encoded: data), record.message.utf8.count <= FailureRecord.maxMessageBytes {
+            precondition(FailureRecord(encoded: record.encoded()) == record, "a failure record did not survive its own encoding")
+        }
     }
 }
 
