@@ -114,6 +114,14 @@ final class CurlDriver: Sendable {
                 return
             }
 
+            // Transfers that waited their whole timeout for their origin's slots fail.
+            for (transfer, host) in pending.expireHeld(now: .now) {
+                counts.withLock { $0.queued -= 1 }
+                transfer.state = .done
+                let timeout = transfer.request.timeout ?? transfer.configuration.timeout
+                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited \(timeout) for a download slot: \(host) kept its \(pending.maxPerHost ?? 0) busy the whole time")))
+            }
+
             // Start queued transfers: higher priority first, then FIFO or LIFO.
             while active.count < maxConcurrent, let transfer = pending.pop() {
                 counts.withLock { $0.queued -= 1 }
@@ -179,8 +187,9 @@ struct PendingQueues {
     private var queues: [Deque<CurlTransfer>] = [[], [], []]
     /// Running transfers per host, counted only with a per-host limit.
     private var running: [String: Int] = [:]
-    /// Transfers that found their host full, oldest first.
-    private(set) var held: [String: Deque<CurlTransfer>] = [:]
+    /// Transfers that found their host full, oldest first, each with the time by
+    /// which it must have started (its own timeout after it was held).
+    private(set) var held: [String: Deque<(transfer: CurlTransfer, deadline: ContinuousClock.Instant)>] = [:]
 
     init(order: CurlLoader.Order, maxPerHost: Int? = nil) {
         self.order = order
@@ -204,7 +213,7 @@ struct PendingQueues {
     mutating func pop() -> CurlTransfer? {
         guard let maxPerHost else { return popQueued() }
         for host in Array(held.keys) where running[host, default: 0] < maxPerHost {
-            while let transfer = held[host]?.popFirst() {
+            while let (transfer, _) = held[host]?.popFirst() {
                 if transfer.state == .queued {
                     if held[host]?.isEmpty == true { held[host] = nil }
                     return transfer
@@ -215,7 +224,8 @@ struct PendingQueues {
         while let transfer = popQueued() {
             let host = Self.hostKey(transfer.request.url)
             if running[host, default: 0] < maxPerHost { return transfer }
-            held[host, default: []].append(transfer)
+            let timeout = transfer.request.timeout ?? transfer.configuration.timeout
+            held[host, default: []].append((transfer, .now + timeout))
         }
         return nil
     }
@@ -227,6 +237,24 @@ struct PendingQueues {
             }
         }
         return nil
+    }
+
+    /// Takes out the held transfers whose time to start has passed (each host's
+    /// queue is checked from its head, so one waits at most until the one before it
+    /// expires or starts), and the cancelled ones before them. The driver fails the
+    /// expired ones as timed out: an origin whose slots stay busy for a whole timeout
+    /// is not going to serve the transfers queued behind them in theirs.
+    mutating func expireHeld(now: ContinuousClock.Instant) -> [(transfer: CurlTransfer, host: String)] {
+        guard !held.isEmpty else { return [] }
+        var expired: [(transfer: CurlTransfer, host: String)] = []
+        for host in Array(held.keys) {
+            while let first = held[host]?.first, first.transfer.state != .queued || first.deadline <= now {
+                held[host]?.removeFirst()
+                if first.transfer.state == .queued { expired.append((first.transfer, host)) }
+            }
+            if held[host]?.isEmpty == true { held[host] = nil }
+        }
+        return expired
     }
 
     /// Counts a transfer that started against its host's limit.
@@ -248,6 +276,6 @@ struct PendingQueues {
             queues = [[], [], []]
             held = [:]
         }
-        return (queues.flatMap { $0 } + held.values.flatMap { $0 }).filter { $0.state == .queued }
+        return (queues.flatMap { $0 } + held.values.flatMap { $0.map(\.transfer) }).filter { $0.state == .queued }
     }
 }

@@ -29,7 +29,8 @@ public final class CurlLoader: Loader {
         /// server that loads URLs its users choose: an origin that accepts
         /// connections and never answers then holds this many slots until their
         /// timeouts, not every slot, and other origins' loads go on. Transfers
-        /// over the limit wait in their origin's own queue.
+        /// over the limit wait in their origin's own queue, each for at most its
+        /// timeout: one that has not started by then fails as `timedOut`.
         public var maxConcurrentDownloadsPerHost: Int?
         /// The whole transfer, unless the request says otherwise. Default 15 s.
         public var timeout: Duration = .seconds(15)

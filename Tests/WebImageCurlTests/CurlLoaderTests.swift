@@ -189,6 +189,26 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("a transfer that waits its whole timeout for its origin's busy slots fails as timed out, and never reaches the origin")
+    func perHostWaitIsBounded() async throws {
+        try await withServer { stalled in
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
+            configuration.maxConcurrentDownloadsPerHost = 1
+            configuration.timeout = .seconds(90)
+            let loader = CurlLoader(configuration: configuration)
+            let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
+            try await waitUntil { loader.statistics.active == 1 }
+            let waiting = await #expect(throws: WebImageError.self) {
+                try await load(loader, stalled.url("/gate/waiter")) { $0.timeout = .milliseconds(300) }
+            }
+            #expect(waiting?.code == .timedOut && waiting?.message.contains("download slot") == true, "\(String(describing: waiting))")
+            #expect(stalled.stats.withLock { $0.arrivals } == ["holder"])
+            #expect(loader.statistics.queued == 0)
+            stalled.openGate()
+            #expect(try await holder.value.statusCode == 200)
+        }
+    }
+
     @Test("high priority jumps the queue")
     func priority() async throws {
         try await withServer { server in
