@@ -189,6 +189,14 @@ struct VipsDecoder {
         }
 
         let loaderOptions = [isAnimatable ? "n=\(pages)" : nil, options.allowTruncated ? nil : "fail_on=truncated"].compactMap { $0 }.joined(separator: ",")
+        if fill, case .point = options.cropFocus {
+            // libvips' thumbnail cannot crop at a given point: cover the box, then cut each frame.
+            let covered = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
+                CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
+                                       Int32(target.width), Int32(target.height), 0, options.keepOrientation ? 1 : 0, loaderOptions)
+            }
+            return (try Self.cropFrames(covered, to: box, focus: options.cropFocus), 1)
+        }
         let boxWidth = fill ? box.width : target.width, boxHeight = fill ? box.height : target.height
         let image = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
             CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
@@ -217,11 +225,29 @@ struct VipsDecoder {
     /// The box's worth of a covering image: its centre, or what libvips' smart crop picks.
     private static func crop(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
         let w = min(box.width, image.width), h = min(box.height, image.height)
-        if focus != .centre {
+        if focus.isSmart {
             return try Vips.make(.decodeFailed, "vips_smartcrop") { CVips_smartcrop(image.pointer, $0, Int32(w), Int32(h), focus.interesting) }
         }
-        let left = (image.width - w) / 2, top = (image.height - h) / 2
+        let (left, top) = focus.origin(of: PixelSize(width: w, height: h), in: PixelSize(width: image.width, height: image.height))
         return try Vips.make(.decodeFailed, "vips_extract_area") { CVips_extract_area(image.pointer, $0, Int32(left), Int32(top), Int32(w), Int32(h)) }
+    }
+
+    /// ``crop(_:to:focus:)`` on every frame of an animation (a still image is one frame).
+    private static func cropFrames(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
+        let pageHeight = image.pageHeight, count = max(1, image.height / pageHeight)
+        guard count > 1 else { return try crop(image, to: box, focus: focus).inMemory() }
+        let frames = try (0..<count).map { index in
+            let frame = try Vips.make(.decodeFailed, "vips_extract_area") {
+                CVips_extract_area(image.pointer, $0, 0, Int32(index * pageHeight), Int32(image.width), Int32(pageHeight))
+            }
+            return try crop(frame, to: box, focus: focus)
+        }
+        var pointers: [UnsafeMutablePointer<VipsImage>?] = frames.map(\.pointer)
+        let joined = try Vips.make(.decodeFailed, "vips_arrayjoin") { CVips_arrayjoin(&pointers, $0, Int32(count)) }
+        withExtendedLifetime(frames) {}
+        let copy = try Vips.make(.decodeFailed, "vips_copy") { CVips_copy(joined.pointer, $0) }
+        vips_image_set_int(copy.pointer, "page-height", Int32(frames[0].height))
+        return try copy.inMemory()
     }
 
     private func makeImage(_ handle: VipsHandle, storedOrientation: ImageOrientation, orientation: ImageOrientation, shrink: Int) -> Image {

@@ -36,7 +36,7 @@ extension ImageTransformers {
             self.mode = mode
             self.focus = focus
         }
-        public var key: String { "resize(\(size),\(mode.rawValue)\(mode == .fill && focus != .centre ? ",\(focus.rawValue)" : ""))" }
+        public var key: String { "resize(\(size),\(mode.rawValue)\(mode == .fill && focus != .centre ? ",\(focus.key)" : ""))" }
         public func transform(_ image: Image) throws -> Image {
             try VipsFrames.map(image) { frame in
                 let w = Double(size.width) / Double(frame.width), h = Double(size.height) / Double(frame.height)
@@ -49,12 +49,12 @@ extension ImageTransformers {
                 case .fill:
                     let s = max(w, h)
                     let covered = try exact(frame, PixelSize(width: max(size.width, Int((Double(frame.width) * s).rounded())), height: max(size.height, Int((Double(frame.height) * s).rounded()))))
-                    if focus != .centre {
+                    if focus.isSmart {
                         return try Vips.make(.transformFailed, "vips_smartcrop") {
                             CVips_smartcrop(covered.pointer, $0, Int32(size.width), Int32(size.height), focus.interesting)
                         }
                     }
-                    let left = (covered.width - size.width) / 2, top = (covered.height - size.height) / 2
+                    let (left, top) = focus.origin(of: size, in: PixelSize(width: covered.width, height: covered.height))
                     return try Vips.make(.transformFailed, "vips_extract_area") {
                         CVips_extract_area(covered.pointer, $0, Int32(left), Int32(top), Int32(size.width), Int32(size.height))
                     }
@@ -207,6 +207,7 @@ extension CropFocus {
         case .centre: Int32(VIPS_INTERESTING_CENTRE.rawValue)
         case .attention: Int32(VIPS_INTERESTING_ATTENTION.rawValue)
         case .entropy: Int32(VIPS_INTERESTING_ENTROPY.rawValue)
+        case .point: Int32(VIPS_INTERESTING_NONE.rawValue)  // placed by `origin(of:in:)`, not by libvips
         }
     }
 }

@@ -109,16 +109,18 @@ public enum TransformSpec {
         }
         switch name {
         case "resize":
-            let box = try size(1, "resize:WxH[:fit|fill|stretch[:attention|entropy|centre]]")
+            let box = try size(1, "resize:WxH[:fit|fill|stretch[:attention|entropy|centre|fp:X:Y]]")
             let mode = fields.count > 2 ? ImageTransformers.ResizeMode(rawValue: fields[2].lowercased()) : .fit
             guard let mode else { throw bad("fit, fill or stretch") }
             var focus = ImageTransformers.CropFocus.centre
             if fields.count > 3 {
-                let word = fields[3].lowercased() == "center" ? "centre" : fields[3].lowercased()
-                guard mode == .fill, let parsed = ImageTransformers.CropFocus(rawValue: word) else { throw bad("a crop focus (attention, entropy, centre) after 'fill'") }
+                // A focal point takes three fields (fp:X:Y), the others one.
+                guard mode == .fill, fields.count == 4 || fields.count == 6,
+                      let parsed = ImageTransformers.CropFocus(parsing: fields[3...].joined(separator: ":")) else {
+                    throw bad("a crop focus after 'fill': attention, entropy, centre, or fp:X:Y with X and Y from 0 to 1")
+                }
                 focus = parsed
             }
-            guard fields.count <= 4 else { throw bad("resize:WxH[:mode[:focus]]") }
             return ImageTransformers.Resize(box, mode: mode, focus: focus)
         case "crop":
             let v = try numbers(1, count: 4...4, within: 0...1e7).map { Int(($0 * dpr).rounded()) }

@@ -208,6 +208,7 @@ struct ProgressBarTests {
             ("resize:256x256:fill:attention", "resize(256x256,fill,attention)"),
             ("resize:256x256:fill:entropy", "resize(256x256,fill,entropy)"),
             ("resize:256x256:fill:centre", "resize(256x256,fill)"),
+            ("resize:256x256:fill:fp:0.25:0.75", "resize(256x256,fill,fp:0.25:0.75)"), ("resize:10x10:fill:FP:1:0", "resize(10x10,fill,fp:1:0)"),
             ("sharpen", "sharpen(0.75)"), ("sharpen:1.5", "sharpen(1.5)"),
             ("flatten", "flatten(ffffff)"), ("flatten:#000", "flatten(000000)"), ("flatten:255,0,0", "flatten(ff0000)"),
             ("pad:300x200", "pad(300x200,ffffff,c)"), ("pad:300x200:none:north", "pad(300x200,none,n)"), ("pad:30x20:black:se", "pad(30x20,000000,se)"),
@@ -221,6 +222,8 @@ struct ProgressBarTests {
         "resize:100000x10", "resize:5000x10;dpr:2", "resize:10x10:fit:attention", "resize:10x10:fill:faces", "dpr:0", "dpr:100", "dpr:2",
         "dpr:nan", "sharpen:-1", "sharpen:0", "sharpen:11", "trim:300", "trim:-1", "pad:0x5", "pad:10x10:zzz", "pad:10x10:fff:middle",
         "flatten:12345", "flatten:300,0,0", "grey:1", "watermark", "watermark:logo.png", "pad:9000x9000",
+        "resize:10x10:fill:fp:1.5:0", "resize:10x10:fill:fp:-0.1:0.5", "resize:10x10:fill:fp:0.5", "resize:10x10:fill:fp:nan:0.5",
+        "resize:10x10:fit:fp:0.5:0.5", "resize:10x10:fill:attention:0.5:0.5",
     ])
     func badServiceSpecs(spec: String) {
         let error = #expect(throws: WebImageError.self, "\(spec)") { try TransformSpec.parse(spec) }

@@ -83,6 +83,53 @@ struct ServiceTransformerTests {
         #expect(manager.resultKey(for: URL(string: "https://x/a.jpg")!, context: context) == "https://x/a.jpg#webimage(thumb=50x50,fill,attention)")
     }
 
+    @Test("a focal point keeps the part of a fill it names, clamped to the image: as a transformer and at decode, JPEG, PNG and GIF")
+    func focalPoint() throws {
+        // Left third red, middle grey, right third blue: which third a 100x100 fill of a 300x100 strip keeps is its colour.
+        let strip = canvas(300, 100, [128, 128, 128], patch: (0..<100, 0..<100, { _, _ in [220, 30, 30] }))
+        let image = canvas(300, 100, [128, 128, 128], patch: (200..<300, 0..<100, { _, _ in [30, 30, 220] }))
+        func colour(_ result: Image) throws -> [Double] {
+            let pixels = try Fixtures.pixels(result)
+            return Fixtures.mean(pixels, x: 0..<pixels.size.width, y: 0..<pixels.size.height)
+        }
+        let left = try ImageTransformers.Resize(PixelSize(100), mode: .fill, focus: .point(x: 0.1, y: 0.5)).transform(strip)
+        let leftColour = try colour(left)
+        #expect(left.pixelSize == PixelSize(100) && leftColour[0] > 200, "fp:0.1 keeps the red left third")
+        let right = try ImageTransformers.Resize(PixelSize(100), mode: .fill, focus: .point(x: 1, y: 0)).transform(image)
+        let rightColour = try colour(right)
+        #expect(right.pixelSize == PixelSize(100) && rightColour[2] > 200, "fp:1 is clamped to the right edge")
+        #expect(try ImageTransformers.Resize(PixelSize(100), mode: .fill, focus: .point(x: 0.9, y: 0.5)).key == "resize(100x100,fill,fp:0.9:0.5)")
+
+        // At decode: libvips (JPEG, PNG, an animated GIF frame by frame) and libjpeg-turbo.
+        let wide = canvas(600, 200, [128, 128, 128], patch: (0..<200, 0..<200, { _, _ in [220, 30, 30] }))
+        for format in [ImageFormat.jpeg, .png, .gif] {
+            var source = wide
+            if format == .gif {
+                // Two frames stacked, each with the red left third.
+                source = canvas(600, 400, [128, 128, 128], patch: (0..<200, 0..<400, { _, _ in [220, 30, 30] }))
+                source.pixelSize = wide.pixelSize
+                source.frames = [.init(duration: .milliseconds(100)), .init(duration: .milliseconds(100))]
+                source.loopCount = 0
+            }
+            let data = try coder.encode(source, as: format, options: EncodeOptions(quality: 95))
+            for decoder in format == .jpeg ? [coder as any ImageCoder, TurboJPEGCoder()] : [coder] {
+                var options = DecodeOptions(thumbnailPixelSize: PixelSize(50), preserveAspectRatio: false)
+                options.cropFocus = .point(x: 0.05, y: 0.5)
+                let thumbnail = try decoder.decode(data, options: options)
+                #expect(thumbnail.pixelSize == PixelSize(50), "\(format) \(type(of: decoder))")
+                #expect(thumbnail.frameCount == (format == .gif ? 2 : 1), "\(format): every frame is cropped")
+                let pixels = try Fixtures.pixels(thumbnail)
+                let red = Fixtures.mean(pixels, x: 0..<50, y: 0..<pixels.size.height)[0]
+                #expect(red > 190, "\(format) \(type(of: decoder)): the focal point's third, red \(red)")
+            }
+        }
+        var context = ImageContext(thumbnailPixelSize: PixelSize(50))
+        context.preserveAspectRatio = false
+        context.cropFocus = .point(x: 0.25, y: 1.0 / 3)
+        let manager = ImageManager(configuration: ImageManager.Configuration())
+        #expect(manager.resultKey(for: URL(string: "https://x/a.jpg")!, context: context) == "https://x/a.jpg#webimage(thumb=50x50,fill,fp:0.25:0.3333)")
+    }
+
     @Test("sharpen steepens an edge a downscale softened")
     func sharpen() throws {
         let edge = canvas(64, 16, [40, 40, 40], patch: (32..<64, 0..<16, { _, _ in [220, 220, 220] }))

@@ -42,6 +42,7 @@ enum FuzzTargets {
         _ = PixelSize(parsing: text)
         if let range = CurlLoader.AddressRange(text) { _ = range.description; _ = range.contains([10, 0, 0, 1]) }
         _ = try? TransformSpec.parse(text)
+        if let focus = CropFocus(parsing: text) { precondition(CropFocus(parsing: focus.key) != nil, "a crop focus's key does not parse") }
         _ = ConfigKeyCheck.environmentName(for: text)
         _ = try? ConfigKeyCheck(known: ["store.kind", "loader.timeout"]).check([text], source: "fuzz")
     }

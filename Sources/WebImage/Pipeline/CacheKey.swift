@@ -72,7 +72,7 @@ enum CacheKey {
         var parts: [String] = []
         if let size = context.thumbnailPixelSize {
             parts.append("thumb=\(size)" + (context.preserveAspectRatio ? "" : ",fill") +
-                         (context.preserveAspectRatio || context.cropFocus == .centre ? "" : ",\(context.cropFocus.rawValue)"))
+                         (context.preserveAspectRatio || context.cropFocus == .centre ? "" : ",\(context.cropFocus.key)"))
         }
         if let transformer = context.transformer { parts.append("t=\(transformer.key)") }
         if let accepted = context.acceptedFormats, !parts.isEmpty {

@@ -69,8 +69,8 @@ struct ThumbnailQuery: Sendable {
         }
         box = PixelSize(width: width ?? settings.maxDimension, height: height ?? settings.maxDimension)
         if let name = query("crop") {
-            guard let focus = CropFocus(rawValue: name.lowercased() == "center" ? "centre" : name.lowercased()) else {
-                throw WebImageError(.invalidArgument, "crop='\(name)' is not centre, attention or entropy")
+            guard let focus = CropFocus(parsing: name) else {
+                throw WebImageError(.invalidArgument, "crop='\(name)' is not centre, attention, entropy or fp:X:Y (a focal point, X and Y from 0 to 1)")
             }
             guard width != nil, height != nil else { throw WebImageError(.invalidArgument, "crop= fills a box: give both w= and h=") }
             crop = focus

@@ -275,6 +275,7 @@ struct ThumbnailServiceTests {
             let cases: [(String, PixelSize)] = [
                 ("&w=100&h=100&crop=attention&format=png", PixelSize(100)),
                 ("&w=100&h=50&crop=centre&format=png", PixelSize(width: 100, height: 50)),
+                ("&w=100&h=100&crop=fp:0.1:0.5&format=png", PixelSize(100)),
                 ("&w=100&dpr=2&format=png", PixelSize(width: 200, height: 150)),
                 ("&w=100&format=png&t=pad:120x120:000000", PixelSize(120)),
                 ("&w=100&format=png&dpr=1.5&t=pad:120x120", PixelSize(180)),
@@ -289,7 +290,7 @@ struct ThumbnailServiceTests {
             let pixels = try #require(marked.storage(as: VipsStorage.self)).pixels(frameHeight: marked.pixelSize.height)
             #expect(Array(pixels.bytes[0..<3]) == [255, 0, 0], "the watermark sits in the top-left corner")
             for bad in ["&w=100&t=watermark:other", "&w=100&t=watermark:..%2F..%2Fetc%2Fpasswd", "&w=100&t=pad:10x10:zzz", "&w=100&t=resize:99999x5",
-                        "&w=100&crop=attention", "&w=100&h=100&crop=faces", "&w=100&dpr=9", "&w=2000&dpr=2", "&w=100&format=bmp"] {
+                        "&w=100&crop=attention", "&w=100&h=100&crop=faces", "&w=100&h=100&crop=fp:2:0", "&w=100&h=100&crop=fp:0.5", "&w=100&dpr=9", "&w=2000&dpr=2", "&w=100&format=bmp"] {
                 let response = try await client.thumbnail(photo, bad)
                 #expect(response.statusCode == 400, "\(bad): \(response.statusCode)")
                 #expect(String(decoding: response.data, as: UTF8.self).contains("invalidArgument"), "\(bad)")
