@@ -14,6 +14,10 @@ import Synchronization
 /// up there before it goes to the loader (``sharedBlockingError(for:)``), so a
 /// broken URL costs the fleet one download per TTL rather than one per host.
 /// Failures of the shared store are logged and counted and never fail a load.
+/// Shared writes land in the order they were made for each URL (a ``remove(_:)``
+/// is never overtaken by an earlier ``record(_:for:)`` still in flight), and a
+/// ``removeAll()`` lands after every write made before it and before every write
+/// made after it; writes for different URLs run concurrently.
 /// Only permanent failures are shared, as only they are recorded: a dead origin
 /// (refused, timed out, 5xx) is not blocked on any host. `file:` URLs are never
 /// shared: each host has its own files.
@@ -40,6 +44,16 @@ public final class FailedURLBlocklist: Sendable {
     }
 
     private let entries = Mutex<[String: Entry]>([:])
+
+    /// The last shared write made for each URL, and the last `removeAll`: each new
+    /// write waits for the one before it (see ``inBackground(_:url:_:)``).
+    private struct Lanes {
+        var tails: [String: (id: Int, task: Task<Void, Never>)] = [:]
+        var barrier: (id: Int, task: Task<Void, Never>)?
+        var nextID = 0
+    }
+
+    private let lanes = Mutex(Lanes())
 
     /// - Parameters:
     ///   - ttl: how long a failed URL stays blocked.
@@ -136,7 +150,7 @@ public final class FailedURLBlocklist: Sendable {
     /// Unblocks every URL, here and (in the background) in the ``shared`` store.
     public func removeAll() {
         entries.withLock { $0.removeAll() }
-        if let shared { inBackground("removeAll", url: "*") { try await shared.removeAllFailures() } }
+        if let shared { inBackground("removeAll", url: nil) { try await shared.removeAllFailures() } }
     }
 
     /// The number of URLs remembered (expired ones included until next looked up).
@@ -153,14 +167,50 @@ public final class FailedURLBlocklist: Sendable {
         await work.idle()
     }
 
-    private func inBackground(_ operation: String, url: String, _ job: @escaping @Sendable () async throws -> Void) {
-        let started = work.start(bytes: 0) {
-            do { try await job() } catch { self.noteSharedFailure(error, url: url, operation: operation) }
+    /// Runs a shared write in the background, after the writes it must follow:
+    /// the last one for the same URL (or the last `removeAll`), and for a
+    /// `removeAll` (`url` nil) every write made before it. Bounded and drained by
+    /// ``finishSharedWrites()`` through `work`; a dropped write never runs.
+    private func inBackground(_ operation: String, url: String?, _ job: @escaping @Sendable () async throws -> Void) {
+        guard work.enter() else {
+            dropped.increment()
+            logger.debug("shared blocklist write dropped: too many pending, or shutting down",
+                         metadata: ["url": "\(url ?? "*")", "operation": "\(operation)"])
+            return
         }
-        guard !started else { return }
-        dropped.increment()
-        logger.debug("shared blocklist write dropped: too many pending, or shutting down",
-                     metadata: ["url": "\(url)", "operation": "\(operation)"])
+        lanes.withLock { lanes in
+            lanes.nextID += 1
+            let id = lanes.nextID
+            let before: [Task<Void, Never>]
+            if let url {
+                before = [(lanes.tails[url] ?? lanes.barrier)?.task].compactMap { $0 }
+            } else {
+                before = lanes.tails.values.map(\.task) + [lanes.barrier?.task].compactMap { $0 }
+            }
+            let task = Task.detached(priority: .utility) {
+                for earlier in before { await earlier.value }
+                do { try await job() } catch { self.noteSharedFailure(error, url: url ?? "*", operation: operation) }
+                self.finished(id, url: url)
+                self.work.leave()
+            }
+            if let url {
+                lanes.tails[url] = (id, task)
+            } else {
+                lanes.barrier = (id, task)
+                lanes.tails.removeAll()
+            }
+        }
+    }
+
+    /// Forgets a finished write unless a later one already follows it.
+    private func finished(_ id: Int, url: String?) {
+        lanes.withLock { lanes in
+            if let url {
+                if lanes.tails[url]?.id == id { lanes.tails[url] = nil }
+            } else if lanes.barrier?.id == id {
+                lanes.barrier = nil
+            }
+        }
     }
 
     private func noteSharedFailure(_ error: any Error, url: String, operation: String) {

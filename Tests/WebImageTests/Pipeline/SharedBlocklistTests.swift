@@ -11,8 +11,27 @@ final class FakeFailureStore: SharedFailureStore {
         var reads = 0
         var failing = false
         var removedAll = 0
+        /// Writes for these URLs wait until ``release(_:)``.
+        var held: [String: Signal] = [:]
+        /// Signalled when a record for the URL lands.
+        var landed: [String: Signal] = [:]
     }
     let state = Mutex(State())
+
+    /// Holds every later `recordFailure` for `url` until ``release(_:)``; the
+    /// returned signal fires when the first of them has arrived and waits.
+    func hold(_ url: String) -> Signal {
+        let arrived = Signal()
+        state.withLock { $0.held[url] = Signal(); $0.landed[url + "#arrived"] = arrived }
+        return arrived
+    }
+    func release(_ url: String) { state.withLock { $0.held.removeValue(forKey: url) }?.fire() }
+    /// Fires when a record for `url` lands.
+    func landing(of url: String) -> Signal {
+        let signal = Signal()
+        state.withLock { $0.landed[url] = signal }
+        return signal
+    }
 
     func failure(forURL url: String) async throws -> (record: FailureRecord, remaining: Duration)? {
         try state.withLock { state in
@@ -22,16 +41,46 @@ final class FakeFailureStore: SharedFailureStore {
         }
     }
     func recordFailure(_ record: FailureRecord, forURL url: String, ttl: Duration) async throws {
-        try state.withLock { state in
+        let (gate, arrived) = state.withLock { ($0.held[url], $0.landed[url + "#arrived"]) }
+        if let gate {
+            arrived?.fire()
+            await gate.wait()
+        }
+        let landed = try state.withLock { state in
             if state.failing { throw WebImageError(.storeFailed, "redis: connection refused") }
             state.records[url] = (record, ttl)
+            return state.landed[url]
         }
+        landed?.fire()
     }
     func removeFailure(forURL url: String) async throws { _ = state.withLock { $0.records.removeValue(forKey: url) } }
     func removeAllFailures() async throws { state.withLock { $0.records.removeAll(); $0.removedAll += 1 } }
 }
 
-@Suite("Shared failed-URL blocklist")
+/// A one-shot event: ``wait()`` returns once ``fire()`` was called, before or after.
+final class Signal: Sendable {
+    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    func fire() {
+        let waiters = state.withLock { state in
+            state.fired = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.fired { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+}
+
+@Suite("Shared failed-URL blocklist", .timeLimit(.minutes(2)))
 struct SharedBlocklistTests {
     @Test("FailureRecord: its text form round-trips; long messages are cut at a character; other values are nil")
     func recordCodec() throws {
@@ -143,5 +192,41 @@ struct SharedBlocklistTests {
         let retried = try await h.manager.loadImage(with: h.url("missing.timg"), options: .retryFailed)
         #expect(retried.image?.pixelSize == PixelSize(1) && h.loader.requestCount == 2)
         await h.manager.shutdown()
+    }
+
+    @Test("shared writes land in order per URL: a remove is not overtaken by a record still in flight")
+    func orderedPerURL() async throws {
+        let shared = FakeFailureStore()
+        let list = FailedURLBlocklist(shared: shared)
+        let arrived = shared.hold("https://x/a")
+        list.record(WebImageError(.notFound, "x"), for: "https://x/a")
+        await arrived.wait()
+        list.remove("https://x/a")
+        // Time for a remove that does not wait for the record to run first, and be overtaken.
+        try await Task.sleep(for: .milliseconds(50))
+        shared.release("https://x/a")
+        await list.finishSharedWrites()
+        #expect(shared.state.withLock { $0.records.isEmpty }, "the remove came last, so nothing stands")
+        #expect(list.pendingSharedWrites == 0)
+    }
+
+    @Test("removeAll lands after the writes made before it and before those made after; other URLs do not wait")
+    func removeAllIsABarrier() async throws {
+        let shared = FakeFailureStore()
+        let list = FailedURLBlocklist(shared: shared)
+        let arrived = shared.hold("https://x/slow")
+        list.record(WebImageError(.notFound, "x"), for: "https://x/slow")
+        await arrived.wait()
+        let other = shared.landing(of: "https://x/other")
+        list.record(WebImageError(.notFound, "x"), for: "https://x/other")
+        await other.wait() // would never return if writes for different URLs ran one at a time
+        list.removeAll()
+        list.record(WebImageError(.notFound, "x"), for: "https://x/after")
+        try await Task.sleep(for: .milliseconds(50))
+        shared.release("https://x/slow")
+        await list.finishSharedWrites()
+        let records = shared.state.withLock { ($0.records.keys.sorted(), $0.removedAll) }
+        #expect(records.0 == ["https://x/after"] && records.1 == 1,
+                "the held record and the other landed before removeAll, the later record after it")
     }
 }
