@@ -187,8 +187,33 @@ extension ImageTransformers {
         /// Identifies the overlay's pixels in the key: a hash of its encoded bytes.
         public let overlayID: String
 
+        /// An overlay decoded once, for a server that applies the same logo to
+        /// many requests: building a ``Watermark`` from it costs no decode (the
+        /// transformer is built for every request, hits included, to make its key).
+        public struct Overlay: Sendable {
+            /// The decoded pixels (first frame only).
+            public let image: Image
+            /// A hash of the encoded bytes (FNV-1a 64, stable across processes and
+            /// versions, unlike `Hasher`): the overlay's part of the cache key.
+            public let id: String
+
+            /// - Parameters:
+            ///   - data: the overlay's encoded bytes (PNG with alpha, usually).
+            ///   - coder: decodes `data`.
+            /// - Throws: `WebImageError` when the bytes do not decode or hold more
+            ///   than 16 megapixels.
+            public init(data: Data, coder: VipsImageCoder = VipsImageCoder()) throws {
+                var options = DecodeOptions(firstFrameOnly: true)
+                options.pixelLimit = 16_000_000
+                image = try coder.decode(data, options: options)
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+                id = String(hash, radix: 16)
+            }
+        }
+
         /// - Parameters:
-        ///   - data: the overlay's encoded bytes (PNG with alpha, usually), decoded here once.
+        ///   - data: the overlay's encoded bytes (PNG with alpha, usually), decoded here.
         ///   - gravity: where it goes; bottom right by default.
         ///   - opacity: what its alpha is multiplied by, 0...1.
         ///   - margin: pixels between it and the edges it touches, 0...10 000.
@@ -196,18 +221,20 @@ extension ImageTransformers {
         /// - Throws: `WebImageError` when the bytes do not decode, or the opacity
         ///   or margin is out of range.
         public init(data: Data, gravity: Gravity = .southEast, opacity: Double = 0.5, margin: Int = 10, coder: VipsImageCoder = VipsImageCoder()) throws {
+            try self.init(overlay: Overlay(data: data, coder: coder), gravity: gravity, opacity: opacity, margin: margin)
+        }
+
+        /// The same, from an overlay decoded earlier (``Overlay``); the key is the
+        /// one ``init(data:gravity:opacity:margin:coder:)`` gives for its bytes.
+        /// - Throws: `WebImageError` when the opacity or margin is out of range.
+        public init(overlay: Overlay, gravity: Gravity = .southEast, opacity: Double = 0.5, margin: Int = 10) throws {
             guard (0...1).contains(opacity) else { throw WebImageError(.invalidArgument, "watermark opacity must be 0 to 1, not \(opacity)") }
             guard (0...10_000).contains(margin) else { throw WebImageError(.invalidArgument, "watermark margin must be 0 to 10000, not \(margin)") }
-            var options = DecodeOptions(firstFrameOnly: true)
-            options.pixelLimit = 16_000_000
-            overlay = try coder.decode(data, options: options)
+            self.overlay = overlay.image
+            self.overlayID = overlay.id
             self.gravity = gravity
             self.opacity = opacity
             self.margin = margin
-            // FNV-1a 64: stable across processes and versions, unlike Hasher.
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-            overlayID = String(hash, radix: 16)
         }
 
         public var key: String { "watermark(\(overlayID),\(gravity.shortName),\(opacity),\(margin))" }

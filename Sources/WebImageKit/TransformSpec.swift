@@ -1,6 +1,6 @@
 public import Foundation
 public import WebImage
-import WebImageVips
+public import WebImageVips
 
 /// Parses transformer specifications as the command line and query strings write them:
 ///
@@ -40,6 +40,14 @@ public enum TransformSpec {
     ///   to read. The command line reads files; the example server looks names
     ///   up in a directory it was configured with.
     public static func parse(_ text: String, watermark: (String) throws -> Data = refuseWatermarks) throws -> any ImageTransformer {
+        try parse(text, watermarkOverlay: { try ImageTransformers.Watermark.Overlay(data: watermark($0)) })
+    }
+
+    /// The same, with `watermark:` NAMEs turned into overlays decoded earlier,
+    /// for a server that parses a spec per request: its watermarks are then
+    /// decoded once, not on every request (the example server decodes its
+    /// `thumbnail.watermarks` at start).
+    public static func parse(_ text: String, watermarkOverlay watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
         let parts = text.split(separator: ";").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !parts.isEmpty else { throw WebImageError(.invalidArgument, "empty transform") }
         var dpr = 1.0
@@ -67,7 +75,7 @@ public enum TransformSpec {
         }
     }
 
-    static func parseOne(_ text: String, dpr: Double, watermark: (String) throws -> Data) throws -> any ImageTransformer {
+    static func parseOne(_ text: String, dpr: Double, watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
         let fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         let name = fields[0].lowercased()
         func bad(_ expected: String) -> WebImageError {
@@ -162,7 +170,7 @@ public enum TransformSpec {
             guard fields.count > 1, !fields[1].isEmpty else { throw bad("watermark:NAME[:gravity[:opacity[:margin]]]") }
             let opacity = try optionalNumber(3, default: 0.5, within: 0...1)
             let margin = try optionalNumber(4, default: 10, within: 0...10_000)
-            return try ImageTransformers.Watermark(data: try watermark(fields[1]), gravity: try gravity(2, default: .southEast),
+            return try ImageTransformers.Watermark(overlay: try watermark(fields[1]), gravity: try gravity(2, default: .southEast),
                                                    opacity: opacity, margin: Int((margin * dpr).rounded()))
         default:
             throw bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")

@@ -1,5 +1,6 @@
 import Configuration
 import Foundation
+import Synchronization
 import Testing
 import WebImage
 import WebImageConfiguration
@@ -248,5 +249,21 @@ struct ProgressBarTests {
         for bad in ["watermark:logo:nw:2", "watermark:logo:nw:0.5:-3", "watermark:logo:up", "watermark:other"] {
             #expect(throws: WebImageError.self, "\(bad)") { try TransformSpec.parse(bad, watermark: resolve) }
         }
+
+        // A server's overlays, decoded once: the same keys as from bytes, and the
+        // resolver is all that runs per parse.
+        let overlay = try ImageTransformers.Watermark.Overlay(data: logo)
+        let asked = Mutex(0)
+        let decoded: (String) throws -> ImageTransformers.Watermark.Overlay = { name in
+            asked.withLock { $0 += 1 }
+            guard name == "logo" else { throw WebImageError(.invalidArgument, "no watermark '\(name)'") }
+            return overlay
+        }
+        #expect(try TransformSpec.parse("watermark:logo:nw:0.25:4", watermarkOverlay: decoded).key == key)
+        #expect(try TransformSpec.parse("dpr:2;watermark:logo:nw:0.25:4", watermarkOverlay: decoded).key.hasSuffix(",nw,0.25,8)"))
+        for bad in ["watermark:logo:nw:2", "watermark:other"] {
+            #expect(throws: WebImageError.self, "\(bad)") { try TransformSpec.parse(bad, watermarkOverlay: decoded) }
+        }
+        #expect(asked.withLock { $0 } >= 3)
     }
 }

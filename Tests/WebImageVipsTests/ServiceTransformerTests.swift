@@ -213,6 +213,15 @@ struct ServiceTransformerTests {
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: Data("not an image".utf8)) }
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, opacity: 1.5) }
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, margin: 60).transform(base) }
+
+        // Decoded once, used many times: the same key and pixels as from the bytes.
+        let overlay = try ImageTransformers.Watermark.Overlay(data: logo)
+        let reused = try ImageTransformers.Watermark(overlay: overlay, gravity: .southEast, opacity: 1, margin: 10)
+        #expect(reused.key == (try ImageTransformers.Watermark(data: logo, gravity: .southEast, opacity: 1, margin: 10)).key)
+        let drawn = try reused.transform(base)
+        #expect(near(pixel(drawn, 80, 60), [255, 0, 0]) && pixel(drawn, 5, 5) == [0, 200, 0] && pixel(drawn, 92, 72) == [0, 200, 0])
+        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(overlay: overlay, opacity: -0.1) }
+        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark.Overlay(data: Data([0x89, 0x50, 0x4E, 0x47])) }
     }
 
     @Test("placeholders of an image: mean colour kept by both hashes, from a large image, an animation and through the manager")

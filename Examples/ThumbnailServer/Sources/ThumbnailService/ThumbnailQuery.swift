@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import WebImage
 import WebImageKit
+import WebImageVips
 
 /// A `/thumbnail` request's query:
 ///
@@ -44,10 +45,16 @@ struct ThumbnailQuery: Sendable {
         return url
     }
 
+    /// The default watermark resolver: refuses every name.
+    static func refuseWatermarks(_ name: String) throws -> ImageTransformers.Watermark.Overlay {
+        throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
+    }
+
     /// - Parameters:
     ///   - query: the value of a query parameter by name, percent-decoded.
-    ///   - watermark: turns a `watermark:NAME` into the overlay's bytes.
-    init(_ query: (String) -> String?, settings: ThumbnailSettings, watermark: (String) throws -> Data = TransformSpec.refuseWatermarks) throws {
+    ///   - watermark: turns a `watermark:NAME` into its overlay, decoded earlier.
+    init(_ query: (String) -> String?, settings: ThumbnailSettings,
+         watermark: (String) throws -> ImageTransformers.Watermark.Overlay = Self.refuseWatermarks) throws {
         url = try Self.sourceURL(query)
         var dpr = 1.0
         if let raw = query("dpr") {
@@ -85,7 +92,7 @@ struct ThumbnailQuery: Sendable {
         }
         if let spec = query("t"), !spec.isEmpty {
             let scaled = dpr == 1 ? spec : spec + ";dpr:\(dpr)"
-            transform = try TransformSpec.parse(scaled, watermark: watermark)
+            transform = try TransformSpec.parse(scaled, watermarkOverlay: watermark)
         }
     }
 }

@@ -37,8 +37,9 @@ public struct ThumbnailService: Sendable {
     let responses = ResponseCounters()
     /// What `format=auto` may answer in: the formats the manager's coders write.
     let autoFormats: Set<ImageFormat>
-    /// `thumbnail.watermarks`' PNGs by name, read once at start.
-    let watermarks: [String: Data]
+    /// `thumbnail.watermarks`' PNGs by name, read and decoded once at start (a
+    /// query's transformer is built on every request, hits included).
+    let watermarks: [String: ImageTransformers.Watermark.Overlay]
 
     /// - Parameters:
     ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
@@ -52,10 +53,15 @@ public struct ThumbnailService: Sendable {
         self.metrics = metrics
         let coders = manager.configuration.coders
         autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
-        var watermarks: [String: Data] = [:]
+        var watermarks: [String: ImageTransformers.Watermark.Overlay] = [:]
         if let directory = settings.watermarkDirectory {
             for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".png") {
-                watermarks[String(name.dropLast(4))] = try Data(contentsOf: directory.appendingPathComponent(name))
+                let file = directory.appendingPathComponent(name)
+                do {
+                    watermarks[String(name.dropLast(4))] = try ImageTransformers.Watermark.Overlay(data: try Data(contentsOf: file))
+                } catch {
+                    throw WebImageError(.invalidArgument, "thumbnail.watermarks: \(file.path) is not a usable watermark (\(error))")
+                }
             }
         }
         self.watermarks = watermarks
@@ -191,7 +197,7 @@ public struct ThumbnailService: Sendable {
     }
 
     /// `t=watermark:NAME`: a PNG from `thumbnail.watermarks`, by name only (never a path).
-    func watermark(named name: String) throws -> Data {
+    func watermark(named name: String) throws -> ImageTransformers.Watermark.Overlay {
         guard settings.watermarkDirectory != nil else {
             throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here (thumbnail.watermarks)")
         }

@@ -355,5 +355,16 @@ struct ParsingTests {
         let settings = try ThumbnailSettings(config: config)
         #expect(settings.allowedHosts.patterns == ["a.test", "b.test"] && settings.defaultFormat == nil, "auto by default")
         #expect(try ConfigValues(config).bool("loader.blockPrivateAddresses") == true, "the service turns the SSRF guard on")
+
+        // Watermarks are decoded at start: a file that is no image stops the
+        // service there, naming it, instead of failing every request that uses it.
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marks = directory.appendingPathComponent("marks")
+        try FileManager.default.createDirectory(at: marks, withIntermediateDirectories: true)
+        try Data("not a png".utf8).write(to: marks.appendingPathComponent("broken.png"))
+        let broken = await #expect(throws: WebImageError.self) { try await makeService(directory: directory, overrides: ["thumbnail.watermarks": marks.path]) }
+        #expect(broken?.code == .invalidArgument && broken?.message.contains("thumbnail.watermarks") == true
+                && broken?.message.contains("broken.png") == true, "\(String(describing: broken))")
     }
 }
