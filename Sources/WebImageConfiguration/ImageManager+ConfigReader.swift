@@ -11,6 +11,7 @@ extension ImageManager.Configuration {
         "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
         "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
         "decode.pixelLimit", "blocklist.ttl", "blocklist.shared",
+        "loader.circuitBreaker.failures", "loader.circuitBreaker.cooldown",
         "encode.quality", "encode.effort", "encode.progressive", "encode.lossless", "encode.keepMetadata",
         "encode.keepColorProfile", "encode.background", "encode.chromaSubsampling",
     ]
@@ -32,7 +33,9 @@ extension ImageManager.Configuration {
     /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
-    /// `loader.order`, `decode.pixelLimit`, `blocklist.ttl`, `blocklist.shared` (share
+    /// `loader.order`, `loader.circuitBreaker.failures` and `loader.circuitBreaker.cooldown`
+    /// (an ``OriginCircuitBreaker`` when either is set; failures 0 turns it off),
+    /// `decode.pixelLimit`, `blocklist.ttl`, `blocklist.shared` (share
     /// the failed-URL blocklist through the shared tier's Redis), `encode.quality`,
     /// `encode.effort`, `encode.progressive`, `encode.lossless`, `encode.keepMetadata`,
     /// `encode.keepColorProfile`, `encode.background`, `encode.chromaSubsampling`
@@ -136,6 +139,18 @@ extension ImageManager.Configuration {
         }
         if blocklistTTL != nil || blocklistShared != nil {
             blocklist = FailedURLBlocklist(ttl: blocklistTTL ?? blocklist.ttl, shared: blocklistShared)
+        }
+        let breakerFailures = try values.int("loader.circuitBreaker.failures", minimum: 0)
+        let breakerCooldown = try values.duration("loader.circuitBreaker.cooldown")
+        if let breakerCooldown, breakerCooldown <= .zero {
+            throw WebImageError(.invalidArgument, "loader.circuitBreaker.cooldown must be longer than zero, not \(breakerCooldown)")
+        }
+        if breakerFailures != nil || breakerCooldown != nil, breakerFailures != 0 {
+            let defaults = OriginCircuitBreaker()
+            originBreaker = OriginCircuitBreaker(failureThreshold: breakerFailures ?? defaults.failureThreshold,
+                                                 cooldown: breakerCooldown ?? defaults.cooldown,
+                                                 maxCooldown: max(defaults.maxCooldown, breakerCooldown ?? .zero),
+                                                 logger: logger)
         }
         encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
     }

@@ -360,4 +360,33 @@ struct CurlLoaderTests {
             #expect(accept == "image/webp,image/avif,image/*;q=0.8")
         }
     }
+
+    @Test("with the manager and an origin breaker: an origin answering 503 is refused after the threshold, others are not, a trial closes it")
+    func managerOriginBreaker() async throws {
+        try await withServer { server in
+            let other = try await TestHTTPServer.start(host: "127.0.0.2")
+            let start = ContinuousClock.now
+            let offset = Mutex<Duration>(.zero)
+            let breaker = OriginCircuitBreaker(failureThreshold: 3, cooldown: .seconds(30), clock: { start + offset.withLock { $0 } })
+            var configuration = ImageManager.Configuration()
+            configuration.loaders.registerCurl()
+            configuration.originBreaker = breaker
+            let manager = ImageManager(configuration: configuration)
+            for _ in 0..<3 {
+                let error = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: server.url("/status/503")) }
+                #expect(error?.code == .badStatus && error?.statusCode == 503)
+            }
+            let before = server.stats.withLock { $0.requests.count }
+            let refused = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: server.url("/bytes/100"), options: .avoidDecode) }
+            #expect(refused?.code == .originUnavailable, "\(String(describing: refused))")
+            #expect(server.stats.withLock { $0.requests.count } == before, "no request reached the origin while its circuit was open")
+            let elsewhere = try await manager.loadImage(with: other.url("/bytes/100"), options: .avoidDecode)
+            #expect(elsewhere.data?.count == 100, "another origin (same host name, another address) is not affected")
+            offset.withLock { $0 += .seconds(30) }
+            let trial = try await manager.loadImage(with: server.url("/bytes/100"), options: .avoidDecode)
+            #expect(trial.data?.count == 100 && breaker.count == 0, "the trial reached the origin and closed the circuit")
+            await manager.shutdown()
+            await other.shutdown()
+        }
+    }
 }

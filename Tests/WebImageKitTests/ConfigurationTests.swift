@@ -114,6 +114,24 @@ struct ConfigurationTests {
         #expect((plain.loaders.loader(for: URL(string: "https://example.com/a.jpg")!) as? CurlLoader)?.configuration.maxConcurrentDownloadsPerHost == nil)
     }
 
+    @Test("loader.circuitBreaker.* makes an origin breaker; unset or failures 0, there is none; a zero cooldown names its key")
+    func breakerKeys() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        #expect(try await configuration(flags: ["store.kind": "none"], in: directory).originBreaker == nil)
+        let both = try #require(try await configuration(flags: ["store.kind": "none", "loader.circuitBreaker.failures": "3",
+                                                               "loader.circuitBreaker.cooldown": "10m"], in: directory).originBreaker)
+        #expect(both.failureThreshold == 3 && both.cooldown == .seconds(600) && both.maxCooldown == .seconds(600))
+        let file = try #require(try await configuration(file: ["loader": ["circuitBreaker": ["cooldown": "15s"]]], in: directory).originBreaker)
+        #expect(file.failureThreshold == 5 && file.cooldown == .seconds(15) && file.maxCooldown == .seconds(300))
+        #expect(try await configuration(flags: ["store.kind": "none", "loader.circuitBreaker.failures": "0",
+                                                "loader.circuitBreaker.cooldown": "15s"], in: directory).originBreaker == nil)
+        for (key, value) in [("loader.circuitBreaker.cooldown", "0s"), ("loader.circuitBreaker.failures", "-1"), ("loader.circuitBreaker.failures", "many")] {
+            let error = await #expect(throws: WebImageError.self) { try await configuration(flags: ["store.kind": "none", key: value], in: directory) }
+            #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(key)=\(value): \(String(describing: error))")
+        }
+    }
+
     @Test("encode.* keys set the manager's encode options, from a file and from the environment")
     func encodeKeys() async throws {
         let directory = temporaryDirectory()

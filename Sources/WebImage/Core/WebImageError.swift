@@ -53,6 +53,9 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code("cancelled")
         /// The manager is shutting down and starts no new load.
         public static let shutDown = Code("shutDown")
+        /// The URL's origin failed transiently too often in a row and its loads
+        /// fail at once for a while (``OriginCircuitBreaker``).
+        public static let originUnavailable = Code("originUnavailable")
     }
 
     public var code: Code

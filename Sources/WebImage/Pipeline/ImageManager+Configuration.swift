@@ -32,6 +32,11 @@ extension ImageManager {
         public var encodeOptions: EncodeOptions = .derivedDefault
         /// Failed URLs. Default: 5 minutes, 10 000 URLs.
         public var blocklist = FailedURLBlocklist()
+        /// Fails loads of an origin that keeps failing transiently (down, timing
+        /// out, 5xx), at once and for a while, so that a few dead hosts cannot
+        /// hold every download slot. Default nil (off); servers that load URLs
+        /// their users choose should set one (``OriginCircuitBreaker``).
+        public var originBreaker: OriginCircuitBreaker?
         /// Decoding defaults; per-load options and context refine them. The pixel
         /// limit (100 MP by default) guards against decompression bombs.
         public var decodeOptions = DecodeOptions()

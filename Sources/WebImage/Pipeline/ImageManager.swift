@@ -23,10 +23,13 @@ import Synchronization
 ///    decoded off the caller's executor and returned as `.disk`.
 /// 5. With a shared blocklist (``FailedURLBlocklist/shared``), whether another
 ///    host found the URL broken: if so, `.blockedURL` without a download.
-/// 6. The loader. Concurrent loads of one key share one job, and loads of one URL
+/// 6. With an origin circuit breaker (``Configuration/originBreaker``), an origin
+///    that failed transiently too often in a row fails at once
+///    (``WebImageError/Code/originUnavailable``).
+/// 7. The loader. Concurrent loads of one key share one job, and loads of one URL
 ///    share one download; each caller can cancel alone, and the work stops only
 ///    when every caller has cancelled. Progress reaches every caller.
-/// 7. Decode with the first coder that accepts the bytes (orientation applied,
+/// 8. Decode with the first coder that accepts the bytes (orientation applied,
 ///    scale from the key), transform, then store: original bytes on disk (unless
 ///    `.cacheMemoryOnly`), the derived result's bytes on disk, the image in memory.
 ///
@@ -371,13 +374,18 @@ public final class ImageManager: Sendable {
             ifModifiedSince: validators?.lastModified
         )
         context.requestModifier?(&request)
+        let breaker = configuration.originBreaker
+        let admission = try breaker?.admit(request.url)
         let started = ContinuousClock.now
         let response: LoadResponse
         do {
             response = try await loader.load(request, progress: progress)
         } catch {
-            throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+            if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }
+            throw failure
         }
+        if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(ofStatus: response.statusCode)) }
         metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if response.isNotModified { return response }
         guard (200..<300).contains(response.statusCode) else {

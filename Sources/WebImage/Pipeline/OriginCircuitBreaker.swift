@@ -1,0 +1,195 @@
+public import Foundation
+public import Logging
+import Metrics
+import Synchronization
+
+/// Fails loads from an origin that keeps failing, at once, for a while: a circuit
+/// breaker per origin (scheme, host and port).
+///
+/// The failed-URL blocklist (``FailedURLBlocklist``) remembers URLs that failed
+/// *permanently*; an origin that is down (connections refused, timeouts, 5xx,
+/// 429) fails *transiently* and is blocked nowhere, so every load of it waits up
+/// to `loader.timeout` and holds a download slot meanwhile. On a server loading
+/// URLs its users choose, a few hosts that never answer are enough to queue
+/// everybody else's loads behind them. This breaker stops that:
+///
+/// - **Closed** (the normal state): loads go to the origin. Each transient
+///   failure adds one to the origin's count; any answer that is not one (a 200,
+///   a 304, a 404) resets it.
+/// - **Open**: after ``failureThreshold`` transient failures in a row, loads of
+///   the origin fail at once with ``WebImageError/Code/originUnavailable`` for
+///   ``cooldown``, without reaching the loader.
+/// - **Half-open**: after the cooldown, one load goes through as a trial while
+///   the others still fail at once. Its success closes the circuit; its failure
+///   opens it again for twice the last cooldown (up to ``maxCooldown``).
+///
+/// Only origins with a failure count are remembered, at most ``capacity`` (past
+/// it the one failing longest ago goes), so a week of hostile URLs cannot grow
+/// it. URLs without a host (`file:`) never trip it. `.retryFailed` does not
+/// bypass it: it is about the URL, this is about the origin.
+///
+/// Off unless configured: ``ImageManager/Configuration/originBreaker``, or
+/// `loader.circuitBreaker.failures` and `loader.circuitBreaker.cooldown` in
+/// configuration. Metrics: `webimage_origin_breaker_opened_total`,
+/// `webimage_origin_breaker_rejected_total`.
+public final class OriginCircuitBreaker: Sendable {
+    /// Transient failures in a row that open an origin's circuit. Default 5.
+    public let failureThreshold: Int
+    /// How long an opened circuit refuses loads before a trial. Default 30 s.
+    public let cooldown: Duration
+    /// The longest cooldown after failed trials. Default 5 minutes.
+    public let maxCooldown: Duration
+    /// The most origins remembered at once. Default 10 000.
+    public let capacity: Int
+    private let clock: @Sendable () -> ContinuousClock.Instant
+    private let logger: Logger
+    private let opened = Counter(label: "webimage_origin_breaker_opened_total")
+    private let rejected = Counter(label: "webimage_origin_breaker_rejected_total")
+
+    private struct Circuit {
+        var failures = 0
+        var lastFailure: ContinuousClock.Instant
+        /// When the circuit is open: when the next trial may go.
+        var openUntil: ContinuousClock.Instant?
+        var lastCooldown: Duration = .zero
+        var trialInFlight = false
+    }
+
+    private let circuits = Mutex<[String: Circuit]>([:])
+
+    /// What ``admit(_:)`` lets through: the origin and whether this load is the
+    /// half-open circuit's one trial. Hand it back to ``report(_:outcome:)``.
+    public struct Admission: Sendable {
+        public let origin: String
+        public let isTrial: Bool
+    }
+
+    /// What a load told about its origin.
+    public enum Outcome: Sendable {
+        /// The origin answered with something other than a transient failure.
+        case answered
+        /// A transient failure: refused, reset, timed out, 5xx, 408, 429.
+        case failed
+        /// Nothing to say about the origin: cancelled, refused before sending, …
+        case neutral
+    }
+
+    /// - Parameters:
+    ///   - failureThreshold: transient failures in a row that open a circuit (at least 1).
+    ///   - cooldown: how long an opened circuit refuses loads.
+    ///   - maxCooldown: the longest cooldown after failed trials.
+    ///   - capacity: the most origins remembered at once.
+    ///   - logger: where circuits opening and closing are logged.
+    ///   - clock: the time, for tests.
+    public init(failureThreshold: Int = 5, cooldown: Duration = .seconds(30), maxCooldown: Duration = .seconds(300),
+                capacity: Int = 10_000, logger: Logger = Logger(label: "webimage.breaker"),
+                clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        self.failureThreshold = max(1, failureThreshold)
+        self.cooldown = max(.zero, cooldown)
+        self.maxCooldown = max(self.cooldown, maxCooldown)
+        self.capacity = max(1, capacity)
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// The origin of a URL as the breaker counts it: `scheme://host:port`,
+    /// lowercased, the port made explicit; nil for a URL without a host.
+    public static func origin(of url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else { return nil }
+        let port = url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
+        return "\(scheme)://\(host):\(port)"
+    }
+
+    /// Lets a load of `url` go to its origin, or refuses it while the origin's
+    /// circuit is open (or half-open with its trial in flight).
+    /// - Returns: nil for a URL without an origin (nothing to report).
+    /// - Throws: ``WebImageError/Code/originUnavailable`` (transient, so no
+    ///   blocklist records it).
+    public func admit(_ url: URL) throws -> Admission? {
+        guard let origin = Self.origin(of: url) else { return nil }
+        let now = clock()
+        let verdict = circuits.withLock { circuits -> (trial: Bool, refusedFor: Duration?) in
+            guard var circuit = circuits[origin], let openUntil = circuit.openUntil else { return (false, nil) }
+            if now < openUntil { return (false, openUntil - now) }
+            if circuit.trialInFlight { return (false, .zero) }
+            circuit.trialInFlight = true
+            circuits[origin] = circuit
+            return (true, nil)
+        }
+        if let wait = verdict.refusedFor {
+            rejected.increment()
+            let when = wait > .zero ? "for another \(Self.describe(wait))" : "while a trial request finds out whether it is back"
+            throw WebImageError(.originUnavailable, "\(origin) failed \(failureThreshold) times in a row; its loads fail at once \(when) (\(url.absoluteString))",
+                                isTransient: true)
+        }
+        return Admission(origin: origin, isTrial: verdict.trial)
+    }
+
+    /// Tells the breaker how a load it admitted went.
+    public func report(_ admission: Admission, outcome: Outcome) {
+        let now = clock()
+        let event = circuits.withLock { circuits -> String? in
+            switch outcome {
+            case .answered:
+                guard let circuit = circuits.removeValue(forKey: admission.origin) else { return nil }
+                return circuit.openUntil == nil ? nil : "closed"
+            case .neutral:
+                if admission.isTrial { circuits[admission.origin]?.trialInFlight = false }
+                return nil
+            case .failed:
+                var circuit = circuits[admission.origin] ?? Circuit(lastFailure: now)
+                if circuits[admission.origin] == nil, circuits.count >= capacity,
+                   let oldest = circuits.min(by: { $0.value.lastFailure < $1.value.lastFailure }) {
+                    circuits[oldest.key] = nil
+                }
+                circuit.failures += 1
+                circuit.lastFailure = now
+                var event: String?
+                if admission.isTrial, circuit.trialInFlight {
+                    circuit.lastCooldown = min(maxCooldown, circuit.lastCooldown * 2)
+                    circuit.openUntil = now + circuit.lastCooldown
+                    circuit.trialInFlight = false
+                    event = "reopened"
+                } else if circuit.openUntil == nil, circuit.failures >= failureThreshold {
+                    circuit.lastCooldown = cooldown
+                    circuit.openUntil = now + cooldown
+                    event = "opened"
+                }
+                circuits[admission.origin] = circuit
+                return event
+            }
+        }
+        guard let event else { return }
+        if event == "opened" { opened.increment() }
+        logger.log(level: event == "closed" ? .info : .warning, "origin circuit \(event)", metadata: ["origin": "\(admission.origin)"])
+    }
+
+    /// Whether loads of `url`'s origin fail at once now (open, not yet due a trial).
+    public func isOpen(for url: URL) -> Bool {
+        guard let origin = Self.origin(of: url) else { return false }
+        let now = clock()
+        return circuits.withLock { circuits in circuits[origin]?.openUntil.map { now < $0 } ?? false }
+    }
+
+    /// Origins remembered: those with failures, open or not.
+    public var count: Int { circuits.withLock { $0.count } }
+
+    /// Closes every circuit and forgets every count.
+    public func removeAll() { circuits.withLock { $0.removeAll() } }
+
+    /// The outcome a loader's error means for its origin.
+    static func outcome(of error: WebImageError) -> Outcome {
+        if error.code == .cancelled || error.code == .forbidden || error.code == .invalidURL || error.code == .shutDown { return .neutral }
+        return error.isTransient ? .failed : .answered
+    }
+
+    /// The outcome an HTTP status means for its origin.
+    static func outcome(ofStatus status: Int) -> Outcome {
+        status >= 500 || status == 408 || status == 429 ? .failed : .answered
+    }
+
+    private static func describe(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return seconds >= 1 ? "\(Int(seconds.rounded(.up))) s" : "\(Int((seconds * 1000).rounded(.up))) ms"
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Synchronization
+import Testing
+import WebImage
+
+/// A monotonic clock the test moves by hand.
+final class ManualInstant: Sendable {
+    private let start = ContinuousClock.now
+    private let offset = Mutex<Duration>(.zero)
+    var source: @Sendable () -> ContinuousClock.Instant { { self.start + self.offset.withLock { $0 } } }
+    func advance(_ duration: Duration) { offset.withLock { $0 += duration } }
+}
+
+@Suite("Origin circuit breaker")
+struct OriginCircuitBreakerTests {
+    let a = URL(string: "https://A.example/one.jpg")!
+    let aOther = URL(string: "https://a.example:443/two.jpg")!
+    let b = URL(string: "https://b.example/one.jpg")!
+
+    @Test("origins: scheme, host and port, lowercased and made explicit; no host, no origin")
+    func origins() throws {
+        #expect(OriginCircuitBreaker.origin(of: a) == "https://a.example:443")
+        #expect(OriginCircuitBreaker.origin(of: aOther) == OriginCircuitBreaker.origin(of: a))
+        #expect(OriginCircuitBreaker.origin(of: URL(string: "http://a.example/x")!) == "http://a.example:80")
+        #expect(OriginCircuitBreaker.origin(of: URL(string: "http://a.example:8080/x")!) == "http://a.example:8080")
+        #expect(OriginCircuitBreaker.origin(of: URL(fileURLWithPath: "/srv/a.jpg")) == nil)
+        let breaker = OriginCircuitBreaker(failureThreshold: 1)
+        #expect(try breaker.admit(URL(fileURLWithPath: "/srv/a.jpg")) == nil, "file: URLs are never refused")
+    }
+
+    @Test("N transient failures in a row open the circuit for the cooldown; an answer in between resets the count")
+    func opens() throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 3, cooldown: .seconds(30), clock: clock.source)
+        for _ in 0..<2 { breaker.report(try #require(try breaker.admit(a)), outcome: .failed) }
+        breaker.report(try #require(try breaker.admit(a)), outcome: .answered)
+        #expect(breaker.count == 0, "a healthy origin is not remembered")
+        for _ in 0..<2 { breaker.report(try #require(try breaker.admit(a)), outcome: .failed) }
+        breaker.report(try #require(try breaker.admit(a)), outcome: .neutral)
+        #expect(!breaker.isOpen(for: a), "two failures, then a cancellation: still closed")
+        breaker.report(try #require(try breaker.admit(aOther)), outcome: .failed)
+        #expect(breaker.isOpen(for: a), "the third failure in a row, on another path of the origin, opens it")
+
+        let refused = #expect(throws: WebImageError.self) { try breaker.admit(a) }
+        #expect(refused?.code == .originUnavailable && refused?.isTransient == true)
+        #expect(refused?.message.contains("https://a.example:443") == true && refused?.message.contains("30 s") == true, "\(String(describing: refused))")
+        #expect(try breaker.admit(b) != nil, "other origins are not affected")
+        clock.advance(.seconds(29))
+        #expect(throws: WebImageError.self) { try breaker.admit(a) }
+    }
+
+    @Test("after the cooldown one trial goes; its success closes, its failure reopens for twice as long, up to the maximum")
+    func halfOpen() throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 1, cooldown: .seconds(10), maxCooldown: .seconds(25), clock: clock.source)
+        breaker.report(try #require(try breaker.admit(a)), outcome: .failed)
+        clock.advance(.seconds(10))
+        let trial = try #require(try breaker.admit(a))
+        #expect(trial.isTrial)
+        let waiting = #expect(throws: WebImageError.self) { try breaker.admit(a) }
+        #expect(waiting?.message.contains("trial") == true, "only one trial at a time")
+        breaker.report(trial, outcome: .failed)
+        clock.advance(.seconds(19))
+        #expect(throws: WebImageError.self, "reopened for 20 s") { try breaker.admit(a) }
+        clock.advance(.seconds(1))
+        breaker.report(try #require(try breaker.admit(a)), outcome: .failed)
+        clock.advance(.seconds(24))
+        #expect(throws: WebImageError.self, "then 25 s, the maximum, not 40") { try breaker.admit(a) }
+        clock.advance(.seconds(1))
+        let cancelled = try #require(try breaker.admit(a))
+        breaker.report(cancelled, outcome: .neutral)
+        let next = try #require(try breaker.admit(a))
+        #expect(next.isTrial, "a cancelled trial lets the next load try")
+        breaker.report(next, outcome: .answered)
+        #expect(breaker.count == 0 && !breaker.isOpen(for: a))
+        let after = try #require(try breaker.admit(a))
+        #expect(!after.isTrial, "closed again")
+        breaker.report(after, outcome: .failed)
+        #expect(breaker.isOpen(for: a), "and a new run of failures opens it with the first cooldown again")
+        clock.advance(.seconds(10))
+        #expect(try breaker.admit(a)?.isTrial == true)
+    }
+
+    @Test("it remembers at most its capacity of origins, dropping the one failing longest ago")
+    func bounded() throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 2, capacity: 100, clock: clock.source)
+        for i in 0..<1000 {
+            breaker.report(try #require(try breaker.admit(URL(string: "https://h\(i).example/x")!)), outcome: .failed)
+            clock.advance(.milliseconds(1))
+        }
+        #expect(breaker.count == 100)
+        breaker.report(try #require(try breaker.admit(URL(string: "https://h999.example/x")!)), outcome: .failed)
+        #expect(breaker.isOpen(for: URL(string: "https://h999.example/x")!), "recent ones are kept")
+        breaker.report(try #require(try breaker.admit(URL(string: "https://h0.example/x")!)), outcome: .failed)
+        #expect(!breaker.isOpen(for: URL(string: "https://h0.example/x")!), "the oldest was forgotten, its count started again")
+        breaker.removeAll()
+        #expect(breaker.count == 0 && !breaker.isOpen(for: URL(string: "https://h999.example/x")!))
+    }
+
+    @Test("with the manager: a dead origin fails at once after the threshold, without reaching the loader; .retryFailed does not bypass it")
+    func manager() async throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 2, cooldown: .seconds(30), clock: clock.source)
+        let h = Harness { $0.originBreaker = breaker }
+        for name in ["down-1.timg", "down-2.timg"] {
+            h.loader.serve("test://host/\(name)", .init(data: Data(), error: WebImageError(.timedOut, "no answer", isTransient: true)))
+        }
+        h.loader.serve("test://host/fine.timg", data: TestCoder.encode(width: 2, height: 2))
+        for name in ["down-1.timg", "down-2.timg"] {
+            let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url(name)) }
+            #expect(error?.code == .timedOut)
+        }
+        #expect(h.loader.requestCount == 2)
+        for options: ImageOptions in [[], .retryFailed] {
+            let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("fine.timg"), options: options) }
+            #expect(error?.code == .originUnavailable)
+        }
+        #expect(h.loader.requestCount == 2, "the origin was not asked while its circuit was open")
+        #expect(h.manager.blocklist.blockingError(for: "test://host/fine.timg") == nil, "an open circuit blocks no URL")
+        clock.advance(.seconds(30))
+        let trial = try await h.manager.loadImage(with: h.url("fine.timg"))
+        #expect(trial.image?.pixelSize == PixelSize(2) && h.loader.requestCount == 3)
+        #expect(!breaker.isOpen(for: h.url("down-1.timg")) && breaker.count == 0, "the trial's success closed it")
+        await h.manager.shutdown()
+    }
+}
