@@ -23,7 +23,9 @@ import WebImageKit
 /// The pipeline's keys (`store.*`, `memory.*`, `loader.*`, `decode.*`, …) are in
 /// the package's docs/configuration.md; the service turns the SSRF guard
 /// (`loader.blockPrivateAddresses`) on unless the configuration turns it off,
-/// limits downloads from one origin to 4 at once (`loader.maxConcurrentPerHost`), and
+/// limits downloads from one origin to 4 at once (`loader.maxConcurrentPerHost`),
+/// refuses an origin for 30 s after 5 transient failures in a row
+/// (`loader.circuitBreaker.failures`: answered 503 without asking it), and
 /// gives the manager's memory tier, which holds finished thumbnails' bytes,
 /// `memory.costLimit = 64MiB`.
 public struct ThumbnailSettings: Sendable {
@@ -113,6 +115,9 @@ public struct ThumbnailSettings: Sendable {
             // An origin that accepts connections and never answers holds at most
             // four download slots until their timeouts; other origins go on.
             "loader.maxConcurrentPerHost": "4",
+            // An origin that failed transiently five times in a row (down, timing
+            // out, 5xx) is answered 503 at once for 30 s, then tried once.
+            "loader.circuitBreaker.failures": "5",
             // The manager's memory tier holds the finished thumbnails' bytes (the
             // service loads bytes only, so no decoded image is kept).
             "memory.costLimit": "64MiB",

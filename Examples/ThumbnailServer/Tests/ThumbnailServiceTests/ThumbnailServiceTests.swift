@@ -168,6 +168,14 @@ struct ThumbnailServiceTests {
             // A permanent failure is blocked for a while; asking again keeps its status.
             let again = try await client.thumbnail("\(base)/img/missing.jpg", "&w=10")
             #expect(again.statusCode == 404 && upstream.count("/img/missing.jpg") == 1)
+            // error.jpg (500) and slow.jpg (timeout) failed transiently, in a row since
+            // the broken image answered; three more make five: the origin's circuit
+            // opens and its next request is answered 503 without reaching it.
+            for _ in 0..<3 { #expect(try await client.thumbnail("\(base)/img/error.jpg", "&w=10").statusCode == 502) }
+            let unavailable = try await client.thumbnail("\(base)/img/photo.jpg", "&w=10")
+            let body = try JSONSerialization.jsonObject(with: unavailable.data) as? [String: String]
+            #expect(unavailable.statusCode == 503 && body?["error"] == "originUnavailable", "\(body ?? [:])")
+            #expect(upstream.count("/img/photo.jpg") == 0 && upstream.count("/img/error.jpg") == 4)
         }
     }
 
