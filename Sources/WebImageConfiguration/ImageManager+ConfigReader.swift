@@ -146,11 +146,8 @@ extension ImageManager.Configuration {
             throw WebImageError(.invalidArgument, "loader.circuitBreaker.cooldown must be longer than zero, not \(breakerCooldown)")
         }
         if breakerFailures != nil || breakerCooldown != nil, breakerFailures != 0 {
-            let defaults = OriginCircuitBreaker()
-            originBreaker = OriginCircuitBreaker(failureThreshold: breakerFailures ?? defaults.failureThreshold,
-                                                 cooldown: breakerCooldown ?? defaults.cooldown,
-                                                 maxCooldown: max(defaults.maxCooldown, breakerCooldown ?? .zero),
-                                                 logger: logger)
+            originBreaker = OriginCircuitBreaker(failureThreshold: breakerFailures ?? OriginCircuitBreaker.defaultFailureThreshold,
+                                                 cooldown: breakerCooldown ?? OriginCircuitBreaker.defaultCooldown, logger: logger)
         }
         encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
     }

@@ -65,7 +65,16 @@ public enum TransformSpec {
 
     /// The default watermark resolver: refuses, saying how to allow watermarks.
     public static func refuseWatermarks(_ name: String) throws -> Data {
-        throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
+        throw watermarksRefused(name)
+    }
+
+    /// The same refusal, for ``parse(_:watermarkOverlay:)``.
+    public static func refuseWatermarkOverlays(_ name: String) throws -> ImageTransformers.Watermark.Overlay {
+        throw watermarksRefused(name)
+    }
+
+    private static func watermarksRefused(_ name: String) -> WebImageError {
+        WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
     }
 
     /// Reads `watermark:` names as file paths: for the command line, whose user may read files anyway.

@@ -33,6 +33,11 @@ import Synchronization
 /// configuration. Metrics: `webimage_origin_breaker_opened_total`,
 /// `webimage_origin_breaker_rejected_total`.
 public final class OriginCircuitBreaker: Sendable {
+    /// The defaults of ``init(failureThreshold:cooldown:maxCooldown:capacity:logger:clock:)``.
+    public static let defaultFailureThreshold = 5
+    public static let defaultCooldown: Duration = .seconds(30)
+    public static let defaultMaxCooldown: Duration = .seconds(300)
+
     /// Transient failures in a row that open an origin's circuit. Default 5.
     public let failureThreshold: Int
     /// How long an opened circuit refuses loads before a trial. Default 30 s.
@@ -77,11 +82,11 @@ public final class OriginCircuitBreaker: Sendable {
     /// - Parameters:
     ///   - failureThreshold: transient failures in a row that open a circuit (at least 1).
     ///   - cooldown: how long an opened circuit refuses loads.
-    ///   - maxCooldown: the longest cooldown after failed trials.
+    ///   - maxCooldown: the longest cooldown after failed trials (at least `cooldown`).
     ///   - capacity: the most origins remembered at once.
     ///   - logger: where circuits opening and closing are logged.
     ///   - clock: the time, for tests.
-    public init(failureThreshold: Int = 5, cooldown: Duration = .seconds(30), maxCooldown: Duration = .seconds(300),
+    public init(failureThreshold: Int = defaultFailureThreshold, cooldown: Duration = defaultCooldown, maxCooldown: Duration = defaultMaxCooldown,
                 capacity: Int = 10_000, logger: Logger = Logger(label: "webimage.breaker"),
                 clock: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.failureThreshold = max(1, failureThreshold)

@@ -194,13 +194,19 @@ struct SharedBlocklistTests {
         await h.manager.shutdown()
     }
 
-    @Test("shared writes land in order per URL: a remove is not overtaken by a record still in flight")
-    func orderedPerURL() async throws {
+    /// A blocklist whose shared store holds the record of `url` it was just given.
+    static func recordingHeld(_ url: String) async -> (FakeFailureStore, FailedURLBlocklist) {
         let shared = FakeFailureStore()
         let list = FailedURLBlocklist(shared: shared)
-        let arrived = shared.hold("https://x/a")
-        list.record(WebImageError(.notFound, "x"), for: "https://x/a")
+        let arrived = shared.hold(url)
+        list.record(WebImageError(.notFound, "x"), for: url)
         await arrived.wait()
+        return (shared, list)
+    }
+
+    @Test("shared writes land in order per URL: a remove is not overtaken by a record still in flight")
+    func orderedPerURL() async throws {
+        let (shared, list) = await Self.recordingHeld("https://x/a")
         list.remove("https://x/a")
         // Time for a remove that does not wait for the record to run first, and be overtaken.
         try await Task.sleep(for: .milliseconds(50))
@@ -212,11 +218,7 @@ struct SharedBlocklistTests {
 
     @Test("removeAll lands after the writes made before it and before those made after; other URLs do not wait")
     func removeAllIsABarrier() async throws {
-        let shared = FakeFailureStore()
-        let list = FailedURLBlocklist(shared: shared)
-        let arrived = shared.hold("https://x/slow")
-        list.record(WebImageError(.notFound, "x"), for: "https://x/slow")
-        await arrived.wait()
+        let (shared, list) = await Self.recordingHeld("https://x/slow")
         let other = shared.landing(of: "https://x/other")
         list.record(WebImageError(.notFound, "x"), for: "https://x/other")
         await other.wait() // would never return if writes for different URLs ran one at a time

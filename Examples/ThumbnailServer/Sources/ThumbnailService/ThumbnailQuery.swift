@@ -45,16 +45,11 @@ struct ThumbnailQuery: Sendable {
         return url
     }
 
-    /// The default watermark resolver: refuses every name.
-    static func refuseWatermarks(_ name: String) throws -> ImageTransformers.Watermark.Overlay {
-        throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
-    }
-
     /// - Parameters:
     ///   - query: the value of a query parameter by name, percent-decoded.
     ///   - watermark: turns a `watermark:NAME` into its overlay, decoded earlier.
     init(_ query: (String) -> String?, settings: ThumbnailSettings,
-         watermark: (String) throws -> ImageTransformers.Watermark.Overlay = Self.refuseWatermarks) throws {
+         watermark: (String) throws -> ImageTransformers.Watermark.Overlay = TransformSpec.refuseWatermarkOverlays) throws {
         url = try Self.sourceURL(query)
         var dpr = 1.0
         if let raw = query("dpr") {
