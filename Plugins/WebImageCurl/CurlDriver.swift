@@ -119,7 +119,7 @@ final class CurlDriver: Sendable {
                 counts.withLock { $0.queued -= 1 }
                 transfer.state = .done
                 let timeout = transfer.request.timeout ?? transfer.configuration.timeout
-                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited \(timeout) for a download slot: \(host) kept its \(pending.maxPerHost ?? 0) busy the whole time")))
+                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited for a download slot: \(host) finished none of its \(pending.maxPerHost ?? 0) transfers in \(timeout)")))
             }
 
             // Start queued transfers: higher priority first, then FIFO or LIFO.
@@ -180,16 +180,28 @@ final class CurlDriver: Sendable {
 /// With a per-host limit, a transfer whose host already runs `maxPerHost` is set
 /// aside in its host's own queue (``held``) and started, before anything newer,
 /// when one of that host's transfers ends: an origin that never answers can hold
-/// `maxPerHost` slots, never all of them.
+/// `maxPerHost` slots, never all of them. A held transfer fails as timed out when
+/// its host finished nothing for the transfer's whole timeout: a stalled origin
+/// does not keep a growing queue waiting, and a busy one that keeps answering
+/// serves its queue however long it is.
 struct PendingQueues {
     let order: CurlLoader.Order
     let maxPerHost: Int?
     private var queues: [Deque<CurlTransfer>] = [[], [], []]
     /// Running transfers per host, counted only with a per-host limit.
     private var running: [String: Int] = [:]
-    /// Transfers that found their host full, oldest first, each with the time by
-    /// which it must have started (its own timeout after it was held).
-    private(set) var held: [String: Deque<(transfer: CurlTransfer, deadline: ContinuousClock.Instant)>] = [:]
+    /// Transfers that found their host full, oldest first, each with the time it
+    /// was held and its own timeout.
+    private(set) var held: [String: Deque<Held>] = [:]
+    /// When each host with held transfers last finished one: progress that gives
+    /// its queue another timeout.
+    private var lastFinished: [String: ContinuousClock.Instant] = [:]
+
+    struct Held {
+        let transfer: CurlTransfer
+        let since: ContinuousClock.Instant
+        let timeout: Duration
+    }
 
     init(order: CurlLoader.Order, maxPerHost: Int? = nil) {
         self.order = order
@@ -213,19 +225,19 @@ struct PendingQueues {
     mutating func pop() -> CurlTransfer? {
         guard let maxPerHost else { return popQueued() }
         for host in Array(held.keys) where running[host, default: 0] < maxPerHost {
-            while let (transfer, _) = held[host]?.popFirst() {
+            while let transfer = held[host]?.popFirst()?.transfer {
                 if transfer.state == .queued {
-                    if held[host]?.isEmpty == true { held[host] = nil }
+                    if held[host]?.isEmpty == true { release(host) }
                     return transfer
                 }
             }
-            held[host] = nil
+            release(host)
         }
         while let transfer = popQueued() {
             let host = Self.hostKey(transfer.request.url)
             if running[host, default: 0] < maxPerHost { return transfer }
             let timeout = transfer.request.timeout ?? transfer.configuration.timeout
-            held[host, default: []].append((transfer, .now + timeout))
+            held[host, default: []].append(Held(transfer: transfer, since: .now, timeout: timeout))
         }
         return nil
     }
@@ -239,22 +251,32 @@ struct PendingQueues {
         return nil
     }
 
-    /// Takes out the held transfers whose time to start has passed (each host's
-    /// queue is checked from its head, so one waits at most until the one before it
-    /// expires or starts), and the cancelled ones before them. The driver fails the
-    /// expired ones as timed out: an origin whose slots stay busy for a whole timeout
-    /// is not going to serve the transfers queued behind them in theirs.
+    /// Takes out the held transfers whose host finished nothing for their whole
+    /// timeout (since they were held, or since the host last finished a transfer,
+    /// whichever is later), and the cancelled ones before them. Each host's queue
+    /// is checked from its head, so one waits at most until the one before it
+    /// expires or starts. The driver fails the expired ones as timed out: an origin
+    /// whose slots stay busy a whole timeout without answering is not going to
+    /// serve the transfers queued behind them in theirs.
     mutating func expireHeld(now: ContinuousClock.Instant) -> [(transfer: CurlTransfer, host: String)] {
         guard !held.isEmpty else { return [] }
         var expired: [(transfer: CurlTransfer, host: String)] = []
         for host in Array(held.keys) {
-            while let first = held[host]?.first, first.transfer.state != .queued || first.deadline <= now {
+            let progress = lastFinished[host]
+            while let first = held[host]?.first,
+                  first.transfer.state != .queued || max(first.since, progress ?? first.since) + first.timeout <= now {
                 held[host]?.removeFirst()
                 if first.transfer.state == .queued { expired.append((first.transfer, host)) }
             }
-            if held[host]?.isEmpty == true { held[host] = nil }
+            if held[host]?.isEmpty == true { release(host) }
         }
         return expired
+    }
+
+    /// Forgets a host whose queue emptied.
+    private mutating func release(_ host: String) {
+        held[host] = nil
+        lastFinished[host] = nil
     }
 
     /// Counts a transfer that started against its host's limit.
@@ -269,12 +291,14 @@ struct PendingQueues {
         let host = Self.hostKey(transfer.request.url)
         let left = running[host, default: 1] - 1
         running[host] = left > 0 ? left : nil
+        if held[host] != nil { lastFinished[host] = .now }
     }
 
     mutating func drain() -> [CurlTransfer] {
         defer {
             queues = [[], [], []]
             held = [:]
+            lastFinished = [:]
         }
         return (queues.flatMap { $0 } + held.values.flatMap { $0.map(\.transfer) }).filter { $0.state == .queued }
     }

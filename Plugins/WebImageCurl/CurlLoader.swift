@@ -29,8 +29,10 @@ public final class CurlLoader: Loader {
         /// server that loads URLs its users choose: an origin that accepts
         /// connections and never answers then holds this many slots until their
         /// timeouts, not every slot, and other origins' loads go on. Transfers
-        /// over the limit wait in their origin's own queue, each for at most its
-        /// timeout: one that has not started by then fails as `timedOut`.
+        /// over the limit wait in their origin's own queue; when the origin
+        /// finishes none of its transfers for a waiting one's whole timeout, that
+        /// one fails as `timedOut` without reaching it. An origin that keeps
+        /// answering serves its queue however long it is.
         public var maxConcurrentDownloadsPerHost: Int?
         /// The whole transfer, unless the request says otherwise. Default 15 s.
         public var timeout: Duration = .seconds(15)

@@ -209,6 +209,27 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("an origin that keeps answering serves a queue that takes longer than one timeout to drain")
+    func perHostWaitCountsProgress() async throws {
+        try await withServer { server in
+            // One slot, 300 ms a request, a 1 s timeout: the eighth waits over 2 s for
+            // its slot, yet the origin finished a transfer every 300 ms. A wait bounded
+            // from when a transfer was queued failed the last ones; a busy origin is
+            // not a stalled one (a burst of thumbnails of one site is the common case).
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
+            configuration.maxConcurrentDownloadsPerHost = 1
+            configuration.timeout = .seconds(1)
+            let loader = CurlLoader(configuration: configuration)
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<8 { group.addTask { try await load(loader, server.url("/slow/300/\(index)")).statusCode } }
+                for try await status in group { #expect(status == 200) }
+            }
+            #expect(ContinuousClock.now - started > .seconds(2), "one at a time: the queue outlasted the timeout")
+            #expect(server.stats.withLock { $0.arrivals.count } == 8)
+        }
+    }
+
     @Test("high priority jumps the queue")
     func priority() async throws {
         try await withServer { server in
