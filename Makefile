@@ -40,10 +40,11 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/webimage cache stats
 
 # The package's tests, then each example's (examples are packages of their own).
+# .ci/swift-test repeats what failed at the end of the output.
 test: deps example-deps
-	$(SWIFT) test
-	cd Examples/CustomCoder && $(SWIFT) test
-	cd Examples/ThumbnailServer && $(SWIFT) test
+	SWIFT=$(SWIFT) .ci/swift-test
+	cd Examples/CustomCoder && SWIFT=$(SWIFT) ../../.ci/swift-test
+	cd Examples/ThumbnailServer && SWIFT=$(SWIFT) ../../.ci/swift-test
 
 # The thumbnail server example on http://127.0.0.1:8080/ (gallery at /).
 serve: deps

@@ -100,7 +100,7 @@ final class Upstream: Sendable {
         // 2 MiB that starts like a JPEG: refused on its Content-Length, over the 1 MiB limit.
         router.get("/img/huge.jpg") { _, _ in Self.image(photo.prefix(64) + Data(count: 2 << 20), "image/jpeg") }
         router.get("/img/slow.jpg") { _, _ in
-            try await Task.sleep(for: .seconds(3))
+            try await Task.sleep(for: .seconds(6))
             return Self.image(photo, "image/jpeg")
         }
         router.get("/img/gated.jpg") { _, _ in
@@ -129,13 +129,15 @@ struct CountingMiddleware<Context: RequestContext>: RouterMiddleware {
 
 /// The service under test with its configuration as a deployment would write it:
 /// the SSRF guard on, loopback 127.0.0.1 exempt (the upstream lives there), an
-/// allow-list, short limits so failures are quick, and a real LMDB store.
+/// allow-list, a small response limit, and a real LMDB store. The loader's timeout
+/// is generous (a busy CI machine runs Chromium and Redis beside these tests); the
+/// test that wants a timeout sets a short one and an origin far slower than it.
 func makeService(directory: URL, overrides: [String: String] = [:]) async throws -> ThumbnailService {
     var values: [String: String] = [
         "http.port": "0",
         "thumbnail.allowedHosts": "127.0.0.1,127.0.0.2",
         "loader.exemptAddresses": "127.0.0.1/32",
-        "loader.timeout": "1s",
+        "loader.timeout": "15s",
         "loader.maxResponseSize": "1MiB",
         "store.kind": "lmdb",
         "store.path": directory.appendingPathComponent("cache").path,

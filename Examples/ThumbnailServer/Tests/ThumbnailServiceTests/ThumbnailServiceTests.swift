@@ -136,7 +136,9 @@ struct ThumbnailServiceTests {
 
     @Test("bad input gets the status that says what was wrong, and a JSON error")
     func errors() async throws {
-        try await withServers { client, upstream, port in
+        // slow.jpg answers after 6 s: a 2 s timeout fails it, however busy the machine,
+        // and leaves the other cases (small local answers) time to spare.
+        try await withServers(["loader.timeout": "2s"]) { client, upstream, port in
             let base = "http://127.0.0.1:\(port)"
             let cases: [(path: String?, source: String?, rest: String, status: Int, code: String)] = [
                 ("/thumbnail?w=10", nil, "", 400, "invalidArgument"),                          // no url
