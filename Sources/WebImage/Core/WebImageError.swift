@@ -68,13 +68,19 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     public var statusCode: Int?
     /// The error that caused this one, if any.
     public var underlying: (any Error)?
+    /// How long a transient failure is known to last, where the library knows: an
+    /// open origin circuit's remaining cooldown (``Code/originUnavailable``). A
+    /// service can answer it as `Retry-After`.
+    public var retryAfter: Duration?
 
-    public init(_ code: Code, _ message: String, isTransient: Bool? = nil, statusCode: Int? = nil, underlying: (any Error)? = nil) {
+    public init(_ code: Code, _ message: String, isTransient: Bool? = nil, statusCode: Int? = nil, underlying: (any Error)? = nil,
+                retryAfter: Duration? = nil) {
         self.code = code
         self.message = message
         self.isTransient = isTransient ?? Self.defaultTransience(code)
         self.statusCode = statusCode
         self.underlying = underlying
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code): \(message)" }

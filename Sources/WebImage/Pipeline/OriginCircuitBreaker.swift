@@ -109,7 +109,8 @@ public final class OriginCircuitBreaker: Sendable {
     /// circuit is open (or half-open with its trial in flight).
     /// - Returns: nil for a URL without an origin (nothing to report).
     /// - Throws: ``WebImageError/Code/originUnavailable`` (transient, so no
-    ///   blocklist records it).
+    ///   blocklist records it), with ``WebImageError/retryAfter`` set to the
+    ///   cooldown left (nil while a trial is in flight: its end is unknown).
     public func admit(_ url: URL) throws -> Admission? {
         guard let origin = Self.origin(of: url) else { return nil }
         let now = clock()
@@ -125,7 +126,7 @@ public final class OriginCircuitBreaker: Sendable {
             rejected.increment()
             let when = wait > .zero ? "for another \(Self.describe(wait))" : "while a trial request finds out whether it is back"
             throw WebImageError(.originUnavailable, "\(origin) failed \(failureThreshold) times in a row; its loads fail at once \(when) (\(url.absoluteString))",
-                                isTransient: true)
+                                isTransient: true, retryAfter: wait > .zero ? wait : nil)
         }
         return Admission(origin: origin, isTrial: verdict.trial)
     }

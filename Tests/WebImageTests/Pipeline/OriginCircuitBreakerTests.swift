@@ -44,9 +44,11 @@ struct OriginCircuitBreakerTests {
         let refused = #expect(throws: WebImageError.self) { try breaker.admit(a) }
         #expect(refused?.code == .originUnavailable && refused?.isTransient == true)
         #expect(refused?.message.contains("https://a.example:443") == true && refused?.message.contains("30 s") == true, "\(String(describing: refused))")
+        #expect(refused?.retryAfter == .seconds(30), "the cooldown left, for a Retry-After")
         #expect(try breaker.admit(b) != nil, "other origins are not affected")
         clock.advance(.seconds(29))
-        #expect(throws: WebImageError.self) { try breaker.admit(a) }
+        let later = #expect(throws: WebImageError.self) { try breaker.admit(a) }
+        #expect(later?.retryAfter == .seconds(1))
     }
 
     @Test("after the cooldown one trial goes; its success closes, its failure reopens for twice as long, up to the maximum")
@@ -59,6 +61,7 @@ struct OriginCircuitBreakerTests {
         #expect(trial.isTrial)
         let waiting = #expect(throws: WebImageError.self) { try breaker.admit(a) }
         #expect(waiting?.message.contains("trial") == true, "only one trial at a time")
+        #expect(waiting?.retryAfter == nil, "a trial's end is unknown")
         breaker.report(trial, outcome: .failed)
         clock.advance(.seconds(19))
         #expect(throws: WebImageError.self, "reopened for 20 s") { try breaker.admit(a) }

@@ -13,7 +13,7 @@ extension WebImageError {
     /// | `unsupportedFormat`, `decodeFailed` | 415 Unsupported Media Type |
     /// | `badStatus`, `loadFailed` (upstream errors, refused connections) | 502 Bad Gateway |
     /// | `timedOut` | 504 Gateway Timeout |
-    /// | `originUnavailable` (the origin's circuit is open) | 503 Service Unavailable |
+    /// | `originUnavailable` (the origin's circuit is open) | 503 Service Unavailable, with `Retry-After` |
     /// | `blockedURL` | the status of the failure that blocked it |
     /// | anything else | 500 Internal Server Error |
     public var httpStatus: HTTPResponse.Status {
@@ -30,5 +30,13 @@ extension WebImageError {
         case .cancelled: .init(code: 499, reasonPhrase: "Client Closed Request")
         default: .internalServerError
         }
+    }
+
+    /// `Retry-After` in whole seconds (rounded up, at least 1), when the failure
+    /// knows how long it lasts (``WebImageError/retryAfter``).
+    public var retryAfterSeconds: Int? {
+        guard let retryAfter, retryAfter > .zero else { return nil }
+        let (seconds, attoseconds) = retryAfter.components
+        return max(1, Int(seconds) + (attoseconds > 0 ? 1 : 0))
     }
 }

@@ -254,8 +254,9 @@ public struct ThumbnailService: Sendable {
     static func errorResponse(_ status: HTTPResponse.Status, _ error: WebImageError) -> Response {
         let body: [String: String] = ["error": error.code.rawValue, "message": error.message]
         let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        return Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        var headers: HTTPFields = [.contentType: "application/json", .cacheControl: "no-store"]
+        if let seconds = error.retryAfterSeconds { headers[.retryAfter] = "\(seconds)" }
+        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }
 

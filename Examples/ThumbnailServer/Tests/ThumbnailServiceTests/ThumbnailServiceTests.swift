@@ -165,6 +165,7 @@ struct ThumbnailServiceTests {
                 #expect(response.statusCode == item.status, "\(item.source ?? item.path ?? "")\(item.rest): \(body ?? [:])")
                 #expect(body?["error"] == item.code, "\(item.source ?? item.path ?? "")\(item.rest): \(body ?? [:])")
                 #expect(body?["message"]?.isEmpty == false && response.headers["cache-control"] == "no-store")
+                #expect(response.headers["retry-after"] == nil, "only an open circuit knows when to come back")
             }
             #expect(upstream.count("/img/photo.jpg") == 0, "refused requests never reached the upstream")
             // A permanent failure is blocked for a while; asking again keeps its status.
@@ -177,6 +178,8 @@ struct ThumbnailServiceTests {
             let unavailable = try await client.thumbnail("\(base)/img/photo.jpg", "&w=10")
             let body = try JSONSerialization.jsonObject(with: unavailable.data) as? [String: String]
             #expect(unavailable.statusCode == 503 && body?["error"] == "originUnavailable", "\(body ?? [:])")
+            let retryAfter = Int(unavailable.headers["retry-after"] ?? "")
+            #expect(retryAfter.map { (1...30).contains($0) } == true, "Retry-After: the cooldown left of 30 s: \(String(describing: retryAfter))")
             #expect(upstream.count("/img/photo.jpg") == 0 && upstream.count("/img/error.jpg") == 4)
         }
     }
