@@ -114,12 +114,15 @@ final class CurlDriver: Sendable {
                 return
             }
 
-            // Transfers that waited their whole timeout for their origin's slots fail.
-            for (transfer, host) in pending.expireHeld(now: .now) {
+            // Transfers whose origin stalled, or that waited too long in all, fail.
+            for expired in pending.expireHeld(now: .now) {
                 counts.withLock { $0.queued -= 1 }
+                let transfer = expired.held.transfer
                 transfer.state = .done
-                let timeout = transfer.request.timeout ?? transfer.configuration.timeout
-                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited for a download slot: \(host) finished none of its \(pending.maxPerHost ?? 0) transfers in \(timeout)")))
+                let why = expired.stalled
+                    ? "\(expired.host) finished none of its \(pending.maxPerHost ?? 0) transfers in \(expired.held.timeout)"
+                    : "\(expired.host) is too busy: still none after \(expired.held.timeout * PendingQueues.maxWaitInTimeouts)"
+                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited for a download slot: \(why)")))
             }
 
             // Start queued transfers: higher priority first, then FIFO or LIFO.
@@ -181,9 +184,11 @@ final class CurlDriver: Sendable {
 /// aside in its host's own queue (``held``) and started, before anything newer,
 /// when one of that host's transfers ends: an origin that never answers can hold
 /// `maxPerHost` slots, never all of them. A held transfer fails as timed out when
-/// its host finished nothing for the transfer's whole timeout: a stalled origin
-/// does not keep a growing queue waiting, and a busy one that keeps answering
-/// serves its queue however long it is.
+/// its host finished nothing for the transfer's whole timeout (a stalled origin
+/// does not keep a growing queue waiting), or after ``maxWaitInTimeouts`` of its
+/// timeouts in all (an origin that answers, but slower than loads of it arrive,
+/// cannot keep requests waiting without end). A burst of one site's images that
+/// drains within that is served whole.
 struct PendingQueues {
     let order: CurlLoader.Order
     let maxPerHost: Int?
@@ -202,6 +207,10 @@ struct PendingQueues {
         let since: ContinuousClock.Instant
         let timeout: Duration
     }
+
+    /// The longest a held transfer waits for its origin however it progresses,
+    /// in its own timeouts: a minute at the default 15 s.
+    static let maxWaitInTimeouts = 4
 
     init(order: CurlLoader.Order, maxPerHost: Int? = nil) {
         self.order = order
@@ -253,20 +262,21 @@ struct PendingQueues {
 
     /// Takes out the held transfers whose host finished nothing for their whole
     /// timeout (since they were held, or since the host last finished a transfer,
-    /// whichever is later), and the cancelled ones before them. Each host's queue
-    /// is checked from its head, so one waits at most until the one before it
-    /// expires or starts. The driver fails the expired ones as timed out: an origin
-    /// whose slots stay busy a whole timeout without answering is not going to
-    /// serve the transfers queued behind them in theirs.
-    mutating func expireHeld(now: ContinuousClock.Instant) -> [(transfer: CurlTransfer, host: String)] {
+    /// whichever is later) — `stalled` — or that have waited ``maxWaitInTimeouts``
+    /// of their timeouts, and the cancelled ones before them. Each host's queue is
+    /// checked from its head, so one waits at most until the one before it expires
+    /// or starts. The driver fails the expired ones as timed out.
+    mutating func expireHeld(now: ContinuousClock.Instant) -> [(held: Held, host: String, stalled: Bool)] {
         guard !held.isEmpty else { return [] }
-        var expired: [(transfer: CurlTransfer, host: String)] = []
+        var expired: [(held: Held, host: String, stalled: Bool)] = []
         for host in Array(held.keys) {
             let progress = lastFinished[host]
-            while let first = held[host]?.first,
-                  first.transfer.state != .queued || max(first.since, progress ?? first.since) + first.timeout <= now {
+            while let first = held[host]?.first {
+                let stalled = max(first.since, progress ?? first.since) + first.timeout <= now
+                let tooLong = first.since + first.timeout * Self.maxWaitInTimeouts <= now
+                guard first.transfer.state != .queued || stalled || tooLong else { break }
                 held[host]?.removeFirst()
-                if first.transfer.state == .queued { expired.append((first.transfer, host)) }
+                if first.transfer.state == .queued { expired.append((first, host, stalled)) }
             }
             if held[host]?.isEmpty == true { release(host) }
         }

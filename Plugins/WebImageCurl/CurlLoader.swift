@@ -29,10 +29,10 @@ public final class CurlLoader: Loader {
         /// server that loads URLs its users choose: an origin that accepts
         /// connections and never answers then holds this many slots until their
         /// timeouts, not every slot, and other origins' loads go on. Transfers
-        /// over the limit wait in their origin's own queue; when the origin
-        /// finishes none of its transfers for a waiting one's whole timeout, that
-        /// one fails as `timedOut` without reaching it. An origin that keeps
-        /// answering serves its queue however long it is.
+        /// over the limit wait in their origin's own queue, and fail as `timedOut`
+        /// without reaching it when the origin finishes none of its transfers for a
+        /// waiting one's whole timeout, or after four of its timeouts in all. A
+        /// burst of one site's images that drains within that is served whole.
         public var maxConcurrentDownloadsPerHost: Int?
         /// The whole transfer, unless the request says otherwise. Default 15 s.
         public var timeout: Duration = .seconds(15)

@@ -212,21 +212,45 @@ struct CurlLoaderTests {
     @Test("an origin that keeps answering serves a queue that takes longer than one timeout to drain")
     func perHostWaitCountsProgress() async throws {
         try await withServer { server in
-            // One slot, 300 ms a request, a 1 s timeout: the eighth waits over 2 s for
-            // its slot, yet the origin finished a transfer every 300 ms. A wait bounded
+            // One slot, 400 ms a request, a 2 s timeout: the eighth waits 2.8 s for
+            // its slot, yet the origin finished a transfer every 400 ms. A wait bounded
             // from when a transfer was queued failed the last ones; a busy origin is
             // not a stalled one (a burst of thumbnails of one site is the common case).
+            // The cap of four timeouts (8 s) is almost three times the drain.
             var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
             configuration.maxConcurrentDownloadsPerHost = 1
-            configuration.timeout = .seconds(1)
+            configuration.timeout = .seconds(2)
             let loader = CurlLoader(configuration: configuration)
             let started = ContinuousClock.now
             try await withThrowingTaskGroup(of: Int.self) { group in
-                for index in 0..<8 { group.addTask { try await load(loader, server.url("/slow/300/\(index)")).statusCode } }
+                for index in 0..<8 { group.addTask { try await load(loader, server.url("/slow/400/\(index)")).statusCode } }
                 for try await status in group { #expect(status == 200) }
             }
             #expect(ContinuousClock.now - started > .seconds(2), "one at a time: the queue outlasted the timeout")
             #expect(server.stats.withLock { $0.arrivals.count } == 8)
+        }
+    }
+
+    @Test("an origin slower than the loads arriving for it: a held transfer gives up after four of its timeouts in all")
+    func perHostWaitIsCapped() async throws {
+        try await withServer { server in
+            // One slot, 250 ms a request, a 1 s timeout: the origin never stalls for a
+            // timeout, but 40 loads take 10 s to drain; from about the 17th on they
+            // would wait past the 4 s cap.
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
+            configuration.maxConcurrentDownloadsPerHost = 1
+            configuration.timeout = .seconds(1)
+            configuration.order = .fifo
+            let loader = CurlLoader(configuration: configuration)
+            let first = Task { try await load(loader, server.url("/slow/250/first")) }
+            try await waitUntil { loader.statistics.active == 1 }
+            let rest = (1..<40).map { index in Task { try await load(loader, server.url("/slow/250/\(index)")) } }
+            #expect(try await first.value.statusCode == 200)
+            let last = await #expect(throws: WebImageError.self) { try await rest[38].value }
+            #expect(last?.code == .timedOut && last?.message.contains("too busy") == true, "\(String(describing: last))")
+            for task in rest { _ = try? await task.value }
+            #expect(!server.stats.withLock { $0.arrivals }.contains("39"), "the last never reached the origin")
+            #expect(loader.statistics.queued == 0 && loader.statistics.active == 0)
         }
     }
 
