@@ -119,7 +119,7 @@ public final class CurlLoader: Loader {
             guard (300..<400).contains(response.statusCode), response.statusCode != 304 else { return response }
             guard let location = response.headers["location"] else {
                 // As curl reports it on the direct path: a redirect with nowhere to go.
-                throw WebImageError.httpStatus(response.statusCode, url: current.url.absoluteString)
+                throw WebImageError.httpStatus(response.statusCode, url: current.url.absoluteString, retryAfter: response.headers["retry-after"])
             }
             guard let next = URL(string: location, relativeTo: current.url)?.absoluteURL, next.host != nil else {
                 throw WebImageError(.badStatus, "\(current.url.absoluteString) redirected to '\(location)', which is not a URL", isTransient: false)

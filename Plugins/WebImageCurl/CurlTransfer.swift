@@ -233,7 +233,7 @@ final class CurlTransfer: @unchecked Sendable {
             return
         }
         guard (200..<300).contains(status) else {
-            finish(.failure(WebImageError.httpStatus(status, url: url)))
+            finish(.failure(WebImageError.httpStatus(status, url: url, retryAfter: headers["retry-after"])))
             return
         }
         if Int64(body.count) != reported {

@@ -9,7 +9,7 @@ package import Synchronization
 /// proxy would (a request line with a whole URL is routed on its path), without
 /// forwarding anything.
 ///
-/// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C`,
+/// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C[/RETRY-AFTER]`,
 /// `/redirect/K` (K hops to /bytes/100), `/redirect-to/HOST:PORT/PATH`, `/redirect-file`, `/loop`, `/stall`
 /// (headers, then nothing), `/big[/N]` (N bytes, default 10 MB, streamed), `/big-chunked` (endless
 /// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
@@ -186,7 +186,8 @@ package final class TestHTTPServer: Sendable {
                     send(context, status: .ok, headers: [("ETag", "\"v1\""), ("Last-Modified", "Tue, 15 Nov 1994 12:45:26 GMT")], body: TestHTTPServer.bytes(1000))
                 }
             case "status":
-                send(context, status: HTTPResponseStatus(statusCode: Int(parts[1]) ?? 500), body: Data("status".utf8))
+                let retryAfter = parts.count > 2 ? [("Retry-After", parts[2...].joined(separator: "/").removingPercentEncoding ?? "")] : []
+                send(context, status: HTTPResponseStatus(statusCode: Int(parts[1]) ?? 500), headers: retryAfter, body: Data("status".utf8))
             case "redirect":
                 let hops = Int(parts[1]) ?? 0
                 send(context, status: .found, headers: [("Location", hops > 1 ? "/redirect/\(hops - 1)" : "/bytes/100")])

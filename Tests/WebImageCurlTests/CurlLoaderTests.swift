@@ -430,6 +430,24 @@ struct CurlLoaderTests {
             offset.withLock { $0 += .seconds(30) }
             let trial = try await manager.loadImage(with: server.url("/bytes/100"), options: .avoidDecode)
             #expect(trial.data?.count == 100 && breaker.count == 0, "the trial reached the origin and closed the circuit")
+
+            // One 429 with Retry-After opens it at once, for the pause asked.
+            let asked = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: server.url("/status/429/90")) }
+            #expect(asked?.statusCode == 429)
+            let paused = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: server.url("/bytes/101"), options: .avoidDecode) }
+            #expect(paused?.code == .originUnavailable && paused?.retryAfter == .seconds(90), "\(String(describing: paused))")
+            offset.withLock { $0 += .seconds(90) }
+            // An HTTP date works too, and a 503 without one is only a failure among three.
+            let inAMinute = Date().addingTimeInterval(61)
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let dated = "/status/503/" + formatter.string(from: inAMinute).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            _ = try? await manager.loadImage(with: server.url(dated))
+            let datedPause = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: server.url("/bytes/102"), options: .avoidDecode) }
+            let seconds = datedPause?.retryAfter?.components.seconds ?? 0
+            #expect(datedPause?.code == .originUnavailable && (50...61).contains(seconds), "\(String(describing: datedPause))")
             await manager.shutdown()
             await other.shutdown()
         }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The error every part of the pipeline throws: a code to match on, a message
 /// that says what was wrong, and whether trying again later may succeed.
@@ -69,7 +69,8 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     /// The error that caused this one, if any.
     public var underlying: (any Error)?
     /// How long a transient failure is known to last, where the library knows: an
-    /// open origin circuit's remaining cooldown (``Code/originUnavailable``). A
+    /// open origin circuit's remaining cooldown (``Code/originUnavailable``), or
+    /// the pause an origin asked for with a 429 or 503 and `Retry-After`. A
     /// service can answer it as `Retry-After`.
     public var retryAfter: Duration?
 
@@ -95,9 +96,40 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     /// The error for a response outside the acceptable statuses: `notFound` for 404
     /// and 410 (permanent), `badStatus` otherwise; transient for 5xx, 408 and 429,
     /// so that those never block a URL. Loaders and the manager both use it.
-    public static func httpStatus(_ status: Int, url: String) -> WebImageError {
-        WebImageError(status == 404 || status == 410 ? .notFound : .badStatus, "\(url) answered HTTP \(status)",
-                      isTransient: status >= 500 || status == 408 || status == 429, statusCode: status)
+    /// - Parameters:
+    ///   - status: the response's HTTP status.
+    ///   - url: the URL, for the message.
+    ///   - retryAfter: the response's `Retry-After` header: for a 429 or 503 it
+    ///     becomes ``retryAfter`` (the origin asked for a pause; an
+    ///     ``OriginCircuitBreaker`` honours it).
+    ///   - now: the time an HTTP-date `Retry-After` is measured from.
+    public static func httpStatus(_ status: Int, url: String, retryAfter: String? = nil, now: Date = Date()) -> WebImageError {
+        let pause = status == 429 || status == 503 ? retryAfter.flatMap { Self.retryAfter(parsing: $0, now: now) } : nil
+        return WebImageError(status == 404 || status == 410 ? .notFound : .badStatus,
+                             "\(url) answered HTTP \(status)\(pause.map { ", Retry-After \($0.components.seconds) s" } ?? "")",
+                             isTransient: status >= 500 || status == 408 || status == 429, statusCode: status, retryAfter: pause)
+    }
+
+    /// The pause a `Retry-After` header asks for: delta-seconds (`120`) or an
+    /// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`, RFC 9110 §10.2.3); nil for
+    /// anything else, a date in the past, or no pause at all.
+    /// - Parameters:
+    ///   - value: the header's value.
+    ///   - now: the time an HTTP date is measured from.
+    public static func retryAfter(parsing value: String, now: Date = Date()) -> Duration? {
+        let value = value.trimmingCharacters(in: .whitespaces)
+        if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            guard let seconds = Int64(value), seconds > 0 else { return nil }   // too many digits: nil
+            return .seconds(seconds)
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard value.hasSuffix(" GMT"), let date = formatter.date(from: value) else { return nil }
+        let seconds = date.timeIntervalSince(now)
+        guard seconds >= 1 else { return nil }
+        return .seconds(min(seconds, 1e9).rounded())
     }
 
     /// Wraps any error as a `WebImageError`, keeping one that already is.

@@ -385,11 +385,13 @@ public final class ImageManager: Sendable {
             if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }
             throw failure
         }
-        if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(ofStatus: response.statusCode)) }
+        if let admission {
+            breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(ofStatus: response.statusCode, retryAfter: response.headers["retry-after"]))
+        }
         metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if response.isNotModified { return response }
         guard (200..<300).contains(response.statusCode) else {
-            throw WebImageError.httpStatus(response.statusCode, url: url.absoluteString)
+            throw WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
         }
         guard !response.data.isEmpty else {
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")

@@ -19,6 +19,9 @@ import Synchronization
 /// - **Open**: after ``failureThreshold`` transient failures in a row, loads of
 ///   the origin fail at once with ``WebImageError/Code/originUnavailable`` for
 ///   ``cooldown``, without reaching the loader.
+///   An origin that answers 429 or 503 with `Retry-After` opens at once, for
+///   the pause it asked (at most ``maxCooldown``; a trial's answer too, instead
+///   of the doubled cooldown): it said when to come back.
 /// - **Half-open**: after the cooldown, one load goes through as a trial while
 ///   the others still fail at once. Its success closes the circuit; its failure
 ///   opens it again for twice the last cooldown (up to ``maxCooldown``).
@@ -70,11 +73,17 @@ public final class OriginCircuitBreaker: Sendable {
     }
 
     /// What a load told about its origin.
-    public enum Outcome: Sendable {
+    public enum Outcome: Sendable, Equatable {
         /// The origin answered with something other than a transient failure.
         case answered
         /// A transient failure: refused, reset, timed out, 5xx, 408, 429.
         case failed
+        /// The origin asked for a pause: a 429 or 503 with `Retry-After`. A
+        /// transient failure that also opens the circuit at once, for the pause
+        /// asked (at most ``OriginCircuitBreaker/maxCooldown``) — a polite client
+        /// does not retry before then, and a fleet of them does not hammer an
+        /// origin that said it is overloaded.
+        case backOff(Duration)
         /// Nothing to say about the origin: cancelled, refused before sending, …
         case neutral
     }
@@ -142,7 +151,7 @@ public final class OriginCircuitBreaker: Sendable {
             case .neutral:
                 if admission.isTrial { circuits[admission.origin]?.trialInFlight = false }
                 return nil
-            case .failed:
+            case .failed, .backOff:
                 var circuit = circuits[admission.origin] ?? Circuit(lastFailure: now)
                 if circuits[admission.origin] == nil, circuits.count >= capacity,
                    let oldest = circuits.min(by: { $0.value.lastFailure < $1.value.lastFailure }) {
@@ -160,6 +169,14 @@ public final class OriginCircuitBreaker: Sendable {
                     circuit.lastCooldown = cooldown
                     circuit.openUntil = now + cooldown
                     event = "opened"
+                }
+                if case .backOff(let asked) = outcome, asked > .zero {
+                    // The origin's word beats the count and the doubling: open now,
+                    // for the pause it asked.
+                    let pause = min(asked, maxCooldown)
+                    if event == nil, circuit.openUntil == nil { event = "opened" }
+                    circuit.openUntil = now + pause
+                    circuit.lastCooldown = pause
                 }
                 circuits[admission.origin] = circuit
                 return event
@@ -183,15 +200,26 @@ public final class OriginCircuitBreaker: Sendable {
     /// Closes every circuit and forgets every count.
     public func removeAll() { circuits.withLock { $0.removeAll() } }
 
-    /// The outcome a loader's error means for its origin.
-    static func outcome(of error: WebImageError) -> Outcome {
+    /// The outcome a loader's error means for its origin: a 429 or 503 that
+    /// carried a `Retry-After` (``WebImageError/retryAfter``) asks for a pause.
+    public static func outcome(of error: WebImageError) -> Outcome {
+        if error.statusCode == 429 || error.statusCode == 503, let pause = error.retryAfter, pause > .zero { return .backOff(pause) }
         if error.code == .cancelled || error.code == .forbidden || error.code == .invalidURL || error.code == .shutDown { return .neutral }
         return error.isTransient ? .failed : .answered
     }
 
-    /// The outcome an HTTP status means for its origin.
-    static func outcome(ofStatus status: Int) -> Outcome {
-        status >= 500 || status == 408 || status == 429 ? .failed : .answered
+    /// The outcome an HTTP response means for its origin: a 429 or 503 with a
+    /// `Retry-After` asks for a pause, other 5xx, 408 and 429 failed, anything
+    /// else answered.
+    /// - Parameters:
+    ///   - status: the response's HTTP status.
+    ///   - retryAfter: its `Retry-After` header, if any.
+    ///   - now: the time an HTTP-date `Retry-After` is measured from.
+    public static func outcome(ofStatus status: Int, retryAfter: String? = nil, now: Date = Date()) -> Outcome {
+        if status == 429 || status == 503, let retryAfter, let pause = WebImageError.retryAfter(parsing: retryAfter, now: now) {
+            return .backOff(pause)
+        }
+        return status >= 500 || status == 408 || status == 429 ? .failed : .answered
     }
 
     private static func describe(_ duration: Duration) -> String {

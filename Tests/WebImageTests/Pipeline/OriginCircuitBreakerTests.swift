@@ -84,6 +84,58 @@ struct OriginCircuitBreakerTests {
         #expect(try breaker.admit(a)?.isTrial == true)
     }
 
+    @Test("Retry-After: delta-seconds or an HTTP date; anything else, past or zero is no pause")
+    func retryAfterParsing() {
+        let now = Date(timeIntervalSince1970: 1_792_000_000)   // 2026-10-15T... GMT
+        #expect(WebImageError.retryAfter(parsing: "120", now: now) == .seconds(120))
+        #expect(WebImageError.retryAfter(parsing: " 5 ", now: now) == .seconds(5))
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let inNinety = formatter.string(from: now.addingTimeInterval(90))
+        #expect(WebImageError.retryAfter(parsing: inNinety, now: now) == .seconds(90), "\(inNinety)")
+        for bad in ["0", "-5", "", "soon", "1.5", "99999999999999999999999", "12 GMT", formatter.string(from: now.addingTimeInterval(-60)),
+                    "Wed, 32 Oct 2026 07:28:00 GMT", "\u{0}120"] {
+            #expect(WebImageError.retryAfter(parsing: bad, now: now) == nil, "\(bad)")
+        }
+    }
+
+    @Test("an origin that asks for a pause (429 or 503 with Retry-After) is open at once for it, at most the longest cooldown")
+    func backOff() throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 5, cooldown: .seconds(30), maxCooldown: .seconds(300), clock: clock.source)
+        breaker.report(try #require(try breaker.admit(a)), outcome: .backOff(.seconds(60)))
+        let refused = #expect(throws: WebImageError.self) { try breaker.admit(a) }
+        #expect(refused?.code == .originUnavailable && refused?.retryAfter == .seconds(60), "one answer was enough: \(String(describing: refused))")
+        clock.advance(.seconds(60))
+        let trial = try #require(try breaker.admit(a))
+        #expect(trial.isTrial)
+        breaker.report(trial, outcome: .backOff(.seconds(3600)))
+        #expect((try? breaker.admit(a)) == nil)
+        clock.advance(.seconds(299))
+        #expect(breaker.isOpen(for: a), "an hour asked, five minutes (the longest cooldown) given")
+        clock.advance(.seconds(1))
+        let second = try #require(try breaker.admit(a))
+        breaker.report(second, outcome: .backOff(.seconds(10)))
+        clock.advance(.seconds(10))
+        #expect(!breaker.isOpen(for: a), "a trial's Retry-After beats the doubled cooldown: ten seconds asked, ten given")
+        breaker.report(try #require(try breaker.admit(a)), outcome: .answered)
+        #expect(breaker.count == 0)
+        // A status without Retry-After is one failure among five; with it, a pause.
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 503) == .failed)
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 429, retryAfter: "7") == .backOff(.seconds(7)))
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 503, retryAfter: "soon") == .failed)
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 500, retryAfter: "7") == .failed, "only 429 and 503 ask for a pause")
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 200, retryAfter: "7") == .answered)
+        // A loader's error carries it the same way.
+        let overloaded = WebImageError.httpStatus(503, url: "https://a.example/x", retryAfter: "45")
+        #expect(overloaded.retryAfter == .seconds(45) && overloaded.isTransient && overloaded.message.contains("Retry-After 45 s"))
+        #expect(OriginCircuitBreaker.outcome(of: overloaded) == .backOff(.seconds(45)))
+        #expect(WebImageError.httpStatus(500, url: "https://a.example/x", retryAfter: "45").retryAfter == nil)
+        #expect(OriginCircuitBreaker.outcome(of: WebImageError.httpStatus(503, url: "https://a.example/x")) == .failed)
+    }
+
     @Test("it remembers at most its capacity of origins, dropping the one failing longest ago")
     func bounded() throws {
         let clock = ManualInstant()
