@@ -189,13 +189,17 @@ struct CurlLoaderTests {
         }
     }
 
+    /// Four slots, one per origin, FIFO: the per-origin queue's tests.
+    func oneSlotPerOrigin(timeout: Duration) -> CurlLoader {
+        var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4, timeout: timeout, order: .fifo)
+        configuration.maxConcurrentDownloadsPerHost = 1
+        return CurlLoader(configuration: configuration)
+    }
+
     @Test("a transfer that waits its whole timeout for its origin's busy slots fails as timed out, and never reaches the origin")
     func perHostWaitIsBounded() async throws {
         try await withServer { stalled in
-            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
-            configuration.maxConcurrentDownloadsPerHost = 1
-            configuration.timeout = .seconds(90)
-            let loader = CurlLoader(configuration: configuration)
+            let loader = oneSlotPerOrigin(timeout: .seconds(90))
             let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
             try await waitUntil { loader.statistics.active == 1 }
             let waiting = await #expect(throws: WebImageError.self) {
@@ -217,10 +221,7 @@ struct CurlLoaderTests {
             // from when a transfer was queued failed the last ones; a busy origin is
             // not a stalled one (a burst of thumbnails of one site is the common case).
             // The cap of four timeouts (8 s) is almost three times the drain.
-            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
-            configuration.maxConcurrentDownloadsPerHost = 1
-            configuration.timeout = .seconds(2)
-            let loader = CurlLoader(configuration: configuration)
+            let loader = oneSlotPerOrigin(timeout: .seconds(2))
             let started = ContinuousClock.now
             try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<8 { group.addTask { try await load(loader, server.url("/slow/400/\(index)")).statusCode } }
@@ -237,11 +238,7 @@ struct CurlLoaderTests {
             // One slot, 250 ms a request, a 1 s timeout: the origin never stalls for a
             // timeout, but 40 loads take 10 s to drain; from about the 17th on they
             // would wait past the 4 s cap.
-            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 4)
-            configuration.maxConcurrentDownloadsPerHost = 1
-            configuration.timeout = .seconds(1)
-            configuration.order = .fifo
-            let loader = CurlLoader(configuration: configuration)
+            let loader = oneSlotPerOrigin(timeout: .seconds(1))
             let first = Task { try await load(loader, server.url("/slow/250/first")) }
             try await waitUntil { loader.statistics.active == 1 }
             let rest = (1..<40).map { index in Task { try await load(loader, server.url("/slow/250/\(index)")) } }

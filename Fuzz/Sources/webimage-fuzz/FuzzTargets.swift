@@ -83,9 +83,9 @@ enum FuzzTargets {
 
     static let turbo = TurboJPEGCoder()
 
-    /// What clients send that is not an image: Accept headers, placeholder hashes
-    /// (BlurHash text, ThumbHash bytes) and colours, and failed-URL records from a
-    /// shared store. The chosen format must always be one of the allowed set (or
+    /// What clients and origins send that is not an image: Accept headers,
+    /// Retry-After values, placeholder hashes (BlurHash text, ThumbHash bytes) and
+    /// colours, and failed-URL records from a shared store. The chosen format must always be one of the allowed set (or
     /// the PNG/JPEG fallback); a record must survive its own encoding.
     static func negotiate(_ data: Data) {
         let text = String(decoding: data, as: UTF8.self)
@@ -95,6 +95,8 @@ enum FuzzTargets {
             precondition(allowed.contains(format), "negotiated \(format) outside the allowed set")
         }
         _ = AcceptedFormats(accept: text, allowed: [.jpeg]).key
+        // An origin's Retry-After: no pause, or a positive one.
+        if let pause = WebImageError.retryAfter(parsing: text) { precondition(pause > .zero, "Retry-After \(text) gave \(pause)") }
         _ = RGBColor(parsing: text)
         _ = try? BlurHash.decode(text, width: 8, height: 6, punch: 2)
         _ = try? BlurHash.averageColor(text)
