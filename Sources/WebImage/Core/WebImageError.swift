@@ -111,16 +111,18 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The pause a `Retry-After` header asks for: delta-seconds (`120`) or an
-    /// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`, RFC 9110 §10.2.3); nil for
+    /// HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`, RFC 9110 §10.2.3), at most a
+    /// day (it comes from an origin, and may be passed on to clients); nil for
     /// anything else, a date in the past, or no pause at all.
     /// - Parameters:
     ///   - value: the header's value.
     ///   - now: the time an HTTP date is measured from.
     public static func retryAfter(parsing value: String, now: Date = Date()) -> Duration? {
         let value = value.trimmingCharacters(in: .whitespaces)
+        guard value.utf8.count <= 64 else { return nil }
         if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             guard let seconds = Int64(value), seconds > 0 else { return nil }   // too many digits: nil
-            return .seconds(seconds)
+            return .seconds(min(seconds, 86_400))
         }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -129,7 +131,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         guard value.hasSuffix(" GMT"), let date = formatter.date(from: value) else { return nil }
         let seconds = date.timeIntervalSince(now)
         guard seconds >= 1 else { return nil }
-        return .seconds(min(seconds, 1e9).rounded())
+        return .seconds(min(seconds, 86_400).rounded())
     }
 
     /// Wraps any error as a `WebImageError`, keeping one that already is.

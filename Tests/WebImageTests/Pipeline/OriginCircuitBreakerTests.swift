@@ -89,6 +89,8 @@ struct OriginCircuitBreakerTests {
         let now = Date(timeIntervalSince1970: 1_792_000_000)   // 2026-10-15T... GMT
         #expect(WebImageError.retryAfter(parsing: "120", now: now) == .seconds(120))
         #expect(WebImageError.retryAfter(parsing: " 5 ", now: now) == .seconds(5))
+        #expect(WebImageError.retryAfter(parsing: "99999999", now: now) == .seconds(86_400), "at most a day")
+        #expect(WebImageError.retryAfter(parsing: String(repeating: "1", count: 65), now: now) == nil)
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
