@@ -40,6 +40,9 @@ public struct ThumbnailService: Sendable {
     /// `thumbnail.watermarks`' PNGs by name, read and decoded once at start (a
     /// query's transformer is built on every request, hits included).
     let watermarks: [String: ImageTransformers.Watermark.Overlay]
+    /// `/thumbnail` and `/placeholder` requests being answered; past
+    /// `thumbnail.maxInFlight` the next is shed with 503 at once.
+    let inFlight: InFlightLimit
 
     /// - Parameters:
     ///   - manager: the pipeline; its SSRF guard and limits come from its configuration.
@@ -65,6 +68,7 @@ public struct ThumbnailService: Sendable {
             }
         }
         self.watermarks = watermarks
+        inFlight = InFlightLimit(settings.maxInFlight)
         if settings.gallerySources == nil {
             let directory = settings.samplesDirectory
                 ?? FileManager.default.temporaryDirectory.appendingPathComponent("thumbnail-server-samples-\(getpid())")
@@ -112,6 +116,8 @@ public struct ThumbnailService: Sendable {
 
     func thumbnail(_ request: Request, logger: Logger) async -> Response {
         let started = ContinuousClock.now
+        guard inFlight.enter() else { return shed(logger: logger) }
+        defer { inFlight.leave() }
         do {
             try checkSignature(request)
             let parameters = request.uri.queryParameters
@@ -167,6 +173,8 @@ public struct ThumbnailService: Sendable {
     /// `/placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}` from a 100x100
     /// thumbnail the manager caches like any other.
     func placeholder(_ request: Request, logger: Logger) async -> Response {
+        guard inFlight.enter() else { return shed(logger: logger) }
+        defer { inFlight.leave() }
         do {
             try checkSignature(request)
             let parameters = request.uri.queryParameters
@@ -185,6 +193,17 @@ public struct ThumbnailService: Sendable {
                        metadata: ["status": "\(failure.httpStatus.code)", "error": "\(failure)"])
             return Self.errorResponse(failure.httpStatus, failure)
         }
+    }
+
+    /// The answer past `thumbnail.maxInFlight`: 503 with `Retry-After: 1`, before
+    /// any work. Each waiting request can hold a downloaded original until a decode
+    /// thread is free, so an unbounded number of them is unbounded memory.
+    func shed(logger: Logger) -> Response {
+        inFlight.shed.increment()
+        logger.warning("request shed: thumbnail.maxInFlight reached", metadata: ["limit": "\(settings.maxInFlight)"])
+        let error = WebImageError(.overloaded, "\(settings.maxInFlight) requests are being answered (thumbnail.maxInFlight); try again shortly",
+                                  isTransient: true, retryAfter: .seconds(1))
+        return Self.errorResponse(.serviceUnavailable, error)
     }
 
     /// With `thumbnail.signingKey` set, a request without the right `s` is refused
@@ -271,6 +290,32 @@ struct ResponseCounters: Sendable {
 }
 
 /// The bound address, set once the server listens.
+/// A count of requests in flight with a ceiling.
+final class InFlightLimit: Sendable {
+    let limit: Int
+    private let count = Mutex(0)
+    /// `thumbnail_shed_total`: requests answered 503 at the ceiling.
+    let shed = Counter(label: "thumbnail_shed_total")
+
+    init(_ limit: Int) { self.limit = max(1, limit) }
+
+    /// Counts a request in, unless `limit` are in already.
+    func enter() -> Bool {
+        count.withLock { count in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    func leave() { count.withLock { $0 -= 1 } }
+}
+
+extension WebImageError.Code {
+    /// The service is answering as many requests as it may (`thumbnail.maxInFlight`).
+    static let overloaded = WebImageError.Code("overloaded")
+}
+
 final class OriginBox: Sendable {
     private let value = Mutex<URL?>(nil)
     func set(_ url: URL) { value.withLock { $0 = url } }

@@ -16,6 +16,7 @@ import WebImageKit
 /// | `thumbnail.watermarks` | none | a directory of PNGs that `t=watermark:NAME` may use (`NAME.png`); without it watermarks are refused |
 /// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: `/thumbnail` and `/placeholder` then answer only URLs signed with it (``URLSigner``) |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
+/// | `thumbnail.maxInFlight` | `256` | `/thumbnail` and `/placeholder` requests answered at once; past it, 503 with `Retry-After: 1` before any work |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
 /// | `samples.path` | a temporary directory | where the bundled samples are written |
@@ -38,6 +39,11 @@ public struct ThumbnailSettings: Sendable {
     /// Where `t=watermark:NAME` finds `NAME.png`; nil refuses watermarks.
     public var watermarkDirectory: URL?
     public var cacheMaxAge: Duration = .seconds(86_400)
+    /// `/thumbnail` and `/placeholder` requests answered at once; the next is shed
+    /// with 503. Each can hold a downloaded original (up to
+    /// `loader.maxResponseSize`) while it waits for a decode thread, so this
+    /// bounds the memory a burst can take.
+    public var maxInFlight = 256
     /// With a signer, `/thumbnail` and `/placeholder` answer only signed URLs
     /// (`thumbnail.signingKey`, at least 16 bytes). Nil: unsigned URLs are served.
     public var signer: URLSigner?
@@ -51,7 +57,8 @@ public struct ThumbnailSettings: Sendable {
     /// The keys the service reads itself; unknown keys under these namespaces stop start-up.
     public static let keys: Set<String> = [
         "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
-        "thumbnail.cacheMaxAge", "thumbnail.watermarks", "thumbnail.signingKey", "gallery.sources", "gallery.size", "samples.path",
+        "thumbnail.cacheMaxAge", "thumbnail.watermarks", "thumbnail.signingKey", "thumbnail.maxInFlight",
+        "gallery.sources", "gallery.size", "samples.path",
     ]
 
     /// Reads the settings from `config`.
@@ -77,6 +84,7 @@ public struct ThumbnailSettings: Sendable {
             defaultFormat = format
         }
         if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
+        if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
         if let sources = values.list("gallery.sources") {
             gallerySources = try sources.map { text in
                 guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {

@@ -196,3 +196,10 @@ func temporaryDirectory() -> URL {
 func decode(_ data: Data) throws -> Image {
     try VipsImageCoder().decode(data, options: DecodeOptions())
 }
+
+/// Polls `condition` every 10 ms until it holds, for up to 60 s (an event, not
+/// a timing: the bound only stops a hang); the caller's expectations say what
+/// went wrong if it never did.
+func waitFor(_ condition: @Sendable () -> Bool) async throws {
+    for _ in 0..<6000 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+}

@@ -114,12 +114,8 @@ struct ThumbnailServiceTests {
             let port = try #require(await iterator.next())
             let photo = "http://127.0.0.1:\(upstreamPort)/img/gated.jpg"
             let request = Task { try await Client(port: port).thumbnail(photo, "&w=100&h=100&format=jpeg") }
-            var started = false
-            for _ in 0..<6000 where !started {  // event: the origin has the request (bounded at 60 s)
-                started = upstream.count("/img/gated.jpg") == 1
-                if !started { try await Task.sleep(for: .milliseconds(10)) }
-            }
-            #expect(started)
+            try await waitFor { upstream.count("/img/gated.jpg") == 1 }   // event: the origin has the request
+            #expect(upstream.count("/img/gated.jpg") == 1)
             await group.triggerGracefulShutdown()
             upstream.openGate()
             let response = try await request.value
@@ -181,6 +177,29 @@ struct ThumbnailServiceTests {
             let retryAfter = Int(unavailable.headers["retry-after"] ?? "")
             #expect(retryAfter.map { (1...30).contains($0) } == true, "Retry-After: the cooldown left of 30 s: \(String(describing: retryAfter))")
             #expect(upstream.count("/img/photo.jpg") == 0 && upstream.count("/img/error.jpg") == 4)
+        }
+    }
+
+    @Test("thumbnail.maxInFlight: past it a request is shed with 503 and Retry-After before any work; slots come back")
+    func shedding() async throws {
+        try await withServers(["thumbnail.maxInFlight": "2"]) { client, upstream, port in
+            let gated = (1...2).map { index in
+                Task { try await client.thumbnail("http://127.0.0.1:\(port)/img/gated.jpg?\(index)", "&w=40&format=jpeg") }
+            }
+            try await waitFor { upstream.count("/img/gated.jpg") == 2 }   // event: both hold their slots at the origin
+            #expect(upstream.count("/img/gated.jpg") == 2)
+            let shed = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=40&format=jpeg")
+            let body = try JSONSerialization.jsonObject(with: shed.data) as? [String: String]
+            #expect(shed.statusCode == 503 && body?["error"] == "overloaded" && shed.headers["retry-after"] == "1", "\(shed.statusCode) \(body ?? [:])")
+            #expect(try await client.get("/placeholder?url=x").statusCode == 503, "placeholders share the limit")
+            #expect(upstream.count("/img/photo.jpg") == 0, "a shed request did no work")
+            #expect(try await client.get("/health").statusCode == 200, "other routes are not limited")
+            upstream.openGate()
+            for task in gated { #expect(try await task.value.statusCode == 200) }
+            let after = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=40&format=jpeg")
+            #expect(after.statusCode == 200, "the slots came back")
+            let metrics = String(decoding: try await client.get("/metrics").data, as: UTF8.self)
+            #expect(metrics.contains("thumbnail_shed_total"))
         }
     }
 
@@ -359,7 +378,7 @@ struct ParsingTests {
     func settings() async throws {
         for (key, value) in [("thumbnail.allowedHosts", "a.com:99999"), ("thumbnail.maxDimension", "0"), ("thumbnail.defaultFormat", "bmp"), ("thumbnail.watermarks", "/nonexistent/dir"),
                              ("thumbnail.cacheMaxAge", "forever"), ("gallery.sources", "ftp://x/y"), ("http.port", "70000"),
-                             ("thumbnail.signingKey", "short")] {
+                             ("thumbnail.signingKey", "short"), ("thumbnail.maxInFlight", "0"), ("thumbnail.maxInFlight", "many")] {
             let config = try await ThumbnailSettings.reader(file: nil, environment: [:], flags: [key: value])
             let error = #expect(throws: WebImageError.self) { try ThumbnailSettings(config: config) }
             #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(key): \(String(describing: error))")
@@ -367,6 +386,7 @@ struct ParsingTests {
         let config = try await ThumbnailSettings.reader(file: nil, environment: ["WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "a.test,b.test"])
         let settings = try ThumbnailSettings(config: config)
         #expect(settings.allowedHosts.patterns == ["a.test", "b.test"] && settings.defaultFormat == nil, "auto by default")
+        #expect(settings.maxInFlight == 256)
         #expect(try ConfigValues(config).bool("loader.blockPrivateAddresses") == true, "the service turns the SSRF guard on")
 
         // Watermarks are decoded at start: a file that is no image stops the
