@@ -296,19 +296,24 @@ final class InFlightLimit: Sendable {
     private let count = Mutex(0)
     /// `thumbnail_shed_total`: requests answered 503 at the ceiling.
     let shed = Counter(label: "thumbnail_shed_total")
+    /// `thumbnail_in_flight`: requests being answered, against the ceiling.
+    private let gauge = Gauge(label: "thumbnail_in_flight")
 
     init(_ limit: Int) { self.limit = max(1, limit) }
 
     /// Counts a request in, unless `limit` are in already.
     func enter() -> Bool {
-        count.withLock { count in
-            guard count < limit else { return false }
+        let now = count.withLock { count -> Int? in
+            guard count < limit else { return nil }
             count += 1
-            return true
+            return count
         }
+        guard let now else { return false }
+        gauge.record(now)
+        return true
     }
 
-    func leave() { count.withLock { $0 -= 1 } }
+    func leave() { gauge.record(count.withLock { count in count -= 1; return count }) }
 }
 
 extension WebImageError.Code {

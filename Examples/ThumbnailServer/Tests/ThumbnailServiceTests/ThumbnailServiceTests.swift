@@ -199,7 +199,7 @@ struct ThumbnailServiceTests {
             let after = try await client.thumbnail("http://127.0.0.1:\(port)/img/photo.jpg", "&w=40&format=jpeg")
             #expect(after.statusCode == 200, "the slots came back")
             let metrics = String(decoding: try await client.get("/metrics").data, as: UTF8.self)
-            #expect(metrics.contains("thumbnail_shed_total"))
+            #expect(metrics.contains("thumbnail_shed_total") && metrics.contains("thumbnail_in_flight"))
         }
     }
 
