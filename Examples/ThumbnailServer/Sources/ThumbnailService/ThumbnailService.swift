@@ -200,7 +200,9 @@ public struct ThumbnailService: Sendable {
     /// thread is free, so an unbounded number of them is unbounded memory.
     func shed(logger: Logger) -> Response {
         inFlight.shed.increment()
-        logger.warning("request shed: thumbnail.maxInFlight reached", metadata: ["limit": "\(settings.maxInFlight)"])
+        // Debug, not warning: under a flood a line per shed request would flood the
+        // logs too; thumbnail_shed_total counts them.
+        logger.debug("request shed: thumbnail.maxInFlight reached", metadata: ["limit": "\(settings.maxInFlight)"])
         let error = WebImageError(.overloaded, "\(settings.maxInFlight) requests are being answered (thumbnail.maxInFlight); try again shortly",
                                   isTransient: true, retryAfter: .seconds(1))
         return Self.errorResponse(.serviceUnavailable, error)
@@ -289,7 +291,6 @@ struct ResponseCounters: Sendable {
     }
 }
 
-/// The bound address, set once the server listens.
 /// A count of requests in flight with a ceiling.
 final class InFlightLimit: Sendable {
     let limit: Int
@@ -321,6 +322,7 @@ extension WebImageError.Code {
     static let overloaded = WebImageError.Code("overloaded")
 }
 
+/// The bound address, set once the server listens.
 final class OriginBox: Sendable {
     private let value = Mutex<URL?>(nil)
     func set(_ url: URL) { value.withLock { $0 = url } }
