@@ -385,14 +385,14 @@ public final class ImageManager: Sendable {
             if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }
             throw failure
         }
-        if let admission {
-            breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(ofStatus: response.statusCode, retryAfter: response.headers["retry-after"]))
-        }
+        // One error for a status outside 2xx and 304: its outcome for the breaker,
+        // then thrown (the Retry-After is parsed once).
+        let failure = response.isNotModified || (200..<300).contains(response.statusCode) ? nil
+            : WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
+        if let admission { breaker?.report(admission, outcome: failure.map(OriginCircuitBreaker.outcome(of:)) ?? .answered) }
         metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
+        if let failure { throw failure }
         if response.isNotModified { return response }
-        guard (200..<300).contains(response.statusCode) else {
-            throw WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
-        }
         guard !response.data.isEmpty else {
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
         }

@@ -208,18 +208,17 @@ public final class OriginCircuitBreaker: Sendable {
         return error.isTransient ? .failed : .answered
     }
 
-    /// The outcome an HTTP response means for its origin: a 429 or 503 with a
-    /// `Retry-After` asks for a pause, other 5xx, 408 and 429 failed, anything
-    /// else answered.
+    /// The outcome an HTTP response means for its origin: that of the error
+    /// ``WebImageError/httpStatus(_:url:retryAfter:now:)`` makes of it (a 429 or
+    /// 503 with a `Retry-After` asks for a pause, other 5xx, 408 and 429 failed),
+    /// and answered for a 2xx or 304.
     /// - Parameters:
     ///   - status: the response's HTTP status.
     ///   - retryAfter: its `Retry-After` header, if any.
     ///   - now: the time an HTTP-date `Retry-After` is measured from.
     public static func outcome(ofStatus status: Int, retryAfter: String? = nil, now: Date = Date()) -> Outcome {
-        if status == 429 || status == 503, let retryAfter, let pause = WebImageError.retryAfter(parsing: retryAfter, now: now) {
-            return .backOff(pause)
-        }
-        return status >= 500 || status == 408 || status == 429 ? .failed : .answered
+        if (200..<300).contains(status) || status == 304 { return .answered }
+        return outcome(of: WebImageError.httpStatus(status, url: "", retryAfter: retryAfter, now: now))
     }
 
     private static func describe(_ duration: Duration) -> String {
