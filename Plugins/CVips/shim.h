@@ -5,8 +5,12 @@
 // with the reason in libvips' error buffer (taken with vips_error_buffer_copy).
 #include <string.h>
 #include <vips/vips.h>
+#include <vips/vector.h>
 
 static inline int CVips_init(void) { return VIPS_INIT("webimage"); }
+/// libvips' SIMD code generator (liborc): on or off, process-wide.
+static inline void CVips_vector_set_enabled(int enabled) { vips_vector_set_enabled(enabled); }
+static inline int CVips_vector_enabled(void) { return vips_vector_isenabled(); }
 
 /// Opens encoded bytes lazily (pixels are decoded when first read). The bytes
 /// are not copied: they must outlive every image made from them.

@@ -73,6 +73,8 @@ public final class LMDBCacheStore: CacheStore {
     /// Writes waiting for the next transaction, and whether a commit is queued.
     let pendingWrites = Mutex<(items: [PendingWrite], queued: Bool)>(([], false))
     private let sweeper = Mutex<CacheSweeper?>(nil)
+    /// Entries that failed their checksum, counted and logged as they are removed.
+    private let damaged = DamagedEntryReport(store: "lmdb")
     private let flusher = Mutex<CacheSweeper?>(nil)
 
     /// Opens (creating if needed) the store in `directory`.
@@ -132,23 +134,41 @@ public final class LMDBCacheStore: CacheStore {
         try await readEntry(forKey: key, withData: false)?.metadata
     }
 
-    /// One read transaction: the entry (its bytes only if asked) and its access date.
+    /// One read transaction: the entry (its bytes only if asked, checked against
+    /// their checksum) and its access date. A damaged entry is removed, reported
+    /// and read as a miss: never served as wrong bytes.
     private func readEntry(forKey key: String, withData: Bool) async throws -> CacheEntry? {
         let databaseKey = LMDBRecord.databaseKey(key)
-        return try await read { [environment] () throws -> CacheEntry? in
+        let outcome = try await read { [environment] () throws -> ReadOutcome in
             try environment.read { txn in
-                guard let value = try get(txn, environment.entries, databaseKey),
-                      let decoded = LMDBRecord.decode(value) else { return nil }
-                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return nil }
+                guard let value = try get(txn, environment.entries, databaseKey) else { return .miss }
+                let decoded = LMDBRecord.decode(value)
+                if withData, let reason = LMDBRecord.damage(value, decoded) { return .damaged(reason) }
+                guard let decoded else { return .damaged("not a record of format version \(LMDBRecord.version)") }
+                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return .miss }
                 var metadata = decoded.metadata
                 // A hit with data sets accessedAt to now itself: skip the second lookup.
                 if !withData, let stamp = try get(txn, environment.access, databaseKey) {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
                 let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
-                return CacheEntry(data: data, metadata: metadata)
+                return .hit(CacheEntry(data: data, metadata: metadata))
             }
         }
+        switch outcome {
+        case .hit(let entry): return entry
+        case .miss: return nil
+        case .damaged(let reason):
+            damaged.report(key: key, reason: reason)
+            try? await removeData(forKey: key)
+            return nil
+        }
+    }
+
+    private enum ReadOutcome: Sendable {
+        case hit(CacheEntry)
+        case miss
+        case damaged(String)
     }
 
     /// Joins the next write transaction (group commit: writes that arrive while one
@@ -156,7 +176,8 @@ public final class LMDBCacheStore: CacheStore {
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
         let databaseKey = LMDBRecord.databaseKey(key)
         let now = LMDBRecord.milliseconds(clock())
-        let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now)
+        let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now,
+                                       checksum: PayloadChecksum.hash(data))
         let overLimit = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
             let write = PendingWrite(databaseKey: databaseKey, header: header, data: data, stamp: now, continuation: continuation)
             let lead = pendingWrites.withLock { state -> Bool in
@@ -176,7 +197,8 @@ public final class LMDBCacheStore: CacheStore {
             if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return }
             let data = [UInt8](UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
             let storedAt = LMDBRecord.milliseconds(decoded.metadata.storedAt)
-            let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: storedAt)
+            let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: storedAt,
+                                           checksum: decoded.checksum)
             try put(txn, environment.entries, databaseKey, header + data)
             try setAccess(txn, databaseKey, stamp: LMDBRecord.milliseconds(clock()), size: UInt64(data.count))
         }
@@ -186,8 +208,9 @@ public final class LMDBCacheStore: CacheStore {
         let databaseKey = LMDBRecord.databaseKey(key)
         pendingAccess.withLock { _ = $0.removeValue(forKey: databaseKey) }
         try await writeGrowing { [self] txn in
+            // Another key under the same hash is left alone; a value that no longer parses goes.
             if LMDBRecord.isHashed(databaseKey), let value = try get(txn, environment.entries, databaseKey),
-               LMDBRecord.decode(value)?.fullKey != key { return }
+               let decoded = LMDBRecord.decode(value), decoded.fullKey != key { return }
             try removeRecord(txn, databaseKey)
         }
     }

@@ -12,7 +12,7 @@ import WebImage
 /// - `totals`: `size` and `count` as big-endian UInt64, kept in every write
 ///   transaction, so several processes agree on them.
 enum LMDBRecord {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
 
     static func databaseKey(_ key: String) -> [UInt8] {
         let utf8 = Array(key.utf8)
@@ -33,12 +33,14 @@ enum LMDBRecord {
 
     static func lruKey(access: UInt64, databaseKey: [UInt8]) -> [UInt8] { bigEndian(access) + databaseKey }
 
-    /// The header: version, stored-at, full key (hashed keys only), and the
-    /// metadata strings, each length-prefixed. Binary, because a cache hit must
-    /// not pay for JSON.
-    static func header(key: String, hashed: Bool, metadata: CacheMetadata, storedAt: UInt64) -> [UInt8] {
+    /// The header: version, stored-at, the payload's checksum
+    /// (`PayloadChecksum`, verified on every read), full key (hashed keys only),
+    /// and the metadata strings, each length-prefixed. Binary, because a cache hit
+    /// must not pay for JSON. A value of version 1 (no checksum) reads as damaged.
+    static func header(key: String, hashed: Bool, metadata: CacheMetadata, storedAt: UInt64, checksum: UInt64) -> [UInt8] {
         var out: [UInt8] = [version]
         out += bigEndian(storedAt)
+        out += bigEndian(checksum)
         for field in [hashed ? key : nil, metadata.contentType, metadata.etag, metadata.lastModified, metadata.originalURL] {
             let bytes = field.map { Array($0.utf8) }
             out += bigEndian(bytes.map { UInt64($0.count) + 1 } ?? 0)  // 0 = nil, n+1 = n bytes
@@ -51,12 +53,13 @@ enum LMDBRecord {
         var fullKey: String?
         var metadata: CacheMetadata
         var dataOffset: Int
+        var checksum: UInt64
     }
 
     /// Parses a value; nil for a value this version cannot read (treated as a miss).
     static func decode(_ value: UnsafeRawBufferPointer) -> Decoded? {
-        guard value.count >= 9, value[0] == version else { return nil }
-        var offset = 9
+        guard value.count >= 17, value[0] == version else { return nil }
+        var offset = 17
         var fields: [String?] = []
         fields.reserveCapacity(5)
         for _ in 0..<5 {
@@ -72,6 +75,14 @@ enum LMDBRecord {
         let stored = date(uint64(value, at: 1))
         let metadata = CacheMetadata(contentType: fields[1], etag: fields[2], lastModified: fields[3], originalURL: fields[4],
                                      storedAt: stored, accessedAt: stored, size: value.count - offset)
-        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset)
+        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9))
+    }
+
+    /// Why a value is damaged (it does not parse, or its payload fails its
+    /// checksum), or nil when it is sound.
+    static func damage(_ value: UnsafeRawBufferPointer, _ decoded: Decoded?) -> String? {
+        guard let decoded else { return "not a record of format version \(version)" }
+        let actual = PayloadChecksum.hash(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
+        return actual == decoded.checksum ? nil : PayloadChecksum.mismatch(decoded.checksum, actual)
     }
 }

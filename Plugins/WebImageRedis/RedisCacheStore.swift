@@ -69,6 +69,8 @@ public final class RedisCacheStore: CacheStore {
     /// Whole seconds of the TTL, nil for no expiry.
     private let ttl: Int?
     private let clock: @Sendable () -> Date
+    /// Values that failed their checksum, counted and logged as they are removed.
+    private let damaged = DamagedEntryReport(store: "redis")
 
     /// Makes the store; connects only when first used, so a Redis that is down at
     /// start-up fails no start-up (the tier is then a miss until it is back).
@@ -161,9 +163,19 @@ public final class RedisCacheStore: CacheStore {
         case .null: return nil
         case .error(let message): throw WebImageError(.storeFailed, "redis: \(message)")
         case .string(let blob):
-            guard var entry = CacheEntryCodec.decode(blob, key: key) else { return nil }  // another key's, or not ours
-            if touched { entry.metadata.accessedAt = clock() }
-            return entry
+            switch CacheEntryCodec.decode(blob, key: key) {
+            case .entry(var entry):
+                if touched { entry.metadata.accessedAt = clock() }
+                return entry
+            case .otherKey:
+                return nil  // another key's: not ours
+            case .damaged(let reason):
+                // Never served as wrong bytes: removed (in the background), so that the load fetches it again.
+                damaged.report(key: key, reason: reason)
+                let redisKey = redisKey(key)
+                Task { [client] in _ = try? await client.run([Data("DEL".utf8), redisKey], key: redisKey) }
+                return nil
+            }
         default: throw WebImageError(.storeFailed, "redis: unexpected reply \(reply)")
         }
     }

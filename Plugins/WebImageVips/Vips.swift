@@ -8,7 +8,11 @@ enum Vips {
     /// `vips_init` once, thread-safely (a Swift global is initialised exactly once).
     /// Never `vips_shutdown`. Untrusted loaders are blocked unless a coder opts in,
     /// and libvips' operation cache is off: it would keep images, and with them
-    /// the caller's buffers, alive past their owners.
+    /// the caller's buffers, alive past their owners. libvips' SIMD code
+    /// generator (liborc) is off before any work: it crashed a server under
+    /// plain load (SIGSEGV inside liborc-0.4 every few thousand thumbnails), as
+    /// it has crashed others (sharp turns it off; libvips 8.15 replaced it).
+    /// ``VipsImageCoder/vectorEnabled`` turns it back on.
     private static let initialization: Result<Void, WebImageError> = {
         guard CVips_init() == 0 else { return .failure(error(.decodeFailed, "vips_init")) }
         // libvips builds its table of classes lazily on the first lookup, and two
@@ -21,6 +25,7 @@ enum Vips {
         vips_block_untrusted_set(1)
         vips_cache_set_max(0)
         vips_concurrency_set(1)
+        CVips_vector_set_enabled(0)
         return .success(())
     }()
 

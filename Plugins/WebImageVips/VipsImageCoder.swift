@@ -53,6 +53,23 @@ public struct VipsImageCoder: ImageCoder {
         }
     }
 
+    /// Whether libvips runs its SIMD code generator (liborc). Process-wide.
+    /// Default false: liborc 0.4.33 (Debian 12's) crashed the example server with
+    /// SIGSEGV every few thousand cold thumbnails, and the tool about once in 60
+    /// batches; with it off, 20 000 in a row ran clean. It costs about 5% of a
+    /// thumbnail's time here (docs/operations.md). Turn it on (`vips.vector`)
+    /// only where a soak of your own load shows it safe.
+    public static var vectorEnabled: Bool {
+        get {
+            _ = try? Vips.ensureInitialized()
+            return CVips_vector_enabled() != 0
+        }
+        set {
+            _ = try? Vips.ensureInitialized()
+            CVips_vector_set_enabled(newValue ? 1 : 0)
+        }
+    }
+
     /// The formats this machine's libvips decodes.
     public static let decodableFormats: Set<ImageFormat> = {
         let loaders: [(ImageFormat, String)] = [

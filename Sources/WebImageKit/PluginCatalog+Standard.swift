@@ -21,9 +21,10 @@ extension PluginCatalog {
         catalog.registerCoder(name: "turbojpeg") { config in
             TurboJPEGCoder(fallback: VipsImageCoder(options: .init(allowUntrusted: try ConfigValues(config).bool("vips.allowUntrusted") ?? false)))
         }
-        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency"]) { config in
+        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
+            if let vector = try values.bool("vips.vector") { VipsImageCoder.vectorEnabled = vector }
             return VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false))
         }
         catalog.registerLoader(name: "curl", schemes: ["http", "https"], keys: [

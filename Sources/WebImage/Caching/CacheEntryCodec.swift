@@ -1,23 +1,27 @@
 package import Foundation
+import Logging
+import Metrics
 
 /// How an entry is laid out as one blob: `bytes ‖ record ‖ footer`. The file store
 /// writes it as a file, the Redis store as a value.
 ///
 /// - record: the key, then `contentType`, `etag`, `lastModified`, `originalURL`,
 ///   each a little-endian `UInt32` length (`0xFFFF_FFFF` for nil) and UTF-8;
-///   then `storedAt` in milliseconds since 1970 (`Int64`).
+///   then `storedAt` in milliseconds since 1970 (`Int64`), then the payload's
+///   checksum (``PayloadChecksum``, `UInt64`), verified on every read.
 /// - footer (16 bytes): the record's length (`UInt32`), the format version
-///   (`UInt32`, 1), and the magic `WEBIMGF1`.
+///   (`UInt32`, 2), and the magic `WEBIMGF1`. Entries of version 1 (no
+///   checksum) are read as damaged: they are removed and loaded again.
 ///
 /// The access date is not in the blob: the file store keeps it as the file's
 /// modification time, the Redis store as the key's TTL.
 package enum CacheEntryCodec {
     package static let magic = Array("WEBIMGF1".utf8)
-    package static let version: UInt32 = 1
+    package static let version: UInt32 = 2
     package static let footerSize = 16
     package static let absent: UInt32 = 0xFFFF_FFFF
 
-    package static func record(key: String, metadata: CacheMetadata) -> [UInt8] {
+    package static func record(key: String, metadata: CacheMetadata, checksum: UInt64) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(key.utf8.count + 128)
         func put(_ value: UInt32) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
@@ -33,6 +37,7 @@ package enum CacheEntryCodec {
         put(metadata.originalURL)
         let stored = Int64((metadata.storedAt.timeIntervalSince1970 * 1000).rounded())
         withUnsafeBytes(of: stored.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.append(contentsOf: $0) }
         return bytes
     }
 
@@ -43,8 +48,8 @@ package enum CacheEntryCodec {
         return bytes + magic
     }
 
-    /// The record's length from a footer, or nil if it is not one that fits in a
-    /// file of `fileSize` bytes.
+    /// The record's length from a footer, or nil if it is not one of this
+    /// version that fits in a file of `fileSize` bytes.
     package static func recordLength(footer: UnsafeRawBufferPointer, fileSize: Int) -> Int? {
         guard footer.count == footerSize, Array(footer[8..<16]) == magic,
               UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == version
@@ -53,8 +58,8 @@ package enum CacheEntryCodec {
         return length + footerSize <= fileSize ? length : nil
     }
 
-    /// The key and metadata in a record; nil when it does not parse.
-    package static func parse(_ record: UnsafeRawBufferPointer) -> (key: String, metadata: CacheMetadata)? {
+    /// The key, metadata and payload checksum in a record; nil when it does not parse.
+    package static func parse(_ record: UnsafeRawBufferPointer) -> (key: String, metadata: CacheMetadata, checksum: UInt64)? {
         var offset = 0
         func uint32() -> UInt32? {
             guard offset + 4 <= record.count else { return nil }
@@ -69,19 +74,20 @@ package enum CacheEntryCodec {
             return .some(String(decoding: UnsafeRawBufferPointer(rebasing: record[offset..<offset + Int(length)]), as: UTF8.self))
         }
         guard let key = text(), let key, let contentType = text(), let etag = text(),
-              let lastModified = text(), let originalURL = text(), offset + 8 == record.count
+              let lastModified = text(), let originalURL = text(), offset + 16 == record.count
         else { return nil }
         let stored = Int64(littleEndian: record.loadUnaligned(fromByteOffset: offset, as: Int64.self))
+        let checksum = UInt64(littleEndian: record.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))
         let metadata = CacheMetadata(contentType: contentType, etag: etag, lastModified: lastModified, originalURL: originalURL,
                                      storedAt: Date(timeIntervalSince1970: Double(stored) / 1000))
-        return (key, metadata)
+        return (key, metadata, checksum)
     }
 }
 
 extension CacheEntryCodec {
     /// The blob for an entry.
     package static func encode(_ data: Data, key: String, metadata: CacheMetadata) -> Data {
-        let record = record(key: key, metadata: metadata)
+        let record = record(key: key, metadata: metadata, checksum: PayloadChecksum.hash(data))
         var blob = Data(capacity: data.count + record.count + footerSize)
         blob.append(data)
         blob.append(contentsOf: record)
@@ -89,24 +95,63 @@ extension CacheEntryCodec {
         return blob
     }
 
-    /// The entry in a blob if it is well formed and holds `key`; its bytes are
-    /// the blob's first bytes (no copy). `size` is set; `accessedAt` is `storedAt`.
-    package static func decode(_ blob: Data, key: String) -> CacheEntry? {
+    /// What a blob holds.
+    package enum Decoded {
+        /// A well-formed entry of this key whose payload matches its checksum.
+        case entry(CacheEntry)
+        /// A well-formed entry of another key (a hash collision): not ours, left alone.
+        case otherKey
+        /// Not an entry of this version, or its payload fails its checksum: to remove.
+        case damaged(String)
+    }
+
+    /// The entry in a blob, checked against its checksum; its bytes are the blob's
+    /// first bytes (no copy). `size` is set; `accessedAt` is `storedAt`.
+    package static func decode(_ blob: Data, key: String) -> Decoded {
         let size = blob.count
-        guard size >= footerSize else { return nil }
-        let parsed = blob.withUnsafeBytes { bytes -> (CacheMetadata, Int)? in
+        guard size >= footerSize else { return .damaged("\(size) bytes, shorter than a footer") }
+        let parsed = blob.withUnsafeBytes { bytes -> (key: String, metadata: CacheMetadata, checksum: UInt64, length: Int, actual: UInt64)? in
             guard let length = recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize)...]), fileSize: size),
-                  let record = parse(UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize - length)..<(size - footerSize)])),
-                  record.key == key
+                  let record = parse(UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize - length)..<(size - footerSize)]))
             else { return nil }
-            return (record.metadata, length)
+            guard record.key == key else { return (record.key, record.metadata, 0, length, 0) }
+            let actual = PayloadChecksum.hash(UnsafeRawBufferPointer(rebasing: bytes[..<(size - footerSize - length)]))
+            return (record.key, record.metadata, record.checksum, length, actual)
         }
-        guard let (metadata, length) = parsed else { return nil }
+        guard let parsed else { return .damaged("no readable footer or record of format version \(version)") }
+        guard parsed.key == key else { return .otherKey }
+        guard parsed.checksum == parsed.actual else { return .damaged(PayloadChecksum.mismatch(parsed.checksum, parsed.actual)) }
         var data = blob
-        data.count = size - footerSize - length
-        var result = metadata
+        data.count = size - footerSize - parsed.length
+        var result = parsed.metadata
         result.size = data.count
-        result.accessedAt = metadata.storedAt
-        return CacheEntry(data: data, metadata: result)
+        result.accessedAt = parsed.metadata.storedAt
+        return .entry(CacheEntry(data: data, metadata: result))
+    }
+}
+
+/// What a store does with an entry that fails its checksum or does not parse: it
+/// removes it (the caller's part) and reports it here, once per entry read: a
+/// counter `webimage_store_damaged_entries_total{store}` and a warning.
+package struct DamagedEntryReport: Sendable {
+    private let counter: Counter
+    private let store: String
+    private static let logger = Logger(label: "webimage.store")
+
+    package init(store: String) {
+        self.store = store
+        self.counter = Counter(label: "webimage_store_damaged_entries_total", dimensions: [("store", store)])
+    }
+
+    package func report(key: String, reason: String) {
+        counter.increment()
+        Self.logger.warning("damaged cache entry removed; it will be loaded again",
+                            metadata: ["store": "\(store)", "key": "\(key)", "reason": "\(reason)"])
+    }
+}
+
+extension PayloadChecksum {
+    package static func mismatch(_ stored: UInt64, _ actual: UInt64) -> String {
+        "payload checksum \(String(actual, radix: 16)) does not match the stored \(String(stored, radix: 16))"
     }
 }

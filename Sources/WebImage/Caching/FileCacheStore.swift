@@ -48,6 +48,8 @@ public final class FileCacheStore: CacheStore {
     /// takes the estimate over the limit starts a sweep.
     private let estimatedSize = Mutex<Int?>(nil)
     private let sweeper = Mutex<CacheSweeper?>(nil)
+    /// Entries that failed their checksum, counted and logged as they are removed.
+    private let damaged = DamagedEntryReport(store: "filesystem")
     /// A hit moves the file's access date only when it is older than this.
     static let accessGranularity: TimeInterval = 30
 
@@ -213,20 +215,23 @@ extension FileCacheStore {
             data = Data(count: fileSize)
             let filled = data.withUnsafeMutableBytes { Self.readFully(descriptor, into: $0, at: nil) }
             guard filled == fileSize else { return nil }
-            parsed = data.withUnsafeBytes { bytes -> (String, CacheMetadata, Int)? in
-                guard let length = CacheEntryCodec.recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(fileSize - CacheEntryCodec.footerSize)...]), fileSize: fileSize),
-                      let record = CacheEntryCodec.parse(UnsafeRawBufferPointer(rebasing: bytes[(fileSize - CacheEntryCodec.footerSize - length)..<(fileSize - CacheEntryCodec.footerSize)])),
-                      record.key == key
-                else { return nil }
-                return (record.key, record.metadata, length)
+            switch CacheEntryCodec.decode(data, key: key) {
+            case .entry(let entry):
+                data = entry.data
+                parsed = (key, entry.metadata, fileSize - CacheEntryCodec.footerSize - entry.data.count)
+            case .otherKey:
+                return nil
+            case .damaged(let reason):
+                // Never served as wrong bytes: removed, so that the load fetches it again.
+                unlink(path)
+                damaged.report(key: key, reason: reason)
+                return nil
             }
         } else {
             parsed = Self.readRecord(descriptor, fileSize: fileSize).flatMap { $0.key == key ? $0 : nil }
         }
         guard let parsed else { return nil }
         let dataSize = fileSize - CacheEntryCodec.footerSize - parsed.recordLength
-        if withData { data.count = dataSize }
-
         var metadata = parsed.metadata
         metadata.size = dataSize
         metadata.accessedAt = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
@@ -276,18 +281,17 @@ extension FileCacheStore {
 
     /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
     private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
-        let record = CacheEntryCodec.record(key: key, metadata: metadata)
+        let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: PayloadChecksum.hash(data))
         let footer = CacheEntryCodec.footer(recordLength: record.count)
         let temporary = tmpDirectory + "/" + UUID().uuidString
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw WebImageError(.storeFailed, "cannot write \(temporary): \(String(cString: strerror(errno)))")
         }
-        var failure: Int32 = 0
-        for chunk in [data.withUnsafeBytes { writeAll(descriptor, $0) }, record.withUnsafeBytes { writeAll(descriptor, $0) },
-                      footer.withUnsafeBytes { writeAll(descriptor, $0) }] where failure == 0 {
-            failure = chunk
-        }
+        // One chunk after another, each only if the one before it was written.
+        var failure = data.withUnsafeBytes { writeAll(descriptor, $0) }
+        if failure == 0 { failure = record.withUnsafeBytes { writeAll(descriptor, $0) } }
+        if failure == 0 { failure = footer.withUnsafeBytes { writeAll(descriptor, $0) } }
         var times = Self.timespecs(clock())  // the access date: the store's clock, not the file system's
         if failure == 0, futimens(descriptor, &times) != 0 { failure = errno }
         if Glibc.close(descriptor) != 0, failure == 0 { failure = errno }

@@ -234,11 +234,24 @@ public final class ImageManager: Sendable {
                 rememberData(entry.data, key: key, context: context)
                 return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
             }
-            let image = try await decode(entry.data, key: plainKey, options: options, context: context, derived: true)
-            remember(image, key: key, context: context)
-            return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
+            do {
+                let image = try await decode(entry.data, key: plainKey, options: options, context: context, derived: true)
+                remember(image, key: key, context: context)
+                return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
+            } catch let error as WebImageError where Self.blamesURL(error) {
+                // Stored bytes no coder reads: a damaged entry. Removed; the result is made again below.
+                await discard(key, from: store, error)
+            }
         }
 
+        /// The original from the loader, one download per URL.
+        func downloadSource() async throws -> (data: Data, cacheType: CacheType, response: LoadResponse?) {
+            do {
+                return try await download(url: url, plainKey: plainKey, store: store, options: options, context: context, progress: progress)
+            } catch {
+                throw recordFailure(error, url: url)
+            }
+        }
         var source: (data: Data, cacheType: CacheType, response: LoadResponse?)
         if let entry = await lookup(plainKey) {
             metrics.hit(entry.cacheType)
@@ -248,11 +261,7 @@ public final class ImageManager: Sendable {
             throw WebImageError(.notCached, "\(url.absoluteString) is not in the cache and .fromCacheOnly forbids loading it")
         } else {
             metrics.miss()
-            do {
-                source = try await download(url: url, plainKey: plainKey, store: store, options: options, context: context, progress: progress)
-            } catch {
-                throw recordFailure(error, url: url)
-            }
+            source = try await downloadSource()
         }
 
         if bytesOnly && !derivesBytes {
@@ -270,21 +279,32 @@ public final class ImageManager: Sendable {
             return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
         }
 
-        let image: Image
-        do {
-            image = try await decode(source.data, key: plainKey, options: options, context: context, derived: false)
-        } catch {
-            // Only a failure of the URL itself blocks it: bytes no coder can read. A
-            // failure that belongs to this request (a transform, a pixel limit the
-            // options could lift) says nothing about the next load of the URL.
-            let failure = WebImageError.wrap(error, as: .decodeFailed, "decoding \(url.absoluteString)")
-            guard source.cacheType == .none else { throw failure }
-            guard Self.blamesURL(failure) else {
-                metrics.failed(failure.code)
-                throw failure
+        var image: Image?
+        var reloaded = false
+        while image == nil {
+            do {
+                image = try await decode(source.data, key: plainKey, options: options, context: context, derived: false)
+            } catch {
+                // Only a failure of the URL itself blocks it: bytes no coder can read. A
+                // failure that belongs to this request (a transform, a pixel limit the
+                // options could lift) says nothing about the next load of the URL.
+                let failure = WebImageError.wrap(error, as: .decodeFailed, "decoding \(url.absoluteString)")
+                guard Self.blamesURL(failure) else {
+                    metrics.failed(failure.code)
+                    throw failure
+                }
+                guard source.cacheType != .none else { throw recordFailure(failure, url: url) }
+                guard !reloaded else { throw failure }
+                // Cached bytes that no coder reads are a damaged entry, not the URL's
+                // fault: removed, and the original loaded again (once: a fresh
+                // download that fails to decode is the URL's).
+                await discard(plainKey, from: store, failure)
+                guard !options.contains(.fromCacheOnly) else { throw failure }
+                source = try await downloadSource()
+                reloaded = true
             }
-            throw recordFailure(failure, url: url)
         }
+        guard let image else { throw WebImageError(.decodeFailed, "decoding \(url.absoluteString) made no image") }
         var storeFailure: WebImageError?
         if source.cacheType == .none {
             storeFailure = await storeOriginal(source.data, response: source.response, key: plainKey, store: store, options: options, context: context)
@@ -519,6 +539,15 @@ public final class ImageManager: Sendable {
             logStoreError(error, key: key)
             return nil
         }
+    }
+
+    /// Removes a stored entry whose bytes no coder reads (damaged on disk or in
+    /// the shared tier), counted as a store error and logged; never blocks the URL.
+    private func discard(_ key: String, from store: (any CacheStore)?, _ error: WebImageError) async {
+        metrics.storeError()
+        configuration.logger.warning("cache entry does not decode; removed and loaded again",
+                                     metadata: ["key": "\(key)", "error": "\(error)"])
+        do { try await store?.removeData(forKey: key) } catch { logStoreError(error, key: key) }
     }
 
     private func logStoreError(_ error: any Error, key: String) {
