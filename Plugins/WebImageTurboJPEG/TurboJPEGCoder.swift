@@ -190,7 +190,11 @@ package struct TurboJPEGDecode {
                 CJT_free(data)
             }
         }
-        let decoded = try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator)
+        // The scaled pixels' cost before libjpeg allocates them.
+        let scaled = PixelSize(width: (stored.width * Int(numerator) + 7) / 8, height: (stored.height * Int(numerator) + 7) / 8)
+        try ImageFootprint(size: scaled, bands: Int(header.components))
+            .check(pixelLimit: .max, memoryLimit: options.memoryLimit, step: "decoding the JPEG at \(numerator)/8")
+        let decoded = try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator, memoryLimit: options.memoryLimit)
         let pixels = decoded.pixels
         defer { CJT_free(pixels) }
         let (w, h, bands) = (decoded.width, decoded.height, decoded.bands)
@@ -212,9 +216,19 @@ extension TurboJPEGDecode {
     /// whole-image coefficient buffer); for a layout it does not take, libjpeg
     /// decodes a copy without the AC scans. Anything unusual about either falls
     /// back to libjpeg on the whole file, which reports real errors.
-    static func pixels(context: UnsafeMutablePointer<CJT_context>, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32) throws -> Pixels {
+    static func pixels(context: UnsafeMutablePointer<CJT_context>, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32,
+                       memoryLimit: Int) throws -> Pixels {
         if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
             if let pixels = dcDecode(bytes, header: header) { return pixels }
+        }
+        if header.progressive != 0 {
+            // libjpeg holds every coefficient of a progressive file, whatever the scale
+            // (the DC decoder above keeps one value per block instead).
+            let blocks = PixelSize(width: (Int(header.width) + 7) / 8 * 8, height: (Int(header.height) + 7) / 8 * 8)
+            try ImageFootprint(size: blocks, bands: Int(header.components), bytesPerSample: 2)
+                .check(pixelLimit: .max, memoryLimit: memoryLimit, step: "decoding the progressive JPEG's coefficients (\(blocks))")
+        }
+        if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
             if let stream = dcOnlyStream(bytes), let pixels = stream.withUnsafeBytes({ libjpegDecode($0, numerator: 1, path: .dcScans) }) {
                 return pixels
             }

@@ -6,6 +6,42 @@ public import WebImage
 /// the pixel limit holds before any library parses the image (some refuse absurd
 /// headers without saying why, and libvips' error buffer is shared by threads).
 @_spi(Internals) public enum HeaderProbe {
+    /// A JPEG's first frame header: its size, components, bits per sample and
+    /// whether it is progressive (SOF2, SOF6, SOF10, SOF14).
+    public struct JPEGFrame: Sendable, Hashable {
+        public var size: PixelSize
+        public var components: Int
+        public var precision: Int
+        public var progressive: Bool
+
+        /// libjpeg's whole-image coefficient buffer for a progressive file (two
+        /// bytes per sample of every block, whatever scale it is decoded at): the
+        /// memory a decode of it takes before a pixel comes out.
+        public var coefficientFootprint: ImageFootprint {
+            ImageFootprint(size: PixelSize(width: (size.width + 7) / 8 * 8, height: (size.height + 7) / 8 * 8),
+                           bands: components, bytesPerSample: 2)
+        }
+    }
+
+    /// The first start-of-frame of a JPEG, walked to without decoding.
+    public static func jpegFrame(_ bytes: UnsafeRawBufferPointer) -> JPEGFrame? {
+        guard bytes.count >= 4, bytes[0] == 0xFF, bytes[1] == 0xD8 else { return nil }
+        func be16(_ i: Int) -> Int { Int(bytes[i]) << 8 | Int(bytes[i + 1]) }
+        var i = 2
+        while i + 9 < bytes.count {
+            guard bytes[i] == 0xFF else { return nil }
+            let marker = bytes[i + 1]
+            if marker == 0xFF { i += 1; continue }
+            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
+                return JPEGFrame(size: PixelSize(width: be16(i + 7), height: be16(i + 5)), components: Int(bytes[i + 9]),
+                                 precision: Int(bytes[i + 4]), progressive: [0xC2, 0xC6, 0xCA, 0xCE].contains(marker))
+            }
+            if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
+            i += 2 + be16(i + 2)
+        }
+        return nil
+    }
+
     public static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {
         func be16(_ i: Int) -> Int { Int(bytes[i]) << 8 | Int(bytes[i + 1]) }
         func be32(_ i: Int) -> Int { be16(i) << 16 | be16(i + 2) }
@@ -17,18 +53,7 @@ public import WebImage
             return PixelSize(width: le16(6), height: le16(8))
         case .jpeg:
             // Walk the markers to the first start-of-frame (SOF0..SOF15 but DHT, JPG, DAC).
-            var i = 2
-            while i + 9 < bytes.count {
-                guard bytes[i] == 0xFF else { return nil }
-                let marker = bytes[i + 1]
-                if marker == 0xFF { i += 1; continue }
-                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
-                    return PixelSize(width: be16(i + 7), height: be16(i + 5))
-                }
-                if marker == 0xD8 || (0xD0...0xD7).contains(marker) { i += 2; continue }
-                i += 2 + be16(i + 2)
-            }
-            return nil
+            return jpegFrame(bytes)?.size
         default:
             return nil
         }

@@ -87,6 +87,8 @@ final class VipsHandle: @unchecked Sendable {
     var height: Int { Int(CVips_height(pointer)) }
     var bands: Int { Int(CVips_bands(pointer)) }
     var byteCount: Int { Int(CVips_sizeof_image(pointer)) }
+    /// Bytes per band sample (1 for 8-bit, 2 for 16-bit, 4 for float).
+    var bytesPerSample: Int { max(1, byteCount / max(1, width * height * bands)) }
     var hasAlpha: Bool { vips_image_hasalpha(pointer) != 0 }
     /// 8-bit sRGB with alpha (4 bands) or grey with alpha (2 bands).
     var isPlainWithAlpha: Bool {

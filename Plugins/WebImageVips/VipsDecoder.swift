@@ -57,6 +57,11 @@ struct VipsDecoder {
             throw WebImageError(.pixelLimitExceeded,
                                 "the \(format!) header declares \(declared) (\(declared.area) pixels), over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
         }
+        if format == .jpeg, let frame = HeaderProbe.jpegFrame(bytes), frame.progressive {
+            // libjpeg holds every coefficient of a progressive file, whatever the scale.
+            try frame.coefficientFootprint.check(pixelLimit: .max, memoryLimit: options.memoryLimit,
+                                                 step: "decoding the progressive JPEG's coefficients (\(frame.size), \(frame.components) components)")
+        }
         let header = try open()
         let width = header.width, pageHeight = header.pageHeight
         let pageCount = max(1, header.height / max(1, pageHeight))
@@ -64,15 +69,24 @@ struct VipsDecoder {
         let storedOrientation = ImageOrientation(exif: header.int("orientation") ?? 1)
         let area = PixelSize(width: width, height: header.height).area
         guard width > 0, pageHeight > 0 else { throw WebImageError(.decodeFailed, "the header declares an empty image") }
+        // What a full decode costs: every band at its depth (libvips' header says
+        // both), every frame. A JPEG thumbnail shrinks on load: its cost is checked
+        // where the factor is chosen. Over the memory limit as over the pixel
+        // limit, .scaleDownLargeImages decodes smaller instead of failing.
+        let full = ImageFootprint(size: PixelSize(width: width, height: pageHeight), bands: header.bands,
+                                  bytesPerSample: header.bytesPerSample, frames: pageCount)
+        let shrinksOnLoad = format == .jpeg && options.thumbnailPixelSize != nil
+        let memoryLimit = shrinksOnLoad ? Int.max : options.memoryLimit
+        let limitPixels = min(options.pixelLimit, memoryLimit / max(1, full.bands * full.bytesPerSample))
 
         var box = options.thumbnailPixelSize
         var fill = !options.preserveAspectRatio && box != nil
-        if area > options.pixelLimit {
+        if area > limitPixels {
             guard options.scaleDownLargeImages else {
-                throw WebImageError(.pixelLimitExceeded,
-                                    "\(width)x\(pageHeight)\(pageCount > 1 ? " x \(pageCount) frames" : "") is \(area) pixels, over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
+                try full.check(pixelLimit: options.pixelLimit, memoryLimit: memoryLimit, step: "decoding \(width)x\(pageHeight)")
+                throw WebImageError(.pixelLimitExceeded, "\(full) is over the limits; pass .scaleDownLargeImages to decode it smaller")
             }
-            let factor = (Double(options.pixelLimit) / Double(area)).squareRoot()
+            let factor = (Double(limitPixels) / Double(area)).squareRoot()
             let fit = PixelSize(width: max(1, Int(Double(width) * factor)), height: max(1, Int(Double(pageHeight) * factor)))
             let oriented = storedOrientation.swapsDimensions && !options.keepOrientation ? PixelSize(width: fit.height, height: fit.width) : fit
             if let requested = box, requested.width <= oriented.width, requested.height <= oriented.height {
@@ -172,6 +186,9 @@ struct VipsDecoder {
 
         if format == .jpeg {
             let shrink = [8, 4, 2].first { Double($0) <= 1 / scale } ?? 1
+            let shrunk = ImageFootprint(size: PixelSize(width: (header.width + shrink - 1) / shrink, height: (header.height + shrink - 1) / shrink),
+                                        bands: header.bands, bytesPerSample: header.bytesPerSample)
+            try shrunk.check(pixelLimit: .max, memoryLimit: options.memoryLimit, step: "decoding the JPEG at 1/\(shrink)")
             let image = shrink > 1 ? try open(shrink: shrink) : header
             let finished = try Self.finishShrunk(image, target: target, box: box, fill: fill, focus: options.cropFocus,
                                                  orientation: options.keepOrientation ? .up : orientation)

@@ -113,6 +113,12 @@ extension ImageTransformers {
             self.gravity = gravity
         }
         public var key: String { "pad(\(size),\(background.map(\.description) ?? "none"),\(gravity.shortName))" }
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            output.size = size
+            if background == nil, input.bands == 1 || input.bands == 3 { output.bands += 1 }
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             guard size.width > 0, size.height > 0 else { throw WebImageError(.transformFailed, "pad needs a positive box, not \(size)") }
             let fitted = image.pixelSize.width > size.width || image.pixelSize.height > size.height

@@ -37,6 +37,17 @@ extension ImageTransformers {
             self.focus = focus
         }
         public var key: String { "resize(\(size),\(mode.rawValue)\(mode == .fill && focus != .centre ? ",\(focus.key)" : ""))" }
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            let w = Double(size.width) / Double(max(1, input.size.width)), h = Double(size.height) / Double(max(1, input.size.height))
+            switch mode {
+            case .stretch, .fill: output.size = size
+            case .fit:
+                let s = min(w, h)
+                output.size = PixelSize(width: max(1, Int((Double(input.size.width) * s).rounded())), height: max(1, Int((Double(input.size.height) * s).rounded())))
+            }
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             try VipsFrames.map(image) { frame in
                 let w = Double(size.width) / Double(frame.width), h = Double(size.height) / Double(frame.height)
@@ -75,6 +86,11 @@ extension ImageTransformers {
             (self.x, self.y, self.width, self.height) = (x, y, width, height)
         }
         public var key: String { "crop(\(x),\(y),\(width)x\(height))" }
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            output.size = PixelSize(width: min(width, input.size.width), height: min(height, input.size.height))
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             guard x >= 0, y >= 0, width > 0, height > 0, x + width <= image.pixelSize.width, y + height <= image.pixelSize.height else {
                 throw WebImageError(.transformFailed, "crop \(width)x\(height) at (\(x),\(y)) is outside the \(image.pixelSize) image")
@@ -92,6 +108,22 @@ extension ImageTransformers {
         public var degrees: Double
         public init(degrees: Double) { self.degrees = degrees }
         public var key: String { "rotate(\(degrees))" }
+        /// A quarter turn swaps the sides; any other angle makes the bounding
+        /// canvas of the turned image, with an alpha band added.
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            let normalized = degrees.truncatingRemainder(dividingBy: 360) + (degrees < 0 ? 360 : 0)
+            if normalized.truncatingRemainder(dividingBy: 90) == 0 {
+                if Int(normalized / 90) % 2 == 1 { output.size = PixelSize(width: input.size.height, height: input.size.width) }
+                return output
+            }
+            let radians = normalized * .pi / 180
+            let c = abs(cos(radians)), s = abs(sin(radians))
+            let w = Double(input.size.width), h = Double(input.size.height)
+            output.size = PixelSize(width: Int((w * c + h * s).rounded(.up)) + 1, height: Int((w * s + h * c).rounded(.up)) + 1)
+            if input.bands == 1 || input.bands == 3 { output.bands += 1 }
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             let normalized = degrees.truncatingRemainder(dividingBy: 360) + (degrees < 0 ? 360 : 0)
             if normalized.truncatingRemainder(dividingBy: 90) == 0 {
@@ -141,6 +173,11 @@ extension ImageTransformers {
             self.amount = min(1, max(0, amount))
         }
         public var key: String { "tint(\(red),\(green),\(blue),\(amount))" }
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            output.bands = max(3, input.bands)
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             try VipsFrames.map(image) { frame in
                 let rgb = try Vips.make(.transformFailed, "vips_colourspace") { CVips_srgb(frame.pointer, $0) }
@@ -157,6 +194,13 @@ extension ImageTransformers {
         public var radius: Int
         public init(radius: Int) { self.radius = radius }
         public var key: String { "round(\(radius))" }
+        /// sRGB with alpha: four bands, or two for grey.
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            var output = input
+            output.bands = input.bands <= 2 ? 2 : 4
+            output.bytesPerSample = 1
+            return output
+        }
         public func transform(_ image: Image) throws -> Image {
             var result = try VipsFrames.map(image) { frame in
                 let rgb = try Vips.make(.transformFailed, "vips_colourspace") { CVips_srgb(frame.pointer, $0) }

@@ -10,7 +10,7 @@ extension ImageManager.Configuration {
         "store.kind", "store.path", "store.maxSize", "store.maxAge", "store.sweepInterval",
         "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
         "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
-        "decode.pixelLimit", "blocklist.ttl", "blocklist.shared",
+        "decode.pixelLimit", "decode.memoryLimit", "blocklist.ttl", "blocklist.shared",
         "loader.circuitBreaker.failures", "loader.circuitBreaker.cooldown",
         "encode.quality", "encode.effort", "encode.progressive", "encode.lossless", "encode.keepMetadata",
         "encode.keepColorProfile", "encode.background", "encode.chromaSubsampling",
@@ -35,7 +35,8 @@ extension ImageManager.Configuration {
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
     /// `loader.order`, `loader.circuitBreaker.failures` and `loader.circuitBreaker.cooldown`
     /// (an ``OriginCircuitBreaker`` when either is set; failures 0 turns it off),
-    /// `decode.pixelLimit`, `blocklist.ttl`, `blocklist.shared` (share
+    /// `decode.pixelLimit`, `decode.memoryLimit` (bytes one decode or one step of
+    /// a transform chain may take), `blocklist.ttl`, `blocklist.shared` (share
     /// the failed-URL blocklist through the shared tier's Redis), `encode.quality`,
     /// `encode.effort`, `encode.progressive`, `encode.lossless`, `encode.keepMetadata`,
     /// `encode.keepColorProfile`, `encode.background`, `encode.chromaSubsampling`
@@ -126,6 +127,10 @@ extension ImageManager.Configuration {
         if let timeout = try values.duration("loader.timeout") { self.timeout = timeout }
         if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
         if let pixels = try values.int("decode.pixelLimit", minimum: 1) { decodeOptions.pixelLimit = pixels }
+        if let bytes = try values.bytes("decode.memoryLimit") {
+            guard bytes > 0 else { throw values.invalid("decode.memoryLimit", "\(bytes)", "a size above zero") }
+            decodeOptions.memoryLimit = bytes
+        }
         let blocklistTTL = try values.duration("blocklist.ttl")
         var blocklistShared: (any SharedFailureStore)?
         if try values.bool("blocklist.shared") == true {

@@ -27,29 +27,51 @@ public import WebImageVips
 /// `e`, `se`, `s`, `sw`, `w`, `nw`.
 ///
 /// Every number is bounded, and out of bounds is a typed error naming the spec:
-/// sizes 1...``maxSide`` (after the DPR), blur 0...100, sharpen 0...10, trim 0...255,
-/// opacity 0...1, margin 0...10 000, DPR 0.1...5.
+/// sizes 1...``Limits/maxSide`` (after the DPR), blur 0...100, sharpen 0...10,
+/// trim 0...255, opacity 0...1, margin 0...10 000, DPR 0.1...5; and a spec has at
+/// most ``Limits/maxSteps`` steps. A server passes its own limits (its largest
+/// thumbnail side bounds every size in a spec: a pad, a crop, a resize).
+/// What the steps then cost in memory is bounded when they run
+/// (``TransformBudget``, ``DecodeOptions/memoryLimit``).
 public enum TransformSpec {
-    /// The largest side a spec may ask for, after the DPR: 8192. Larger
+    /// The largest side a spec may ask for by default, after the DPR: 8192. Larger
     /// resizes are what a hostile query asks for to make a server allocate gigabytes.
     public static let maxSide = 8192
+
+    /// The bounds a spec is parsed within.
+    public struct Limits: Sendable, Hashable {
+        /// The most steps (`;`-separated parts; a `dpr` is not a step). Default 8: every
+        /// step is a pass over the pixels, and 200 blurs are 18 s of CPU.
+        public var maxSteps: Int
+        /// The largest side any size in the spec may name, after the DPR. Default 8192.
+        public var maxSide: Int
+        public init(maxSteps: Int = 8, maxSide: Int = TransformSpec.maxSide) {
+            self.maxSteps = max(1, maxSteps)
+            self.maxSide = max(1, maxSide)
+        }
+    }
 
     /// One transformer, or several joined with `;` (a pipeline).
     /// - Parameter watermark: turns a `watermark:` NAME into the overlay's bytes.
     ///   The default refuses every name: a query string must never name a file
     ///   to read. The command line reads files; the example server looks names
     ///   up in a directory it was configured with.
-    public static func parse(_ text: String, watermark: (String) throws -> Data = refuseWatermarks) throws -> any ImageTransformer {
-        try parse(text, watermarkOverlay: { try ImageTransformers.Watermark.Overlay(data: watermark($0)) })
+    public static func parse(_ text: String, limits: Limits = Limits(), watermark: (String) throws -> Data = refuseWatermarks) throws -> any ImageTransformer {
+        try parse(text, limits: limits, watermarkOverlay: { try ImageTransformers.Watermark.Overlay(data: watermark($0)) })
     }
 
     /// The same, with `watermark:` NAMEs turned into overlays decoded earlier,
     /// for a server that parses a spec per request: its watermarks are then
     /// decoded once, not on every request (the example server decodes its
     /// `thumbnail.watermarks` at start).
-    public static func parse(_ text: String, watermarkOverlay watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
+    public static func parse(_ text: String, limits: Limits = Limits(),
+                             watermarkOverlay watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
         let parts = text.split(separator: ";").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !parts.isEmpty else { throw WebImageError(.invalidArgument, "empty transform") }
+        let steps = parts.filter { !$0.lowercased().hasPrefix("dpr") }.count
+        guard steps <= limits.maxSteps else {
+            throw WebImageError(.invalidArgument, "transform: \(steps) steps, more than the \(limits.maxSteps) allowed")
+        }
         var dpr = 1.0
         for part in parts where part.lowercased().hasPrefix("dpr:") || part.lowercased() == "dpr" {
             guard let value = Double(part.dropFirst(4)), value.isFinite, (0.1...5).contains(value) else {
@@ -58,7 +80,7 @@ public enum TransformSpec {
             dpr *= value
         }
         guard (0.1...5).contains(dpr) else { throw WebImageError(.invalidArgument, "transform '\(text)': the DPRs multiply to \(dpr), outside 0.1...5") }
-        let transformers = try parts.filter { !$0.lowercased().hasPrefix("dpr") }.map { try parseOne($0, dpr: dpr, watermark: watermark) }
+        let transformers = try parts.filter { !$0.lowercased().hasPrefix("dpr") }.map { try parseOne($0, dpr: dpr, maxSide: limits.maxSide, watermark: watermark) }
         guard !transformers.isEmpty else { throw WebImageError(.invalidArgument, "transform '\(text)': a dpr alone changes nothing; add a resize or pad") }
         return transformers.count == 1 ? transformers[0] : ImageTransformers.Pipeline(transformers)
     }
@@ -84,7 +106,7 @@ public enum TransformSpec {
         }
     }
 
-    static func parseOne(_ text: String, dpr: Double, watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
+    static func parseOne(_ text: String, dpr: Double, maxSide: Int, watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
         let fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         let name = fields[0].lowercased()
         func bad(_ expected: String) -> WebImageError {
@@ -100,6 +122,14 @@ public enum TransformSpec {
                 throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")
             }
             return values
+        }
+        /// A side times the DPR, 1...maxSide.
+        func side(_ value: Double, _ what: String) throws -> Int {
+            let scaled = (value * dpr).rounded()
+            guard scaled <= Double(maxSide) else {
+                throw bad("\(what) of at most \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(Int(scaled))")
+            }
+            return Int(scaled)
         }
         /// A size times the DPR, each side 1...maxSide.
         func size(_ index: Int, _ usage: String) throws -> PixelSize {
@@ -140,7 +170,7 @@ public enum TransformSpec {
             }
             return ImageTransformers.Resize(box, mode: mode, focus: focus)
         case "crop":
-            let v = try numbers(1, count: 4...4, within: 0...1e7).map { Int(($0 * dpr).rounded()) }
+            let v = try numbers(1, count: 4...4, within: 0...1e7).map { try side($0, "crop offsets and sides") }
             guard v[2] > 0, v[3] > 0 else { throw bad("a crop with a positive width and height") }
             return ImageTransformers.Crop(x: v[0], y: v[1], width: v[2], height: v[3])
         case "rotate":
@@ -149,7 +179,7 @@ public enum TransformSpec {
             guard fields.count == 2, ["h", "v"].contains(fields[1].lowercased()) else { throw bad("flip:h or flip:v") }
             return ImageTransformers.Flip(vertical: fields[1].lowercased() == "v")
         case "round":
-            return ImageTransformers.RoundCorners(radius: Int((try numbers(1, count: 1...1, within: 0...1e7)[0] * dpr).rounded()))
+            return ImageTransformers.RoundCorners(radius: try side(try numbers(1, count: 1...1, within: 0...1e7)[0], "a radius"))
         case "blur":
             // libvips' Gaussian mask grows with sigma: an absurd one costs minutes and gigabytes.
             let sigma = try numbers(1, count: 1...1, within: 0...100)[0]
@@ -180,7 +210,7 @@ public enum TransformSpec {
             let opacity = try optionalNumber(3, default: 0.5, within: 0...1)
             let margin = try optionalNumber(4, default: 10, within: 0...10_000)
             return try ImageTransformers.Watermark(overlay: try watermark(fields[1]), gravity: try gravity(2, default: .southEast),
-                                                   opacity: opacity, margin: Int((margin * dpr).rounded()))
+                                                   opacity: opacity, margin: try side(margin, "a margin"))
         default:
             throw bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")
         }

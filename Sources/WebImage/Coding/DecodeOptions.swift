@@ -16,6 +16,16 @@ public struct DecodeOptions: Hashable, Sendable {
     /// The largest number of pixels (width x height x frames) a decoded image may
     /// have. Checked from the header before decoding. Default 100 megapixels.
     public var pixelLimit: Int = 100_000_000
+    /// The most memory, in bytes, that one decode or one intermediate of a
+    /// transform chain may take: width x height x bands x bytes per sample x
+    /// frames (``ImageFootprint``), computed from the header or from the
+    /// transformer's input before the memory is spent. Past it the load fails
+    /// with ``WebImageError/Code/pixelLimitExceeded``. The pixel limit counts
+    /// pixels; this counts what they cost, so a file that declares ten components
+    /// or 16 bits per sample is bounded too. For a progressive JPEG it includes
+    /// libjpeg's coefficient buffer (two bytes per sample of the whole image),
+    /// which a scaled decode still needs. Default 400 MB (100 megapixels of RGBA).
+    public var memoryLimit: Int = 400_000_000
     /// Instead of failing over ``pixelLimit``, decode scaled down to fit it.
     public var scaleDownLargeImages: Bool = false
     /// Keep the pixels as stored instead of turning them upright.
@@ -36,6 +46,7 @@ public struct DecodeOptions: Hashable, Sendable {
         scale: Double = 1,
         firstFrameOnly: Bool = false,
         pixelLimit: Int = 100_000_000,
+        memoryLimit: Int = 400_000_000,
         scaleDownLargeImages: Bool = false,
         keepOrientation: Bool = false,
         allowTruncated: Bool = false,
@@ -46,6 +57,7 @@ public struct DecodeOptions: Hashable, Sendable {
         self.scale = scale
         self.firstFrameOnly = firstFrameOnly
         self.pixelLimit = pixelLimit
+        self.memoryLimit = memoryLimit
         self.scaleDownLargeImages = scaleDownLargeImages
         self.keepOrientation = keepOrientation
         self.allowTruncated = allowTruncated

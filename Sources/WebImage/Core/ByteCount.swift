@@ -17,3 +17,15 @@ public enum ByteCount {
         return number
     }
 }
+
+extension ByteCount {
+    /// A size as people read it: `512 B`, `1.5 MiB`, `2.0 GiB`.
+    public static func text(_ bytes: Int) -> String {
+        if bytes == .max { return "more than 8 EiB" }
+        let units: [(String, Double)] = [("GiB", 1_073_741_824), ("MiB", 1_048_576), ("KiB", 1024)]
+        for (unit, factor) in units where Double(bytes) >= factor {
+            return String(format: "%.1f %@", Double(bytes) / factor, unit)
+        }
+        return "\(bytes) B"
+    }
+}

@@ -440,19 +440,26 @@ public final class ImageManager: Sendable {
         let transformer = derived ? nil : context.transformer
         let metrics = metrics
         let finalOptions = decodeOptions
-        return try await configuration.pool.run {
-            let started = ContinuousClock.now
-            var image: Image
-            do { image = try coder.decode(data, options: finalOptions) } catch {
-                throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
-            }
-            metrics.decoded(duration: ContinuousClock.now - started)
-            if let transformer {
-                do { image = try transformer.transform(image) } catch {
-                    throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+        let pool = configuration.pool
+        return try await CancellationFlag.run { flag in
+            // Each step of the chain is checked against the decode's limits before it
+            // runs, and a cancelled load (its callers gone, its deadline passed) stops between steps.
+            let budget = TransformBudget(pixelLimit: finalOptions.pixelLimit, memoryLimit: finalOptions.memoryLimit,
+                                         isCancelled: { flag.isCancelled })
+            return try await pool.run {
+                let started = ContinuousClock.now
+                var image: Image
+                do { image = try coder.decode(data, options: finalOptions) } catch {
+                    throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
                 }
+                metrics.decoded(duration: ContinuousClock.now - started)
+                if let transformer {
+                    do { image = try budget.apply(transformer, to: image) } catch {
+                        throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+                    }
+                }
+                return image
             }
-            return image
         }
     }
 

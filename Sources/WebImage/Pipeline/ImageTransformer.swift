@@ -8,9 +8,59 @@
 ///   code ``WebImageError/Code/transformFailed`` when it cannot.
 /// - It must accept the storage of the coder it is meant for; a transformer that
 ///   receives storage it does not know throws.
+/// - ``footprint(after:)`` says, from the input's footprint alone, how large the
+///   output will be, so that the manager refuses a step over
+///   ``DecodeOptions/memoryLimit`` before it runs. The default says "the same as
+///   the input", right for filters (blur, sharpen, tint); a transformer that
+///   changes the size or the bands must implement it. The manager also checks
+///   each step's real output, so a wrong answer costs one step, not the chain.
 public protocol ImageTransformer: Sendable {
     var key: String { get }
     func transform(_ image: Image) throws -> Image
+    /// The footprint of the output for an input of this footprint.
+    func footprint(after input: ImageFootprint) -> ImageFootprint
+}
+
+extension ImageTransformer {
+    public func footprint(after input: ImageFootprint) -> ImageFootprint { input }
+
+    /// The steps this transformer runs: its transformers for a
+    /// ``ImageTransformers/Pipeline`` (flattened), else itself.
+    public var steps: [any ImageTransformer] {
+        if let pipeline = self as? ImageTransformers.Pipeline { return pipeline.transformers.flatMap(\.steps) }
+        return [self]
+    }
+}
+
+/// The bound a load puts on a transform chain: each step's output is predicted
+/// from its input and checked before the step runs, then checked again as made;
+/// between steps, a cancelled load stops.
+public struct TransformBudget: Sendable {
+    public var pixelLimit: Int
+    public var memoryLimit: Int
+    /// Asked between steps; true stops the chain with ``WebImageError/Code/cancelled``.
+    public var isCancelled: @Sendable () -> Bool
+
+    public init(pixelLimit: Int, memoryLimit: Int, isCancelled: @escaping @Sendable () -> Bool = { false }) {
+        self.pixelLimit = pixelLimit
+        self.memoryLimit = memoryLimit
+        self.isCancelled = isCancelled
+    }
+
+    /// Runs `transformer`'s steps on `image` within the budget.
+    /// - Throws: ``WebImageError/Code/pixelLimitExceeded`` naming the step and the
+    ///   sizes, before the step runs; `cancelled` between steps; a step's own error.
+    public func apply(_ transformer: any ImageTransformer, to image: Image) throws -> Image {
+        var current = image
+        for step in transformer.steps {
+            if isCancelled() { throw WebImageError(.cancelled, "the load was cancelled before \(step.key)") }
+            let input = ImageFootprint(current)
+            try step.footprint(after: input).check(pixelLimit: pixelLimit, memoryLimit: memoryLimit, step: "\(step.key) of \(input.size)")
+            current = try step.transform(current)
+            try ImageFootprint(current).check(pixelLimit: pixelLimit, memoryLimit: memoryLimit, step: "\(step.key) of \(input.size)")
+        }
+        return current
+    }
 }
 
 /// The family of transformers. The core holds the composition; coders such as
@@ -23,6 +73,9 @@ public enum ImageTransformers {
         public var key: String { transformers.map(\.key).joined(separator: "|") }
         public func transform(_ image: Image) throws -> Image {
             try transformers.reduce(image) { try $1.transform($0) }
+        }
+        public func footprint(after input: ImageFootprint) -> ImageFootprint {
+            transformers.reduce(input) { $1.footprint(after: $0) }
         }
     }
 }

@@ -87,7 +87,8 @@ struct ThumbnailQuery: Sendable {
         }
         if let spec = query("t"), !spec.isEmpty {
             let scaled = dpr == 1 ? spec : spec + ";dpr:\(dpr)"
-            transform = try TransformSpec.parse(scaled, watermarkOverlay: watermark)
+            transform = try TransformSpec.parse(scaled, limits: TransformSpec.Limits(maxSteps: settings.maxSteps, maxSide: settings.maxDimension),
+                                                watermarkOverlay: watermark)
         }
     }
 }

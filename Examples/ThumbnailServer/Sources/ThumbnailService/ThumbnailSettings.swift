@@ -16,6 +16,9 @@ import WebImageKit
 /// | `thumbnail.watermarks` | none | a directory of PNGs that `t=watermark:NAME` may use (`NAME.png`); without it watermarks are refused |
 /// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: `/thumbnail` and `/placeholder` then answer only URLs signed with it (``URLSigner``) |
 /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of thumbnails |
+/// | `thumbnail.maxSteps` | `8` | the most steps a `t=` spec may have; every size in it is bounded by `thumbnail.maxDimension` |
+/// | `thumbnail.deadline` | `30s` | the longest one request may take: its download is cancelled and its transform chain stopped, answered 504 |
+/// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish; then they are cancelled (503) and the process exits |
 /// | `thumbnail.maxInFlight` | `256` | `/thumbnail` and `/placeholder` requests answered at once; past it, 503 with `Retry-After: 1` before any work |
 /// | `gallery.sources` | the bundled samples | the URLs the gallery page shows |
 /// | `gallery.size` | `256` | the gallery's thumbnail box |
@@ -44,6 +47,12 @@ public struct ThumbnailSettings: Sendable {
     /// `loader.maxResponseSize`) while it waits for a decode thread, so this
     /// bounds the memory a burst can take.
     public var maxInFlight = 256
+    /// The most steps a `t=` spec may have.
+    public var maxSteps = 8
+    /// The longest one request may take (download, decode, chain, encode).
+    public var deadline: Duration = .seconds(30)
+    /// On SIGTERM: how long requests in flight may finish before they are cancelled.
+    public var shutdownGrace: Duration = .seconds(20)
     /// With a signer, `/thumbnail` and `/placeholder` answer only signed URLs
     /// (`thumbnail.signingKey`, at least 16 bytes). Nil: unsigned URLs are served.
     public var signer: URLSigner?
@@ -58,6 +67,7 @@ public struct ThumbnailSettings: Sendable {
     public static let keys: Set<String> = [
         "http.host", "http.port", "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat",
         "thumbnail.cacheMaxAge", "thumbnail.watermarks", "thumbnail.signingKey", "thumbnail.maxInFlight",
+        "thumbnail.maxSteps", "thumbnail.deadline", "thumbnail.shutdownGrace",
         "gallery.sources", "gallery.size", "samples.path",
     ]
 
@@ -85,6 +95,12 @@ public struct ThumbnailSettings: Sendable {
         }
         if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
         if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
+        if let steps = try values.int("thumbnail.maxSteps", minimum: 1) { maxSteps = steps }
+        if let deadline = try values.duration("thumbnail.deadline") {
+            guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }
+            self.deadline = deadline
+        }
+        if let grace = try values.duration("thumbnail.shutdownGrace") { shutdownGrace = max(.zero, grace) }
         if let sources = values.list("gallery.sources") {
             gallerySources = try sources.map { text in
                 guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
