@@ -62,7 +62,9 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
-        .target(name: "WebImageLMDB", dependencies: ["WebImage", "CLMDB"], path: "Plugins/WebImageLMDB", swiftSettings: upcoming),
+        .target(name: "WebImageLMDB", dependencies: ["WebImage", "CLMDB", .product(name: "Logging", package: "swift-log"),
+                                              .product(name: "Metrics", package: "swift-metrics")],
+                path: "Plugins/WebImageLMDB", swiftSettings: upcoming),
 
         .testTarget(
             name: "WebImageTests",

@@ -86,7 +86,13 @@ struct VipsDecoder {
                 try full.check(pixelLimit: options.pixelLimit, memoryLimit: memoryLimit, step: "decoding \(width)x\(pageHeight)")
                 throw WebImageError(.pixelLimitExceeded, "\(full) is over the limits; pass .scaleDownLargeImages to decode it smaller")
             }
-            let factor = (Double(limitPixels) / Double(area)).squareRoot()
+            var factor = (Double(limitPixels) / Double(area)).squareRoot()
+            if format == .jpeg, full.bytes > options.memoryLimit {
+                // Over the bytes, a JPEG fits only through shrink-on-load: aim at the
+                // smallest factor whose shrunk decode is within the limit.
+                let shrink = [2, 4, 8].first { full.bytes / ($0 * $0) <= options.memoryLimit } ?? 8
+                factor = min(factor, 1 / Double(shrink))
+            }
             let fit = PixelSize(width: max(1, Int(Double(width) * factor)), height: max(1, Int(Double(pageHeight) * factor)))
             let oriented = storedOrientation.swapsDimensions && !options.keepOrientation ? PixelSize(width: fit.height, height: fit.width) : fit
             if let requested = box, requested.width <= oriented.width, requested.height <= oriented.height {
