@@ -61,6 +61,24 @@ struct RedisStandaloneTests {
         #expect(count == 1 && size == 3)
     }
 
+    @Test("a flipped payload byte (SETRANGE) is a miss, never wrong bytes, and the key is deleted")
+    func flippedByte() async throws {
+        let server = try await RedisServer()
+        let store = try RedisCacheStore(configuration: .init(urls: [server.url], prefix: "app:"), limits: CacheLimits(maxAge: .seconds(100)))
+        try await store.setData(Data("payload-bytes".utf8), forKey: "https://x/a.jpg")
+        let key = "app:" + SHA256Digest.hex("https://x/a.jpg")
+        _ = try server.cli(["setrange", key, "3", "X"])
+        #expect(try await store.entry(forKey: "https://x/a.jpg") == nil)
+        var gone = false
+        for _ in 0..<600 where !gone {  // the delete runs in the background: poll, bounded (60 s)
+            gone = try server.cli(["exists", key]).trimmingCharacters(in: .whitespacesAndNewlines) == "0"
+            if !gone { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(gone)
+        try await store.setData(Data("payload-bytes".utf8), forKey: "https://x/a.jpg")
+        #expect(try await store.entry(forKey: "https://x/a.jpg")?.data == Data("payload-bytes".utf8))
+    }
+
     @Test("a batch is pipelined: 200 writes and reads in one call each")
     func batches() async throws {
         let server = try await RedisServer()
