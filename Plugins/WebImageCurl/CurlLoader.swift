@@ -100,21 +100,28 @@ public final class CurlLoader: Loader {
         guard canLoad(request.url) else {
             throw WebImageError(.invalidURL, "CurlLoader loads http and https URLs with a host, not \(request.url.absoluteString)")
         }
-        if configuration.blockPrivateAddresses && configuration.proxy != nil {
-            return try await loadThroughProxy(request, progress: progress)
+        let resolvesTargets = configuration.blockPrivateAddresses && configuration.proxy != nil
+        if resolvesTargets || request.urlPolicy != nil {
+            return try await loadFollowingRedirects(request, resolvingTargets: resolvesTargets, progress: progress)
         }
         return try await transfer(request, followsRedirects: true, progress: progress)
     }
 
-    /// Behind a proxy the open-socket check sees only the proxy, so each hop's
-    /// target is resolved and checked here, and redirects are followed here.
+    /// Follows redirects here rather than in curl, judging each hop first: by the
+    /// request's ``LoadRequest/urlPolicy`` (a service's allow-list), and behind a
+    /// proxy by the SSRF guard, since the open-socket check sees only the proxy.
     /// (The proxy resolves the name again: a name whose answers change between
     /// the two lookups is the one gap left; deny internal ranges at the proxy too.)
-    private func loadThroughProxy(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+    private func loadFollowingRedirects(_ request: LoadRequest, resolvingTargets: Bool,
+                                        progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         let scheme = request.url.scheme?.lowercased()
         var current = request
         for hop in 0...configuration.maxRedirects {
-            try await checkTarget(current.url, original: hop == 0 ? nil : request.url)
+            if let policy = request.urlPolicy, let reason = policy(current.url) {
+                let what = hop == 0 ? current.url.absoluteString : "\(request.url.absoluteString) redirected to \(current.url.absoluteString), which"
+                throw WebImageError(.forbidden, "\(what) \(reason)", isTransient: false)
+            }
+            if resolvingTargets { try await checkTarget(current.url, original: hop == 0 ? nil : request.url) }
             let response = try await transfer(current, followsRedirects: false, progress: progress)
             guard (300..<400).contains(response.statusCode), response.statusCode != 304 else { return response }
             guard let location = response.headers["location"] else {

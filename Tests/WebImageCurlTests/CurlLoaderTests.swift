@@ -90,6 +90,32 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("the caller's URL policy judges every redirect hop: an allowed origin cannot lead to a host that is not allowed")
+    func policyAtEveryHop() async throws {
+        try await withServer { allowed in
+            try await withServer { other in
+                let loader = CurlLoader()
+                let port = allowed.port
+                let policy: URLPolicy = { $0.port == port ? nil : "is not on the allow-list" }
+                let target = allowed.url("/redirect-to/127.0.0.1:\(other.port)/bytes/100")
+                let refused = await #expect(throws: WebImageError.self) { try await load(loader, target) { $0.urlPolicy = policy } }
+                #expect(refused?.code == .forbidden && refused?.message.contains("redirected to http://127.0.0.1:\(other.port)/bytes/100, which is not on the allow-list") == true,
+                        "\(String(describing: refused))")
+                #expect(other.requestCount(path: "/bytes/100") == 0, "the refused hop is never requested")
+                // Hops within the allowed origin are followed, at most five, as without a policy.
+                let within = try await load(loader, allowed.url("/redirect/3")) { $0.urlPolicy = policy }
+                #expect(within.data == TestHTTPServer.bytes(100))
+                let six = await #expect(throws: WebImageError.self) { try await load(loader, allowed.url("/redirect/6")) { $0.urlPolicy = policy } }
+                #expect(six?.code == .badStatus)
+                // The first URL is judged too.
+                let first = await #expect(throws: WebImageError.self) { try await load(loader, other.url("/bytes/10")) { $0.urlPolicy = policy } }
+                #expect(first?.code == .forbidden)
+                // Without a policy the same redirect is followed.
+                #expect(try await load(loader, target).data == TestHTTPServer.bytes(100))
+            }
+        }
+    }
+
     @Test("a server that stalls after headers times out within its bound")
     func stall() async throws {
         try await withServer { server in

@@ -1,5 +1,9 @@
 public import Foundation
 
+/// A caller's judgement of a URL a load reaches: nil lets it through, a reason
+/// refuses it (for example "is not on the allow-list"). See ``LoadRequest/urlPolicy``.
+public typealias URLPolicy = @Sendable (URL) -> String?
+
 /// What the manager asks a loader for.
 public struct LoadRequest: Sendable {
     /// Scheduling priority among queued loads.
@@ -20,6 +24,12 @@ public struct LoadRequest: Sendable {
     public var ifNoneMatch: String?
     /// Revalidate: send `If-Modified-Since` with this date string (as the server sent it).
     public var ifModifiedSince: String?
+    /// Asked about every URL the load reaches, the first and every redirect hop,
+    /// before it is requested: a service's host allow-list, which must hold for
+    /// where a redirect leads as much as for the URL a client named. A loader
+    /// that follows redirects must ask it at each hop and fail with
+    /// ``WebImageError/Code/forbidden``, naming the hop, when it refuses one.
+    public var urlPolicy: URLPolicy?
 
     public init(
         url: URL,

@@ -36,6 +36,10 @@ public struct ImageContext: Sendable {
     public var encodeOptions: EncodeOptions?
     /// Adjusts each request before it is sent (headers such as `Authorization`).
     public var requestModifier: (@Sendable (inout LoadRequest) -> Void)?
+    /// Judges the URL of this load and every redirect hop it takes
+    /// (``LoadRequest/urlPolicy``); nil uses ``ImageManager/Configuration/urlPolicy``.
+    /// A refused URL fails with ``WebImageError/Code/forbidden`` without being requested.
+    public var urlPolicy: URLPolicy?
     /// Use this store instead of the manager's.
     public var store: (any CacheStore)?
     /// Use this loader instead of the registry's.

@@ -42,6 +42,9 @@ extension ImageManager {
         public var decodeOptions = DecodeOptions()
         /// Headers sent with every request. Default: an `Accept` of what libvips decodes.
         public var requestHeaders: [String: String] = ["Accept": "image/webp,image/avif,image/*;q=0.8"]
+        /// Judges every URL a load reaches, the first and each redirect hop, unless
+        /// the load's context has its own (``ImageContext/urlPolicy``). Nil: none.
+        public var urlPolicy: URLPolicy?
         /// The longest a load may take. Default 15 s (SDWebImage, Kingfisher).
         public var timeout: Duration = .seconds(15)
         /// The largest response accepted. Default 64 MiB: a server must bound it.

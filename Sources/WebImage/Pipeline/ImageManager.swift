@@ -393,7 +393,11 @@ public final class ImageManager: Sendable {
             ifNoneMatch: validators?.etag,
             ifModifiedSince: validators?.lastModified
         )
+        request.urlPolicy = context.urlPolicy ?? configuration.urlPolicy
         context.requestModifier?(&request)
+        if let policy = request.urlPolicy, let reason = policy(request.url) {
+            throw WebImageError(.forbidden, "\(request.url.absoluteString) \(reason)", isTransient: false)
+        }
         let breaker = configuration.originBreaker
         let admission = try breaker?.admit(request.url)
         let started = ContinuousClock.now

@@ -126,6 +126,7 @@ public struct ThumbnailService: Sendable {
                 throw WebImageError(.forbidden, "\(query.url.host ?? "the host") is not on thumbnail.allowedHosts (\(settings.allowedHosts))")
             }
             var context = ImageContext()
+            context.urlPolicy = hostPolicy
             context.thumbnailPixelSize = query.box
             if let focus = query.crop {
                 context.preserveAspectRatio = false
@@ -182,7 +183,9 @@ public struct ThumbnailService: Sendable {
             guard settings.allowedHosts.allows(url) else {
                 throw WebImageError(.forbidden, "\(url.host ?? "the host") is not on thumbnail.allowedHosts (\(settings.allowedHosts))")
             }
-            let placeholders = try await manager.placeholders(for: url)
+            var context = ImageContext()
+            context.urlPolicy = hostPolicy
+            let placeholders = try await manager.placeholders(for: url, context: context)
             let body = try JSONSerialization.data(withJSONObject: ["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64],
                                                   options: [.sortedKeys, .withoutEscapingSlashes])
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)"],
@@ -193,6 +196,13 @@ public struct ThumbnailService: Sendable {
                        metadata: ["status": "\(failure.httpStatus.code)", "error": "\(failure)"])
             return Self.errorResponse(failure.httpStatus, failure)
         }
+    }
+
+    /// The allow-list as the loader's policy: it judges every redirect hop too, so
+    /// an allowed origin cannot send the service to a host that is not allowed.
+    var hostPolicy: URLPolicy {
+        let list = settings.allowedHosts
+        return { url in list.allows(url) ? nil : "is not on thumbnail.allowedHosts (\(list))" }
     }
 
     /// The answer past `thumbnail.maxInFlight`: 503 with `Retry-After: 1`, before
