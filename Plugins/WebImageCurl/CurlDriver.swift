@@ -119,6 +119,10 @@ final class CurlDriver: Sendable {
                 counts.withLock { $0.queued -= 1 }
                 let transfer = expired.held.transfer
                 transfer.state = .done
+                if let refusal = expired.refusal {
+                    transfer.finish(.failure(refusal))
+                    continue
+                }
                 let why = expired.stalled
                     ? "\(expired.host) finished none of its \(pending.maxPerHost ?? 0) transfers in \(expired.held.timeout)"
                     : "\(expired.host) is too busy: still none after \(expired.held.timeout * PendingQueues.maxWaitInTimeouts)"
@@ -128,6 +132,11 @@ final class CurlDriver: Sendable {
             // Start queued transfers: higher priority first, then FIFO or LIFO.
             while active.count < maxConcurrent, let transfer = pending.pop() {
                 counts.withLock { $0.queued -= 1 }
+                if let refusal = transfer.request.stillAdmitted?() {
+                    transfer.state = .done
+                    transfer.finish(.failure(refusal))
+                    continue
+                }
                 do {
                     let easy = try transfer.prepare(reusing: spares.popLast())
                     transfer.state = .active
@@ -266,17 +275,21 @@ struct PendingQueues {
     /// of their timeouts, and the cancelled ones before them. Each host's queue is
     /// checked from its head, so one waits at most until the one before it expires
     /// or starts. The driver fails the expired ones as timed out.
-    mutating func expireHeld(now: ContinuousClock.Instant) -> [(held: Held, host: String, stalled: Bool)] {
+    mutating func expireHeld(now: ContinuousClock.Instant) -> [(held: Held, host: String, stalled: Bool, refusal: WebImageError?)] {
         guard !held.isEmpty else { return [] }
-        var expired: [(held: Held, host: String, stalled: Bool)] = []
+        var expired: [(held: Held, host: String, stalled: Bool, refusal: WebImageError?)] = []
         for host in Array(held.keys) {
             let progress = lastFinished[host]
             while let first = held[host]?.first {
+                // Refused since it was queued (its origin's circuit opened): it fails now.
+                let refusal = first.transfer.state == .queued ? first.transfer.request.stillAdmitted?() : nil
                 let stalled = max(first.since, progress ?? first.since) + first.timeout <= now
-                let tooLong = first.since + first.timeout * Self.maxWaitInTimeouts <= now
-                guard first.transfer.state != .queued || stalled || tooLong else { break }
+                // The whole wait counts from when the transfer was queued, not from
+                // when it reached its origin's queue.
+                let tooLong = first.transfer.created + first.timeout * Self.maxWaitInTimeouts <= now
+                guard first.transfer.state != .queued || refusal != nil || stalled || tooLong else { break }
                 held[host]?.removeFirst()
-                if first.transfer.state == .queued { expired.append((first, host, stalled)) }
+                if first.transfer.state == .queued { expired.append((first, host, stalled, refusal)) }
             }
             if held[host]?.isEmpty == true { release(host) }
         }

@@ -33,6 +33,10 @@ final class CurlTransfer: @unchecked Sendable {
     let followsRedirects: Bool
     private var limit: Int64 { min(request.maxResponseSize ?? configuration.maxResponseSize, configuration.maxResponseSize) }
 
+    /// When the transfer was made (just before it was queued): a held transfer's
+    /// whole wait is counted from here.
+    let created = ContinuousClock.now
+
     init(request: LoadRequest, configuration: CurlLoader.Configuration, followsRedirects: Bool = true,
          progress: @escaping @Sendable (LoadProgress) -> Void) {
         self.request = request

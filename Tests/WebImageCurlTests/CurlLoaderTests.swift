@@ -239,6 +239,29 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("a transfer held for its origin fails at once when the caller stops admitting it (its origin's circuit opened), unstarted")
+    func heldTransferRefusedWhenCircuitOpens() async throws {
+        try await withServer { stalled in
+            let loader = oneSlotPerOrigin(timeout: .seconds(90))
+            let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
+            try await waitUntil { loader.statistics.active == 1 }
+            let open = Atomic<Bool>(false)
+            let admitted: @Sendable () -> WebImageError? = {
+                open.load(ordering: .relaxed) ? WebImageError(.originUnavailable, "the circuit opened", isTransient: true) : nil
+            }
+            let waiter = Task { try await load(loader, stalled.url("/gate/waiter")) { $0.stillAdmitted = admitted } }
+            try await waitUntil { loader.statistics.queued == 1 }
+            let openedAt = ContinuousClock.now
+            open.store(true, ordering: .relaxed)
+            let refused = await #expect(throws: WebImageError.self) { try await waiter.value }
+            #expect(refused?.code == .originUnavailable, "\(String(describing: refused))")
+            #expect(ContinuousClock.now - openedAt < .seconds(60), "within the driver's next wake (1 s), not the 90 s timeout")
+            #expect(stalled.stats.withLock { $0.arrivals } == ["holder"], "the refused transfer never reached the origin")
+            stalled.openGate()
+            #expect(try await holder.value.statusCode == 200)
+        }
+    }
+
     @Test("an origin that keeps answering serves a queue that takes longer than one timeout to drain")
     func perHostWaitCountsProgress() async throws {
         try await withServer { server in

@@ -30,6 +30,12 @@ public struct LoadRequest: Sendable {
     /// that follows redirects must ask it at each hop and fail with
     /// ``WebImageError/Code/forbidden``, naming the hop, when it refuses one.
     public var urlPolicy: URLPolicy?
+    /// Asked by a loader that queues transfers while this one waits and just
+    /// before it starts: an error fails it at once, unstarted. The manager sets it
+    /// from its ``OriginCircuitBreaker``, so that transfers queued for an origin
+    /// whose circuit opens fail then with ``WebImageError/Code/originUnavailable``
+    /// instead of starting against it. It must be cheap (a lock and a lookup).
+    public var stillAdmitted: (@Sendable () -> WebImageError?)?
 
     public init(
         url: URL,

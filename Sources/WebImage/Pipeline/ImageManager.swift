@@ -400,6 +400,10 @@ public final class ImageManager: Sendable {
         }
         let breaker = configuration.originBreaker
         let admission = try breaker?.admit(request.url)
+        if let breaker, request.stillAdmitted == nil {
+            let queued = request.url
+            request.stillAdmitted = { breaker.refusal(for: queued) }
+        }
         let started = ContinuousClock.now
         let response: LoadResponse
         do {

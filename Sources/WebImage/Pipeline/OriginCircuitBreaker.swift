@@ -187,6 +187,22 @@ public final class OriginCircuitBreaker: Sendable {
         logger.log(level: event == "closed" ? .info : .warning, "origin circuit \(event)", metadata: ["origin": "\(admission.origin)"])
     }
 
+    /// The error a load of `url` already admitted, and still queued, fails with
+    /// when its origin's circuit has opened since; nil while it is closed or due a
+    /// trial. Counted as a rejection, like a refused admission.
+    public func refusal(for url: URL) -> WebImageError? {
+        guard let origin = Self.origin(of: url) else { return nil }
+        let now = clock()
+        let wait = circuits.withLock { circuits -> Duration? in
+            guard let openUntil = circuits[origin]?.openUntil, now < openUntil else { return nil }
+            return openUntil - now
+        }
+        guard let wait else { return nil }
+        rejected.increment()
+        return WebImageError(.originUnavailable, "\(origin) failed \(failureThreshold) times in a row while \(url.absoluteString) waited for it; its loads fail at once for another \(Self.describe(wait))",
+                             isTransient: true, retryAfter: wait)
+    }
+
     /// Whether loads of `url`'s origin fail at once now (open, not yet due a trial).
     public func isOpen(for url: URL) -> Bool {
         guard let origin = Self.origin(of: url) else { return false }
@@ -204,7 +220,8 @@ public final class OriginCircuitBreaker: Sendable {
     /// carried a `Retry-After` (``WebImageError/retryAfter``) asks for a pause.
     public static func outcome(of error: WebImageError) -> Outcome {
         if error.statusCode == 429 || error.statusCode == 503, let pause = error.retryAfter, pause > .zero { return .backOff(pause) }
-        if error.code == .cancelled || error.code == .forbidden || error.code == .invalidURL || error.code == .shutDown { return .neutral }
+        // The breaker's own refusal of a queued load says nothing new about the origin.
+        if [.cancelled, .forbidden, .invalidURL, .shutDown, .originUnavailable].contains(error.code) { return .neutral }
         return error.isTransient ? .failed : .answered
     }
 

@@ -51,6 +51,35 @@ struct OriginCircuitBreakerTests {
         #expect(later?.retryAfter == .seconds(1))
     }
 
+    @Test("loads admitted before the circuit opened, still queued, are refused once it opens (the manager hands the loader this check)")
+    func queuedRefusal() throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(failureThreshold: 2, cooldown: .seconds(30), clock: clock.source)
+        let queued = try #require(try breaker.admit(a))
+        #expect(breaker.refusal(for: a) == nil)
+        for _ in 0..<2 { breaker.report(try #require(try breaker.admit(a)), outcome: .failed) }
+        let refusal = try #require(breaker.refusal(for: aOther))
+        #expect(refusal.code == .originUnavailable && refusal.retryAfter == .seconds(30))
+        #expect(breaker.refusal(for: b) == nil)
+        #expect(OriginCircuitBreaker.outcome(of: refusal) == .neutral, "a refusal is no new failure of the origin")
+        breaker.report(queued, outcome: OriginCircuitBreaker.outcome(of: refusal))
+        clock.advance(.seconds(31))
+        #expect(breaker.refusal(for: a) == nil, "due a trial: a queued load may go")
+    }
+
+    @Test("the manager gives its loader the breaker's check for queued loads")
+    func managerWiresRefusal() async throws {
+        let loader = TestLoader()
+        loader.serve("test://host/a.timg", data: TestCoder.encode(width: 2, height: 2))
+        var configuration = ImageManager.Configuration()
+        configuration.coders.register(TestCoder(), name: "test")
+        configuration.loaders.register(loader, name: "test", schemes: ["test"])
+        configuration.originBreaker = OriginCircuitBreaker(failureThreshold: 1)
+        _ = try await ImageManager(configuration: configuration).loadImage(with: URL(string: "test://host/a.timg")!)
+        let check = try #require(loader.requests.first?.stillAdmitted)
+        #expect(check() == nil)
+    }
+
     @Test("after the cooldown one trial goes; its success closes, its failure reopens for twice as long, up to the maximum")
     func halfOpen() throws {
         let clock = ManualInstant()
