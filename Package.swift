@@ -125,6 +125,7 @@ let package = Package(
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming
         ),

@@ -9,7 +9,7 @@ extension ImageManager.Configuration {
         "memory.costLimit", "memory.countLimit",
         "store.kind", "store.path", "store.maxSize", "store.maxAge", "store.sweepInterval",
         "store.shared.kind", "store.shared.url", "store.shared.prefix", "store.shared.timeout",
-        "coders", "loaders", "loader.timeout", "loader.maxResponseSize",
+        "coders", "loaders", "loader.timeout", "loader.maxResponseSize", "loader.originalsBudget",
         "decode.pixelLimit", "decode.memoryLimit", "blocklist.ttl", "blocklist.shared",
         "loader.circuitBreaker.failures", "loader.circuitBreaker.cooldown",
         "encode.quality", "encode.effort", "encode.progressive", "encode.lossless", "encode.keepMetadata",
@@ -33,6 +33,7 @@ extension ImageManager.Configuration {
     /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
+    /// `loader.originalsBudget` (``originalsBudget``),
     /// `loader.order`, `loader.circuitBreaker.failures` and `loader.circuitBreaker.cooldown`
     /// (an ``OriginCircuitBreaker`` when either is set; failures 0 turns it off),
     /// `decode.pixelLimit`, `decode.memoryLimit` (bytes one decode or one step of
@@ -126,6 +127,10 @@ extension ImageManager.Configuration {
 
         if let timeout = try values.duration("loader.timeout") { self.timeout = timeout }
         if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
+        if let budget = try values.bytes("loader.originalsBudget") {
+            guard budget > 0 else { throw values.invalid("loader.originalsBudget", "\(budget)", "a size above zero") }
+            originalsBudget = budget
+        }
         if let pixels = try values.int("decode.pixelLimit", minimum: 1) { decodeOptions.pixelLimit = pixels }
         if let bytes = try values.bytes("decode.memoryLimit") {
             guard bytes > 0 else { throw values.invalid("decode.memoryLimit", "\(bytes)", "a size above zero") }

@@ -107,6 +107,23 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         taskToCancel?.cancel()
     }
 
+    /// Ends every job now: each caller gets `error` at once, and each job's task is
+    /// cancelled (a download aborts; a transform chain stops at its next step). A
+    /// job that later finishes finds nobody waiting. For a shutdown's deadline.
+    /// - Returns: the number of jobs ended.
+    @discardableResult
+    func abandonAll(with error: any Error) -> Int {
+        let jobs = state.withLock { state -> [Job] in
+            defer { state.jobs.removeAll() }
+            return Array(state.jobs.values)
+        }
+        for job in jobs {
+            for waiter in job.waiters.values { waiter.continuation.resume(throwing: error) }
+            job.task?.cancel()
+        }
+        return jobs.count
+    }
+
     private func report(_ value: LoadProgress, key: Key, jobID: UInt64) {
         let handlers = state.withLock { state -> [Progress] in
             guard let job = state.jobs[key], job.id == jobID else { return [] }

@@ -40,6 +40,11 @@ public struct ImageContext: Sendable {
     /// (``LoadRequest/urlPolicy``); nil uses ``ImageManager/Configuration/urlPolicy``.
     /// A refused URL fails with ``WebImageError/Code/forbidden`` without being requested.
     public var urlPolicy: URLPolicy?
+    /// When this load must have ended: past it, the caller gets
+    /// ``WebImageError/Code/timedOut`` and, if no other caller waits for the same
+    /// work, its download is cancelled and its transform chain stops at the next
+    /// step. A server sets one per request. Nil: no deadline but the loader's timeout.
+    public var deadline: ContinuousClock.Instant?
     /// Use this store instead of the manager's.
     public var store: (any CacheStore)?
     /// Use this loader instead of the registry's.

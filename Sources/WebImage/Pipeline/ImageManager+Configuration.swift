@@ -49,6 +49,17 @@ extension ImageManager {
         public var timeout: Duration = .seconds(15)
         /// The largest response accepted. Default 64 MiB: a server must bound it.
         public var maxResponseSize: Int64 = 64 << 20
+        /// The bytes of downloaded originals that may wait for, or be in, their
+        /// decode at once. A load reserves ``maxResponseSize`` (the request's, if
+        /// its modifier set one) before its download starts, gives back what is
+        /// over the `Content-Length` as soon as the response says it, and the rest
+        /// when its decode ends. Past the budget, loads wait their turn (in order,
+        /// each cancellable) before they download. Memory for originals is then at
+        /// most this plus the decodes running, however many callers arrive.
+        /// Default 512 MiB: eight responses of the largest size, more than the
+        /// default six downloads at once, so a default pipeline waits only when
+        /// decodes fall behind.
+        public var originalsBudget = 512 << 20
         /// Where decoding, transforming and encoding run.
         public var pool: BlockingThreadPool = .shared
         /// Store writes a load may leave running in the background (without

@@ -45,11 +45,21 @@ public final class ImageManager: Sendable {
     private let loads = InFlightCounter()
     /// Store writes running in the background, bounded.
     private let writes: BackgroundWork
+    /// Downloaded originals waiting for, or in, their decode (``Configuration/originalsBudget``).
+    private let originals: ByteBudget
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.metrics = PipelineMetrics(dimensions: configuration.metricsDimensions)
         self.writes = BackgroundWork(maxPending: configuration.maxPendingWrites, maxPendingBytes: configuration.maxPendingWriteBytes)
+        self.originals = ByteBudget(limit: configuration.originalsBudget)
+    }
+
+    /// Bytes of downloaded originals reserved now (``Configuration/originalsBudget``),
+    /// the most reserved at once so far, and the loads waiting for room.
+    public var originalsInFlight: (bytes: Int, peak: Int, waiting: Int) {
+        let usage = originals.usage
+        return (usage.reserved, usage.peak, usage.waiting)
     }
 
     /// Store writes running in the background now, and the bytes they hold.
@@ -62,13 +72,21 @@ public final class ImageManager: Sendable {
     /// access dates are written, timers stop); then it returns. A store passed in
     /// an ``ImageContext`` is the caller's to close.
     ///
+    /// At the end of the grace period it stops waiting: loads still in flight are
+    /// ended at once with ``WebImageError/Code/shutDown`` (their downloads aborted,
+    /// their transform chains stopped at the next step; a server answers them
+    /// 503), so a silent origin or a slow decode cannot hold a SIGTERM beyond it.
+    /// Start it when the signal arrives, not after the HTTP server has drained:
+    /// the server's drain is what waits on those loads.
+    ///
     /// ```swift
     /// // On SIGTERM, after the server stopped accepting requests:
     /// let clean = await manager.shutdown(gracePeriod: .seconds(20))
     /// ```
     ///
-    /// - Parameter gracePeriod: the longest it waits. Work still running then goes
-    ///   on in the background, and the result is false.
+    /// - Parameter gracePeriod: the longest it waits. Loads still running then end
+    ///   with `shutDown`; store writes still running go on in the background, and
+    ///   the result is false. Calling it again (say, after the server drained) is harmless.
     /// - Returns: whether every load and write finished within the grace period.
     @discardableResult
     public func shutdown(gracePeriod: Duration = .seconds(30)) async -> Bool {
@@ -93,9 +111,12 @@ public final class ImageManager: Sendable {
         }
         writes.stop()
         if !finished {
+            // Loads still in flight end now: their callers get shutDown, their jobs are cancelled.
+            let ended = WebImageError(.shutDown, "the manager shut down: its grace period of \(gracePeriod) ended before this load did")
+            let abandoned = images.abandonAll(with: ended) + downloads.abandonAll(with: ended)
             let (count, bytes) = writes.pending
             configuration.logger.warning("shutdown: the grace period ended with work still running",
-                                         metadata: ["writes": "\(count)", "bytes": "\(bytes)"])
+                                         metadata: ["loadsEnded": "\(abandoned)", "writes": "\(count)", "bytes": "\(bytes)"])
         }
         return finished
     }
@@ -172,12 +193,31 @@ public final class ImageManager: Sendable {
         }
         let read = firstRead
         do {
-            return try await images.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
-                try await self.fetch(url: url, plainKey: plainKey, key: key, options: options, context: context,
-                                     firstRead: read, progress: progress)
+            return try await Self.within(context.deadline, url: url) {
+                try await self.images.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
+                    try await self.fetch(url: url, plainKey: plainKey, key: key, options: options, context: context,
+                                         firstRead: read, progress: progress)
+                }
             }
         } catch {
             throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+        }
+    }
+
+    /// Runs `body`, or fails with `timedOut` at `deadline`: the body is cancelled
+    /// then (the coalesced job with it, when no other caller waits for it).
+    private static func within<T: Sendable>(_ deadline: ContinuousClock.Instant?, url: URL,
+                                           _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard let deadline else { return try await body() }
+        return try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                throw WebImageError(.timedOut, "\(url.absoluteString) was not loaded by its deadline")
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw WebImageError(.cancelled, "cancelled") }
+            return first
         }
     }
 
@@ -244,10 +284,26 @@ public final class ImageManager: Sendable {
             }
         }
 
-        /// The original from the loader, one download per URL.
+        /// The original from the loader, one download per URL. Its bytes are
+        /// reserved in the originals' budget before it starts (the largest response,
+        /// then its Content-Length, then its size) and held until this job ends.
+        var original: ByteBudget.Reservation?
+        defer { original?.release() }
         func downloadSource() async throws -> (data: Data, cacheType: CacheType, response: LoadResponse?) {
+            original?.release()
+            let reservation: ByteBudget.Reservation
+            do { reservation = try await originals.reserve(Int(clamping: configuration.maxResponseSize)) } catch {
+                throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
+            }
+            original = reservation
+            let reporting: @Sendable (LoadProgress) -> Void = { value in
+                if let expected = value.expected, expected > 0 { reservation.shrink(to: Int(clamping: expected)) }
+                progress(value)
+            }
             do {
-                return try await download(url: url, plainKey: plainKey, store: store, options: options, context: context, progress: progress)
+                let source = try await download(url: url, plainKey: plainKey, store: store, options: options, context: context, progress: reporting)
+                reservation.shrink(to: source.data.count)
+                return source
             } catch {
                 throw recordFailure(error, url: url)
             }

@@ -4,6 +4,8 @@ import Hummingbird
 import Logging
 import Metrics
 import Prometheus
+import Synchronization
+import UnixSignals
 import ThumbnailService
 import WebImageKit
 
@@ -26,6 +28,8 @@ var logger = Logger(label: "thumbnail-server")
 logger.logLevel = environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
 
 let registry = PrometheusCollectorRegistry()
+/// Whether SIGTERM or SIGINT started the shutdown.
+let signalled = Atomic<Bool>(false)
 MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
 
 do {
@@ -41,11 +45,26 @@ do {
     let app = service.application(logger: logger) { port in
         FileHandle.standardOutput.write(Data("listening on http://\(settings.host):\(port)\n".utf8))
     }
+    // On SIGTERM or SIGINT the manager's grace period starts at once, beside the
+    // server's own drain: the drain waits on the manager's loads, and when the
+    // grace period ends the loads still running are ended (answered 503), so a
+    // silent origin cannot hold the exit (thumbnail.shutdownGrace).
+    let grace = Task {
+        for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+            signalled.store(true, ordering: .relaxed)
+            logger.info("stopping", metadata: ["gracePeriod": "\(settings.shutdownGrace)"])
+            return await manager.shutdown(gracePeriod: settings.shutdownGrace)
+        }
+        return true
+    }
     try await app.runService()
-    // The server has stopped taking requests and finished those in flight: let the
-    // cache writes they started finish too.
-    let clean = await manager.shutdown(gracePeriod: .seconds(20))
-    logger.info("stopped", metadata: ["pendingWritesFinished": "\(clean)"])
+    // The server has stopped taking requests and answered those in flight. After a
+    // signal, the manager's shutdown is under way: wait for it (the cache writes
+    // finish, or the grace period ends). Without one, stop watching for signals.
+    if !signalled.load(ordering: .relaxed) { grace.cancel() }
+    let withinGrace = await grace.value
+    let clean = await manager.shutdown(gracePeriod: settings.shutdownGrace) && withinGrace
+    logger.info("stopped", metadata: ["finishedWithinGrace": "\(clean)"])
 } catch {
     FileHandle.standardError.write(Data("ThumbnailServer: \(error)\n".utf8))
     exit(2)

@@ -14,6 +14,7 @@ extension WebImageError {
     /// | `badStatus`, `loadFailed` (upstream errors, refused connections) | 502 Bad Gateway |
     /// | `timedOut` | 504 Gateway Timeout |
     /// | `originUnavailable` (the origin's circuit is open) | 503 Service Unavailable, with `Retry-After` |
+    /// | `shutDown` (the server is stopping; its grace period ended) | 503 Service Unavailable |
     /// | `blockedURL` | the status of the failure that blocked it |
     /// | anything else | 500 Internal Server Error |
     public var httpStatus: HTTPResponse.Status {
@@ -25,7 +26,7 @@ extension WebImageError {
         case .unsupportedFormat, .decodeFailed: .unsupportedMediaType
         case .badStatus, .loadFailed: .badGateway
         case .timedOut: .gatewayTimeout
-        case .originUnavailable: .serviceUnavailable
+        case .originUnavailable, .shutDown: .serviceUnavailable
         case .blockedURL: (underlying as? WebImageError)?.httpStatus ?? .badGateway
         case .cancelled: .init(code: 499, reasonPhrase: "Client Closed Request")
         default: .internalServerError

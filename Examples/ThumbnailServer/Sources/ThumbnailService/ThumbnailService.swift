@@ -127,6 +127,7 @@ public struct ThumbnailService: Sendable {
             }
             var context = ImageContext()
             context.urlPolicy = hostPolicy
+            context.deadline = started + settings.deadline
             context.thumbnailPixelSize = query.box
             if let focus = query.crop {
                 context.preserveAspectRatio = false
@@ -185,6 +186,7 @@ public struct ThumbnailService: Sendable {
             }
             var context = ImageContext()
             context.urlPolicy = hostPolicy
+            context.deadline = .now + settings.deadline
             let placeholders = try await manager.placeholders(for: url, context: context)
             let body = try JSONSerialization.data(withJSONObject: ["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64],
                                                   options: [.sortedKeys, .withoutEscapingSlashes])

@@ -85,6 +85,42 @@ struct ProcessTests {
             #expect(status == 0, "exit status \(status)")
         }
     }
+
+    @Test("SIGTERM with requests waiting on a silent origin: answered 503 when the grace period ends, and the process exits within it plus seconds")
+    func shutdownDeadline() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let upstream = try Upstream()
+        try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
+            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
+            let server = try ServerProcess(executable: executable, directory: directory, environment: [
+                "HOME": directory.path,
+                "WEBIMAGE_HTTP_PORT": "0",
+                "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
+                "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
+                "WEBIMAGE_LOADER_TIMEOUT": "120s",
+                "WEBIMAGE_THUMBNAIL_SHUTDOWN_GRACE": "2s",
+                "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
+                "LOG_LEVEL": "error",
+            ])
+            let port = try await server.port()
+            let client = Client(port: port)
+            // Six requests for a silent origin: four reach it (loader.maxConcurrentPerHost), two wait in its queue.
+            let waiting = (1...6).map { index in
+                Task { try await client.thumbnail("http://127.0.0.1:\(upstreamPort)/img/gated.jpg?\(index)", "&w=\(40 + index)") }
+            }
+            for _ in 0..<3000 where upstream.count("/img/gated.jpg") < 4 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(upstream.count("/img/gated.jpg") == 4)
+            kill(server.pid, SIGTERM)
+            for task in waiting {
+                let response = try await task.value
+                #expect(response.statusCode == 503, "\(response.statusCode) \(String(decoding: response.data, as: UTF8.self))")
+            }
+            let status = try await server.exitStatus(within: .seconds(30))
+            #expect(status == 0, "exit status \(status)")
+            upstream.openGate()
+        }
+    }
 }
 
 /// The server executable as a child process, reading its standard output for the

@@ -107,6 +107,12 @@ final class Upstream: Sendable {
             await self.waitForGate()
             return Self.image(photo, "image/jpeg")
         }
+        // An allowed origin that sends the client to a host not on the allow-list
+        // (localhost: the same loopback address, so only the allow-list can refuse it).
+        router.get("/img/elsewhere.jpg") { request, _ in
+            let port = request.head.authority.flatMap { $0.split(separator: ":").last }.map(String.init) ?? "80"
+            return Response(status: .found, headers: [.location: "http://localhost:\(port)/img/photo.jpg"])
+        }
         router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }
         router.get("/img/broken.jpg") { _, _ in Self.image(Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 500), "image/jpeg") }
         router.get("/img/error.jpg") { _, _ in Response(status: .internalServerError) }

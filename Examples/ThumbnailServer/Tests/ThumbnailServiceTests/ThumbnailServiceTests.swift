@@ -217,6 +217,29 @@ struct ThumbnailServiceTests {
         }
     }
 
+    @Test("the allow-list holds at every redirect hop: an allowed origin cannot send the service to a host that is not allowed")
+    func redirectOffTheList() async throws {
+        try await withServers { client, upstream, port in
+            let response = try await client.thumbnail("http://127.0.0.1:\(port)/img/elsewhere.jpg", "&w=40&format=jpeg")
+            #expect(response.statusCode == 403, "\(response.statusCode) \(String(decoding: response.data, as: UTF8.self))")
+            #expect(upstream.count("/img/photo.jpg") == 0, "the refused hop was never requested")
+        }
+    }
+
+    @Test("specs are bounded by the service: every size by thumbnail.maxDimension, the steps by thumbnail.maxSteps")
+    func boundedSpecs() async throws {
+        try await withServers(["thumbnail.maxSteps": "3"]) { client, upstream, port in
+            let source = "http://127.0.0.1:\(port)/img/photo.jpg"
+            for spec in ["pad:8192x8192", "pad:2049x10", "crop:0,0,4000,10", "round:3000", "resize:100x100;rotate:10;flip:h;blur:1"] {
+                let response = try await client.thumbnail(source, "&w=40&format=jpeg&t=" + (spec.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? spec))
+                #expect(response.statusCode == 400, "\(spec): \(response.statusCode)")
+            }
+            #expect(upstream.count("/img/photo.jpg") == 0, "refused before any work")
+            let fine = try await client.thumbnail(source, "&w=40&format=jpeg&t=pad:2048x100")
+            #expect(fine.statusCode == 200)
+        }
+    }
+
     @Test("thumbnail.signingKey: only URLs signed with it are answered; the gallery signs its own")
     func signedURLs() async throws {
         let key = "0123456789abcdef-test-key"

@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+@testable import WebImage
+
+@Suite("A load bounded as a whole: originals' budget, deadline, shutdown")
+struct LoadBoundsTests {
+    @Test("ByteBudget: in order, shrinkable, cancellable; one reservation larger than the budget goes alone")
+    func byteBudget() async throws {
+        let budget = ByteBudget(limit: 1000)
+        let a = try await budget.reserve(600)
+        let second = Task { try await budget.reserve(600) }
+        try #require(await eventually { budget.usage.waiting == 1 })
+        let third = Task { try await budget.reserve(100) }
+        try #require(await eventually { budget.usage.waiting == 2 })
+        #expect(budget.usage.reserved == 600, "the small one waits behind the large one: arrival order")
+        a.shrink(to: 300)
+        let b = try await second.value
+        let c = try await third.value
+        #expect(budget.usage.reserved == 1000 && budget.usage.waiting == 0)
+        let cancelled = Task { try await budget.reserve(10) }
+        try #require(await eventually { budget.usage.waiting == 1 })
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        for reservation in [a, b, c] { reservation.release() }
+        #expect(budget.usage.reserved == 0)
+        let huge = try await budget.reserve(5000)
+        #expect(budget.usage.reserved == 5000, "granted alone")
+        huge.release()
+        #expect(budget.usage.peak == 5000)
+    }
+
+    @Test("a burst larger than the originals' budget: downloads wait for room, never more than the budget is reserved, every load ends")
+    func originalsBudget() async throws {
+        let h = Harness {
+            $0.originalsBudget = 1 << 20
+            $0.maxResponseSize = 400_000
+        }
+        for index in 0..<12 { h.loader.serve("test://host/\(index).timg", data: TestCoder.encode(width: 250, height: 250, seed: UInt8(index))) }
+        h.loader.close()
+        let loads = (0..<12).map { index in Task { try await h.manager.loadImage(with: h.url("\(index).timg")) } }
+        try #require(await eventually { h.manager.originalsInFlight.waiting == 10 })
+        #expect(h.loader.requestCount == 2, "two reservations of the largest response fit; the others never started a download")
+        loads[11].cancel()
+        let cancelled = await #expect(throws: WebImageError.self) { try await loads[11].value }
+        #expect(cancelled?.code == .cancelled)
+        h.loader.open()
+        for load in loads.prefix(11) { #expect(try await load.value.image?.pixelSize == PixelSize(250)) }
+        #expect(h.manager.originalsInFlight.peak <= 1 << 20 && h.manager.originalsInFlight.bytes == 0)
+    }
+
+    @Test("a deadline: the caller gets timedOut, and the download of a load nobody else waits for is cancelled")
+    func deadline() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 8, height: 8))
+        h.loader.close()
+        var context = ImageContext()
+        context.deadline = .now + .milliseconds(200)
+        let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("a.timg"), context: context) }
+        #expect(error?.code == .timedOut && error?.message.contains("deadline") == true)
+        h.loader.open()
+        #expect(await eventually { h.loader.cancellations == 1 }, "the job was cancelled with its only caller")
+        let later = try await h.manager.loadImage(with: h.url("a.timg"))
+        #expect(later.image != nil, "a new load starts afresh")
+    }
+
+    @Test("shutdown's grace period ends loads still in flight with shutDown, at once, and cancels their downloads")
+    func shutdownDeadline() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 8, height: 8))
+        h.loader.close()
+        let load = Task { try await h.manager.loadImage(with: h.url("a.timg")) }
+        try #require(await eventually { h.loader.requestCount == 1 })
+        let clean = await h.manager.shutdown(gracePeriod: .milliseconds(200))
+        #expect(!clean)
+        let error = await #expect(throws: WebImageError.self) { try await load.value }
+        #expect(error?.code == .shutDown)
+        h.loader.open()
+        #expect(await eventually { h.loader.cancellations == 1 }, "its download was cancelled")
+        let refused = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("a.timg")) }
+        #expect(refused?.code == .shutDown)
+    }
+}
