@@ -6,7 +6,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhi
 # browser. Nothing here is ever needed running beforehand.
 EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools
 
-.PHONY: deps example-deps apt-install test build demo serve bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
+.PHONY: deps example-deps apt-install test build demo serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -45,6 +45,13 @@ test: deps example-deps
 	SWIFT=$(SWIFT) .ci/swift-test
 	cd Examples/CustomCoder && SWIFT=$(SWIFT) ../../.ci/swift-test
 	cd Examples/ThumbnailServer && SWIFT=$(SWIFT) ../../.ci/swift-test
+
+# The long soak: 20 000 cold thumbnails through the example server's process (a
+# release build), 4 clients, every request a new photo URL and size; every answer
+# must be 200 and the server alive at the end. `make test` runs 240 of them.
+SOAK_REQUESTS ?= 20000
+soak: deps example-deps
+	cd Examples/ThumbnailServer && WEBIMAGE_SOAK_REQUESTS=$(SOAK_REQUESTS) $(SWIFT) test -c release --filter soak
 
 # The thumbnail server example on http://127.0.0.1:8080/ (gallery at /).
 serve: deps

@@ -7,9 +7,10 @@ import WebImageVips
 /// The tests that start processes, one at a time (Foundation's Process is not safe
 /// to start from parallel tests on Linux): the gallery page in a real browser
 /// (Debian's `chromium`, headless), and the server executable's graceful shutdown.
-@Suite("Processes: the gallery in Chromium, the server's shutdown", .serialized, .timeLimit(.minutes(3)))
+/// Each test has three minutes, but the soak, which `make soak` runs 20 000 requests long.
+@Suite("Processes: the gallery in Chromium, the server's shutdown, the soak", .serialized, .timeLimit(.minutes(60)))
 struct ProcessTests {
-    @Test("every thumbnail loads with a non-zero natural size and a caption; a screenshot shows them")
+    @Test("every thumbnail loads with a non-zero natural size and a caption; a screenshot shows them", .timeLimit(.minutes(3)))
     func gallery() async throws {
         let browser = try #require(Browser.find(), "no chromium on PATH: install Debian's chromium (make example-deps)")
         let directory = temporaryDirectory()
@@ -57,7 +58,7 @@ struct ProcessTests {
         }
     }
 
-    @Test("the ThumbnailServer executable finishes a request in flight on SIGTERM, then exits 0")
+    @Test("the ThumbnailServer executable finishes a request in flight on SIGTERM, then exits 0", .timeLimit(.minutes(3)))
     func gracefulShutdown() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -86,7 +87,50 @@ struct ProcessTests {
         }
     }
 
-    @Test("SIGTERM with requests waiting on a silent origin: answered 503 when the grace period ends, and the process exits within it plus seconds")
+    @Test("soak: cold thumbnails through the server process, 4 clients, every request a new photo URL and size; every answer 200, the server alive")
+    func soak() async throws {
+        // CI runs a few hundred; `make soak` runs 20 000 against a release build.
+        let total = ProcessInfo.processInfo.environment["WEBIMAGE_SOAK_REQUESTS"].flatMap(Int.init) ?? 240
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let upstream = try Upstream()
+        try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
+            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
+            let server = try ServerProcess(executable: executable, directory: directory, environment: [
+                "HOME": directory.path,
+                "WEBIMAGE_HTTP_PORT": "0",
+                "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
+                "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
+                "WEBIMAGE_LOADER_TIMEOUT": "60s",
+                "WEBIMAGE_THUMBNAIL_DEADLINE": "120s",
+                "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
+                "LOG_LEVEL": "error",
+            ])
+            let port = try await server.port()
+            let client = Client(port: port)
+            let failures = try await withThrowingTaskGroup(of: [String].self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        var failures: [String] = []
+                        for index in stride(from: worker, to: total, by: 4) {
+                            let width = 64 + (index * 37) % 449
+                            let response = try await client.thumbnail("http://127.0.0.1:\(upstreamPort)/img/soak/\(index).jpg", "&w=\(width)&format=jpeg")
+                            if response.statusCode != 200 { failures.append("\(index): \(response.statusCode)") }
+                        }
+                        return failures
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(failures.isEmpty, "\(failures.count) of \(total) failed: \(failures.prefix(10))")
+            #expect(server.process.isRunning, "the server is alive after \(total) cold thumbnails")
+            #expect(upstream.requests.withLock { $0.keys.filter { $0.hasPrefix("/img/soak/") }.count } == total, "every request was cold")
+            kill(server.pid, SIGTERM)
+            #expect(try await server.exitStatus(within: .seconds(30)) == 0)
+        }
+    }
+
+    @Test("SIGTERM with requests waiting on a silent origin: answered 503 when the grace period ends, and the process exits within it plus seconds", .timeLimit(.minutes(3)))
     func shutdownDeadline() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

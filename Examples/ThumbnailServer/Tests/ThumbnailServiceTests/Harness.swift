@@ -59,6 +59,13 @@ final class Upstream: Sendable {
     let requests = Mutex<[String: Int]>([:])
     let photo: Data      // 1600x1200 JPEG
     let logo: Data       // 512x512 PNG with alpha
+    /// Photos of eight sizes for the soak, made on first use.
+    var soakPhotos: [Data] { Self.soakPhotos }
+    private static let soakPhotos: [Data] = (0..<8).map { index in
+        let size = PixelSize(width: 1200 + 100 * index, height: 900 + 75 * index)
+        return (try? VipsImageCoder().encode(Image(pixelSize: size, storage: SampleImages.landscape(size, seed: index + 10)),
+                                             as: .jpeg, options: EncodeOptions(quality: 85))) ?? Data()
+    }
 
     init() throws {
         let coder = VipsImageCoder()
@@ -112,6 +119,12 @@ final class Upstream: Sendable {
         router.get("/img/elsewhere.jpg") { request, _ in
             let port = request.head.authority.flatMap { $0.split(separator: ":").last }.map(String.init) ?? "80"
             return Response(status: .found, headers: [.location: "http://localhost:\(port)/img/photo.jpg"])
+        }
+        // /img/soak/N.jpg: one of eight photos (1200x900 to 1900x1425), under as many URLs as a soak asks for.
+        let soakPhotos = self.soakPhotos
+        router.get("/img/soak/:name") { _, context in
+            let index = Int(context.parameters.get("name")?.split(separator: ".").first ?? "") ?? 0
+            return Self.image(soakPhotos[index % soakPhotos.count], "image/jpeg")
         }
         router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }
         router.get("/img/broken.jpg") { _, _ in Self.image(Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 500), "image/jpeg") }
