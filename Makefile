@@ -92,7 +92,7 @@ docs: deps
 # corpora, then runs each target for FUZZ_SECONDS. A finding stops with its input
 # in .build-fuzz/artifacts. CI runs `fuzz-ci` (a few seconds each).
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS := sniff header config cachekey decode turbojpeg negotiate
+FUZZ_TARGETS := sniff header config cachekey decode turbojpeg negotiate transform
 FUZZ_BUILD := $(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address
 fuzz: deps
 	$(FUZZ_BUILD)
@@ -102,9 +102,10 @@ fuzz: deps
 	@mkdir -p .build-fuzz/artifacts
 	@for t in $(FUZZ_TARGETS); do \
 		mkdir -p .build-fuzz/corpus/$$t; \
+		extra=""; [ "$$t" = transform ] && extra="-malloc_limit_mb=64"; \
 		echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
 		SWIFT_BACKTRACE=enable=no FUZZ_TARGET=$$t .build-fuzz/debug/webimage-fuzz .build-fuzz/corpus/$$t .build-fuzz/seeds/$$t \
-			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 \
+			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 $$extra \
 			-artifact_prefix=.build-fuzz/artifacts/$$t- > .build-fuzz/$$t.log 2>&1 \
 			|| { tail -40 .build-fuzz/$$t.log; echo "fuzz $$t: finding in .build-fuzz/artifacts"; exit 1; }; \
 		grep -E "^stat::number_of_executed_units|^Done|cov:.*DONE" .build-fuzz/$$t.log | tail -2; \

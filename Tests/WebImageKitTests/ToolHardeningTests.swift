@@ -216,6 +216,37 @@ struct InfoHeaderTests {
         #expect(cached["cacheType"] as? String == "disk" && cached["hasAlpha"] as? Bool == true)
     }
 
+    @Test("a few hundred bytes declaring 10000x10000 with ten components: a typed error at once, the peak RSS far under 500 MB")
+    func tenComponents() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let file = tool.home.appendingPathComponent("ten.jpg")
+        try SyntheticImages.declaredJPEG(width: 10_000, height: 10_000, components: 10, progressive: true).write(to: file)
+        for arguments in [["--thumbnail", "256"], []] {
+            let result = try await tool.run(["load", "--json", "--store", "none"] + arguments + [file.path])
+            let error = try #require(result.lines.first?["error"] as? [String: Any], "\(result.stdout) \(result.stderr)")
+            #expect(result.status == 1 && error["code"] as? String == "pixelLimitExceeded", "\(error)")
+            #expect(result.peakResidentBytes < 500 << 20, "it took 1986 MiB: \(result.peakResidentBytes >> 20) MiB")
+        }
+    }
+
+    @Test("13 rotations: refused as a spec of too many steps; 8 of them refused at the step that would pass the limits, within seconds")
+    func rotations() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-1.jpg").path
+        let thirteen = try await tool.run(["load", "--store", "none", "--transform", Array(repeating: "rotate:45", count: 13).joined(separator: ";"), photo])
+        #expect(thirteen.status != 0 && thirteen.stderr.contains("13 steps"), "\(thirteen.status) \(thirteen.stderr)")
+        let started = ContinuousClock.now
+        let eight = try await tool.run(["load", "--json", "--store", "none", "--transform", Array(repeating: "rotate:45", count: 8).joined(separator: ";"), photo])
+        let error = try #require(eight.lines.first?["error"] as? [String: Any], "\(eight.stdout) \(eight.stderr)")
+        #expect(eight.status == 1 && error["code"] as? String == "pixelLimitExceeded", "\(error)")
+        #expect(eight.peakResidentBytes < 1 << 30, "\(eight.peakResidentBytes >> 20) MiB")
+        #expect(ContinuousClock.now - started < .seconds(120), "generous for a busy machine; 13 steps took 23 s and 2.2 GB before")
+    }
+
     @Test("a GIF of 5000 frames: load and info fail with a typed error naming the count")
     func manyFrames() async throws {
         let tool = Tool()

@@ -3,26 +3,7 @@ import Testing
 import WebImage
 import WebImageTurboJPEG
 import WebImageVips
-
-/// A JPEG header that declares `size` with `components` components, `progressive`
-/// or baseline, with one quantisation table, one Huffman table and a scan header,
-/// then a few bytes of entropy data: a few hundred bytes, like the file that took
-/// a tool 2 GB.
-func declaredJPEG(width: Int, height: Int, components: Int, progressive: Bool) -> Data {
-    func be16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-    var bytes: [UInt8] = [0xFF, 0xD8]
-    bytes += [0xFF, 0xDB] + be16(67) + [0x00] + [UInt8](repeating: 1, count: 64)
-    bytes += [0xFF, progressive ? 0xC2 : 0xC0] + be16(8 + 3 * components) + [8] + be16(height) + be16(width) + [UInt8(components)]
-    for id in 0..<components { bytes += [UInt8(id + 1), 0x11, 0x00] }
-    // DC table 0: one code of length 1 for category 0.
-    bytes += [0xFF, 0xC4] + be16(3 + 16 + 1) + [0x00, 1] + [UInt8](repeating: 0, count: 15) + [0x00]
-    let scanComponents = 1  // libjpeg reads at most 4 components per scan
-    bytes += [0xFF, 0xDA] + be16(6 + 2 * scanComponents) + [UInt8(scanComponents)]
-    for id in 0..<scanComponents { bytes += [UInt8(id + 1), 0x00] }
-    bytes += progressive ? [0, 0, 0] : [0, 63, 0]
-    bytes += [UInt8](repeating: 0, count: 32) + [0xFF, 0xD9]
-    return Data(bytes)
-}
+import WebImageTestSupport
 
 extension VipsTests {
 @Suite("Budgets in the coders")
@@ -30,7 +11,7 @@ struct CoderBudgetTests {
     @Test("a few hundred bytes declaring 10000x10000 with 10 components: refused from the header by both coders, thumbnail or not")
     func tenComponents() throws {
         for progressive in [true, false] {
-            let file = declaredJPEG(width: 10_000, height: 10_000, components: 10, progressive: progressive)
+            let file = SyntheticImages.declaredJPEG(width: 10_000, height: 10_000, components: 10, progressive: progressive)
             #expect(file.count < 400)
             for coder in [VipsImageCoder() as any ImageCoder, TurboJPEGCoder()] {
                 for box in [nil, PixelSize(256)] {

@@ -18,6 +18,7 @@ enum FuzzTargets {
         "decode": decode,
         "turbojpeg": turboJPEG,
         "negotiate": negotiate,
+        "transform": transform,
     ]
 
     /// Format sniffing by magic bytes.
@@ -82,6 +83,24 @@ enum FuzzTargets {
     }
 
     static let turbo = TurboJPEGCoder()
+
+    /// Arbitrary transform specs over a small image, under a 16 MB budget: no
+    /// crash, and nothing past the budget. `make fuzz` runs this target with
+    /// `-malloc_limit_mb=64`, so one allocation past four times the budget (a
+    /// step that slipped past its footprint) is a finding too.
+    static func transform(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        guard let transformer = try? TransformSpec.parse(text, limits: TransformSpec.Limits(maxSteps: 8, maxSide: 2048)) else { return }
+        let budget = TransformBudget(pixelLimit: 4_000_000, memoryLimit: transformBudget)
+        guard let result = try? budget.apply(transformer, to: smallImage) else { return }
+        precondition(ImageFootprint(result).bytes <= transformBudget, "\(text) made \(ImageFootprint(result)), past the budget")
+    }
+
+    static let transformBudget = 16 << 20
+    static let smallImage: Image = {
+        let size = PixelSize(width: 64, height: 48)
+        return Image(pixelSize: size, storage: SampleImages.landscape(size, seed: 1))
+    }()
 
     /// What clients and origins send that is not an image: Accept headers,
     /// Retry-After values, placeholder hashes (BlurHash text, ThumbHash bytes) and
