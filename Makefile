@@ -4,7 +4,8 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhi
 # The tests start their own Redis servers (standalone and a 3-primary cluster) on
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.
-EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools
+# GNU time measures the tool's peak memory in its tests.
+EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time
 
 .PHONY: deps example-deps apt-install test build demo serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 

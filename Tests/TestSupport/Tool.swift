@@ -22,7 +22,11 @@ package struct Tool: Sendable {
         package let status: Int32
         package let stdout: String
         package let stderr: String
-        /// The child's peak resident set, from `wait4`'s resource usage, in bytes.
+        /// The tool's peak resident set in bytes, as GNU time's own `wait4` saw it
+        /// (``run(_:stdin:environment:)``), else from this process's `wait4`. The
+        /// latter is inflated: `posix_spawn` runs the child on the test process's
+        /// memory until `exec`, and Linux keeps that memory's high-water mark as the
+        /// child's, so a test process that once held 2 GB saw every tool at 2 GB.
         package let peakResidentBytes: Int
         package var lines: [[String: Any]] {
             stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
@@ -31,15 +35,25 @@ package struct Tool: Sendable {
 
     /// Runs the tool and waits for it on a thread of its own, so that waiting never
     /// blocks a thread of Swift's cooperative pool (other suites run meanwhile).
+    /// Its peak memory is measured by GNU time (`/usr/bin/time`, from Debian's
+    /// `time`, which `make test` installs), whose child starts from its own small memory.
     package func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
-        try await start(arguments, stdin: stdin, environment: environment).wait()
+        guard FileManager.default.isExecutableFile(atPath: Self.time) else {
+            throw POSIXError(.ENOENT, userInfo: [NSLocalizedDescriptionKey: "\(Self.time) is missing: install Debian's 'time' (make example-deps)"])
+        }
+        return try await start(arguments, stdin: stdin, environment: environment, measuringPeak: true).wait()
     }
+
+    static let time = "/usr/bin/time"
+
 
     /// A tool process started and not yet waited for.
     package struct Running: Sendable {
         package let pid: pid_t
         let out: URL
         let err: URL
+        /// GNU time's report (`%M`, KiB), when it measured the run.
+        let peak: URL?
 
         /// What it has written to standard output so far.
         package var stdout: String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
@@ -58,7 +72,11 @@ package struct Tool: Sendable {
                     let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
                     // The exit status, or 128 + the signal that killed it, as a shell reports it.
                     let code = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-                    continuation.resume(returning: Result(status: code, stdout: stdout, stderr: stderr, peakResidentBytes: usage.ru_maxrss * 1024))
+                    // GNU time's last line is the peak in KiB (a line before it may say the command was killed).
+                    let measured = peak.flatMap { try? String(contentsOf: $0, encoding: .utf8) }?
+                        .split(separator: "\n").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                    continuation.resume(returning: Result(status: code, stdout: stdout, stderr: stderr,
+                                                          peakResidentBytes: (measured ?? usage.ru_maxrss) * 1024))
                 }
                 thread.start()
             }
@@ -67,7 +85,9 @@ package struct Tool: Sendable {
 
     /// Starts the tool. posix_spawn, not Foundation.Process: tests run in parallel
     /// and Process races on Linux.
-    package func start(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Running {
+    /// - Parameter measuringPeak: run it under GNU time, which then is the process
+    ///   `pid` names (signal the tool itself only without it).
+    package func start(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], measuringPeak: Bool = false) throws -> Running {
         let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
         let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
         try Data((stdin ?? "").utf8).write(to: input)
@@ -83,12 +103,14 @@ package struct Tool: Sendable {
             if let value = ProcessInfo.processInfo.environment[name] { env[name] = value }
         }
         env.merge(environment) { $1 }
-        let argv: [UnsafeMutablePointer<CChar>?] = ([Self.executable] + arguments).map { strdup($0) } + [nil]
+        let peak = measuringPeak ? home.appendingPathComponent("peak-\(UUID().uuidString.prefix(6))") : nil
+        let command = peak.map { [Self.time, "-f", "%M", "-o", $0.path, Self.executable] } ?? [Self.executable]
+        let argv: [UnsafeMutablePointer<CChar>?] = (command + arguments).map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid: pid_t = 0
-        guard posix_spawn(&pid, Self.executable, &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
-        return Running(pid: pid, out: out, err: err)
+        guard posix_spawn(&pid, command[0], &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
+        return Running(pid: pid, out: out, err: err, peak: peak)
     }
 
     package func cleanUp() { try? FileManager.default.removeItem(at: home) }

@@ -99,9 +99,9 @@ struct FileCacheStoreTests {
             #expect(try await store.entry(forKey: "k") == nil)
             #expect(try await store.metadata(forKey: "k") == nil)
         }
+        #expect(!FileManager.default.fileExists(atPath: file.path), "a damaged entry is removed when read")
         // Another key's entry under this key's name (as a hash collision would put it).
         try await store.setData(Data([9]), forKey: "j")
-        try FileManager.default.removeItem(at: file)
         try FileManager.default.copyItem(at: directory.appendingPathComponent(SHA256Digest.hex("j")), to: file)
         #expect(try await store.entry(forKey: "k") == nil)
         try await store.setData(Data([4]), forKey: "k")

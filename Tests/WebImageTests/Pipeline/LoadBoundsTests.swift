@@ -39,7 +39,9 @@ struct LoadBoundsTests {
         h.loader.close()
         let loads = (0..<12).map { index in Task { try await h.manager.loadImage(with: h.url("\(index).timg")) } }
         try #require(await eventually { h.manager.originalsInFlight.waiting == 10 })
-        #expect(h.loader.requestCount == 2, "two reservations of the largest response fit; the others never started a download")
+        #expect(h.loader.requestCount <= 2, "two reservations of the largest response fit; the others never started a download")
+        #expect(await eventually { h.loader.requestCount == 2 })
+        #expect(h.manager.originalsInFlight.waiting == 10)
         loads[11].cancel()
         let cancelled = await #expect(throws: WebImageError.self) { try await loads[11].value }
         #expect(cancelled?.code == .cancelled)
