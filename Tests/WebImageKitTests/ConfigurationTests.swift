@@ -96,7 +96,9 @@ struct ConfigurationTests {
         let configuration = try await configuration(flags: [
             "store.kind": "memory", "memory.costLimit": "64MiB", "memory.countLimit": "100",
             "loader.maxResponseSize": "2MB", "blocklist.ttl": "2m", "coders": "vips", "loaders": "file",
+            "decode.memoryLimit": "64MiB", "loader.originalsBudget": "1GiB",
         ], in: directory)
+        #expect(configuration.decodeOptions.memoryLimit == 64 << 20 && configuration.originalsBudget == 1 << 30)
         #expect(configuration.memoryCache?.limits.costLimit == 64 << 20 && configuration.memoryCache?.limits.countLimit == 100)
         #expect(configuration.maxResponseSize == 2 << 20)
         #expect(configuration.blocklist.ttl == .seconds(120))
@@ -160,6 +162,10 @@ struct ConfigurationTests {
         (["loaders": "gopher"], "loaders"),
         (["decode.pixelLimit": "lots"], "decode.pixelLimit"),
         (["vips.allowUntrusted": "sure"], "vips.allowUntrusted"),
+        (["vips.vector": "fast"], "vips.vector"),
+        (["decode.memoryLimit": "0"], "decode.memoryLimit"),
+        (["decode.memoryLimit": "much"], "decode.memoryLimit"),
+        (["loader.originalsBudget": "0"], "loader.originalsBudget"),
         (["store.kind": "lmdb", "store.lmdb.mapSize": "huge"], "lmdb.mapSize"),
         (["encode.quality": "0"], "encode.quality"),
         (["encode.quality": "101"], "encode.quality"),

@@ -34,6 +34,16 @@ struct CoderBudgetTests {
         }
     }
 
+    @Test("libvips' SIMD code generator (liborc) is off from the first use of libvips; vips.vector turns it on")
+    func vectorOff() throws {
+        _ = VipsImageCoder().canEncode(.jpeg)
+        #expect(!VipsImageCoder.vectorEnabled, "liborc crashed a server under load: off by default")
+        VipsImageCoder.vectorEnabled = true
+        #expect(VipsImageCoder.vectorEnabled)
+        VipsImageCoder.vectorEnabled = false
+        #expect(!VipsImageCoder.vectorEnabled)
+    }
+
     @Test("the memory limit counts bands and depth: a file within the pixel limit but over the bytes is refused, or scaled down")
     func bytesNotPixels() throws {
         let photo = try Fixtures.photoJPEG(width: 600, height: 400)
