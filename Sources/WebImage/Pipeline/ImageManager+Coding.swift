@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+
+extension ImageManager {
+    /// A decoded image, and the derived result's bytes when they were asked for.
+    struct Decoded: Sendable {
+        var image: Image
+        /// The cache serializer's bytes when encoding was asked for; inside, nil
+        /// when the serializer made none.
+        var encoded: Data??
+    }
+
+    /// Decodes (and for originals, transforms, and with `encoding` also encodes
+    /// the derived result) in one job on the blocking pool: one queue wait, not one
+    /// per stage behind every decode that arrived in between.
+    func decode(_ data: Data, _ plan: LoadPlan, derived: Bool, encoding: Bool = false) async throws -> Decoded {
+        let (key, options, context) = (plan.plainKey, plan.options, plan.context)
+        guard let coder = context.coder ?? configuration.coders.decoder(for: data) else {
+            let what = ImageFormat.sniff(data).map { "\($0) data, which no registered coder decodes" } ?? "data no registered coder recognises"
+            throw WebImageError(.unsupportedFormat, "\(key) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
+        }
+        var decodeOptions = configuration.decodeOptions
+        decodeOptions.scale = context.scaleFactor ?? ImageScale.scale(forKey: key)
+        decodeOptions.firstFrameOnly = decodeOptions.firstFrameOnly || options.contains(.decodeFirstFrameOnly)
+        decodeOptions.scaleDownLargeImages = decodeOptions.scaleDownLargeImages || options.contains(.scaleDownLargeImages)
+        decodeOptions.keepOrientation = decodeOptions.keepOrientation || context.keepOrientation
+        decodeOptions.allowTruncated = decodeOptions.allowTruncated || context.allowTruncated
+        decodeOptions.keepColorProfile = decodeOptions.keepColorProfile || encodeOptions(context).keepColorProfile
+        decodeOptions.preserveAspectRatio = context.preserveAspectRatio
+        decodeOptions.cropFocus = context.cropFocus
+        // Derived bytes already are the thumbnail, transformed and upright.
+        decodeOptions.thumbnailPixelSize = derived ? nil : context.thumbnailPixelSize
+        if derived { decodeOptions.keepOrientation = true }
+        let transformer = derived ? nil : context.transformer
+        let metrics = metrics
+        let finalOptions = decodeOptions
+        let pool = configuration.pool
+        let serializer = encoding ? serializer(context) : nil
+        let derivedKey = plan.key, coders = configuration.coders
+        return try await CancellationFlag.run { flag in
+            // Each step of the chain is checked against the decode's limits before it
+            // runs, and a cancelled load (its callers gone, its deadline passed) stops between steps.
+            let budget = TransformBudget(pixelLimit: finalOptions.pixelLimit, memoryLimit: finalOptions.memoryLimit,
+                                         isCancelled: { flag.isCancelled })
+            return try await pool.run {
+                let started = ContinuousClock.now
+                var image: Image
+                do { image = try coder.decode(data, options: finalOptions) } catch {
+                    throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
+                }
+                metrics.decoded(duration: ContinuousClock.now - started)
+                if let transformer {
+                    do { image = try budget.apply(transformer, to: image) } catch {
+                        throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+                    }
+                }
+                let encoded = serializer.map { $0.serialize(image, derivedKey, coders) }
+                return Decoded(image: image, encoded: encoded)
+            }
+        }
+    }
+
+    /// A derived result's bytes, by the cache serializer, on the decode pool; nil
+    /// when the serializer makes none.
+    func encodeDerived(_ image: Image, key: String, context: ImageContext) async throws -> Data? {
+        let serializer = serializer(context)
+        let coders = configuration.coders
+        do { return try await configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
+            throw WebImageError.wrap(error, as: .encodeFailed, "encoding \(key)")
+        }
+    }
+
+    /// What makes a derived result's bytes: the load's serializer, else the
+    /// manager's, else negotiation from the accepted formats, else the encode format.
+    func serializer(_ context: ImageContext) -> CacheSerializer {
+        context.cacheSerializer ?? configuration.cacheSerializer
+            ?? context.acceptedFormats.map { .negotiating($0, options: encodeOptions(context)) }
+            ?? .encoding(as: context.encodeFormat, options: encodeOptions(context))
+    }
+
+    /// The options derived results are encoded with: the load's, else the manager's.
+    func encodeOptions(_ context: ImageContext) -> EncodeOptions { context.encodeOptions ?? configuration.encodeOptions }
+}
