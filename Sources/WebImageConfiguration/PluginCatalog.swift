@@ -10,7 +10,8 @@ public import WebImage
 /// catalog.registerCoder(name: "qoi") { _ in QOICoder() }
 /// let configuration = try ImageManager.Configuration(config: reader, catalog: catalog)
 /// ```
-/// `WebImageKit` offers `PluginCatalog.standard`: the core plus `vips`, `lmdb` and `curl`.
+/// `WebImageKit` offers `PluginCatalog.standard`: the core plus the coders `turbojpeg`
+/// and `vips`, the stores `lmdb` and `redis` (the shared tier), and the loader `curl`.
 public struct PluginCatalog: Sendable {
     /// Makes a coder; `config` is the whole configuration (read `<name>.…` keys).
     public typealias CoderFactory = @Sendable (_ config: ConfigReader) throws -> any ImageCoder
