@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "WebImageTurboJPEG", targets: ["WebImageTurboJPEG"]),
         .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
         .library(name: "WebImageKit", targets: ["WebImageKit"]),
+        .library(name: "WebImageSamples", targets: ["WebImageSamples"]),
         .executable(name: "webimage", targets: ["webimage"]),
     ],
     dependencies: [
@@ -129,9 +130,12 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming
         ),
+        // Demo pixels (photo-like JPEGs, a PNG with alpha, an animated GIF, oriented
+        // JPEGs) made with libvips, for the tool's `samples`, examples, tests and benchmarks.
+        .target(name: "WebImageSamples", dependencies: ["WebImage", "WebImageVips"], swiftSettings: upcoming),
         .executableTarget(
             name: "webimage",
-            dependencies: ["WebImageKit", "WebImageVips", "WebImageLMDB", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: ["WebImageKit", "WebImageSamples", "WebImageVips", "WebImageLMDB", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),
@@ -166,14 +170,14 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport",
+            dependencies: ["WebImageKit", "WebImageSamples", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),
         .testTarget(
             name: "WebImageRedisTests",
-            dependencies: ["WebImageRedis", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageConfiguration",
+            dependencies: ["WebImageRedis", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageSamples", "WebImageConfiguration",
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

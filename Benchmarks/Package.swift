@@ -33,6 +33,7 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "WebImageSamples", package: "swift-web-image"),
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
             ],

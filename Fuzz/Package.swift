@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "WebImageCurl", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "WebImageSamples", package: "swift-web-image"),
             ],
             // libFuzzer supplies main; this module only defines LLVMFuzzerTestOneInput.
             swiftSettings: [.unsafeFlags(["-parse-as-library"])]

@@ -28,6 +28,7 @@ let package = Package(
             dependencies: [
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "WebImageSamples", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -59,6 +60,7 @@ let package = Package(
                 "ThumbnailService",
                 .product(name: "WebImage", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "WebImageSamples", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "WebImageRedis", package: "swift-web-image"),

@@ -53,7 +53,7 @@ public struct ConfigKeyCheck: Sendable {
 
     /// The environment variable of a key, as swift-configuration spells it:
     /// camelCase split at each lower-to-upper step, upper case, `_` between parts.
-    public static func environmentName(for key: String) -> String {
+    @_spi(Internals) public static func environmentName(for key: String) -> String {
         key.split(separator: ".").map { component -> String in
             var out = ""
             var previous: Character?

@@ -10,7 +10,7 @@ import WebImage
 /// name a parent or a hidden file), the extension is replaced by the output
 /// format's, and the length is capped. When nothing is left, the name is
 /// `image-` and the first 16 hex digits of the cache key's SHA-256.
-public enum OutputFileName {
+@_spi(Internals) public enum OutputFileName {
     /// The longest stem kept, in UTF-8 bytes (file systems allow 255 per name).
     static let maxStemBytes = 200
 

@@ -5,6 +5,7 @@ import WebImage
 import WebImageKit
 #if canImport(Glibc)
 import Glibc
+@_spi(Internals) import WebImageKit
 #endif
 
 struct LoadCommand: AsyncParsableCommand {

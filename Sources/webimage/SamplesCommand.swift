@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WebImageKit
+import WebImageSamples
 
 /// Writes the demo's sample images (``SampleImages``).
 struct SamplesCommand: AsyncParsableCommand {

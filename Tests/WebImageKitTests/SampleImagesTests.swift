@@ -3,6 +3,7 @@ import Testing
 import WebImage
 import WebImageKit
 import WebImageVips
+import WebImageSamples
 
 @Suite("Sample images")
 struct SampleImagesTests {

@@ -1,9 +1,10 @@
 import Foundation
 import Testing
-import WebImageKit
+@_spi(Internals) import WebImageKit
 import WebImage
-import WebImageConfiguration
+@_spi(Internals) import WebImageConfiguration
 import WebImageTestSupport
+import WebImageSamples
 import ServiceLifecycle
 import Logging
 

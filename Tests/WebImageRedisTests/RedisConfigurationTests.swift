@@ -6,6 +6,7 @@ import WebImageConfiguration
 import WebImageKit
 @testable import WebImageRedis
 import WebImageTestSupport
+import WebImageSamples
 
 @Suite("Shared tier from configuration")
 struct RedisConfigurationTests {

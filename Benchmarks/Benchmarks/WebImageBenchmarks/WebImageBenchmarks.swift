@@ -8,6 +8,7 @@ import WebImage
 import WebImageKit
 import WebImageLMDB
 import WebImageVips
+import WebImageSamples
 
 /// Inputs made once with libvips, so the suite needs no files.
 struct Fixtures: Sendable {

@@ -1,8 +1,9 @@
 import Foundation
 import WebImage
-import WebImageConfiguration
+@_spi(Internals) import WebImageConfiguration
 import WebImageCurl
-import WebImageKit
+@_spi(Internals) import WebImageKit
+import WebImageSamples
 import WebImageTurboJPEG
 @_spi(Internals) import WebImageVips
 

@@ -1,10 +1,5 @@
 import Synchronization
 
-/// A token returned by every registration; pass it back to unregister.
-public struct RegistrationToken: Hashable, Sendable {
-    let id: UInt64
-}
-
 /// The shared machinery of the three registries: entries under names, looked up
 /// newest first, safe from any thread. Lookups copy the entries out of the lock so
 /// that no user code (a coder's `canDecode`) ever runs while it is held.

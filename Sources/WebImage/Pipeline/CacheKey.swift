@@ -26,40 +26,6 @@ public struct CacheKeyFilter: Sendable {
     }
 }
 
-/// Makes the bytes stored on disk for a derived (transformed or thumbnailed)
-/// result. Returning nil stores nothing for it on disk.
-///
-/// The default, ``encoding(as:options:)``, picks the format with
-/// ``ImageFormat/output(for:requested:canEncode:)``: the requested format, else
-/// the source's, with PNG for a result that gained alpha (rounded corners on a
-/// JPEG), so that the disk copy shows what the memory copy does.
-public struct CacheSerializer: Sendable {
-    public let serialize: @Sendable (_ image: Image, _ key: String, _ coders: CoderRegistry) -> Data?
-    public init(_ serialize: @escaping @Sendable (_ image: Image, _ key: String, _ coders: CoderRegistry) -> Data?) {
-        self.serialize = serialize
-    }
-
-    /// Encodes in the format `accepted` picks for each image
-    /// (``AcceptedFormats/format(hasAlpha:isAnimated:)``), falling back as
-    /// ``encoding(as:options:)`` does when no coder writes it.
-    public static func negotiating(_ accepted: AcceptedFormats, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
-        CacheSerializer { image, key, coders in
-            let format = accepted.format(hasAlpha: image.hasAlpha, isAnimated: image.isAnimated)
-            return encoding(as: format, options: options).serialize(image, key, coders)
-        }
-    }
-
-    /// Encodes in the format ``ImageFormat/output(for:requested:canEncode:)``
-    /// chooses, with these options.
-    public static func encoding(as preferred: ImageFormat?, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
-        CacheSerializer { image, _, coders in
-            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil }),
-                  let coder = coders.encoder(for: format) else { return nil }
-            return try? coder.encode(image, as: format, options: options)
-        }
-    }
-}
-
 /// How derived keys are built.
 enum CacheKey {
     /// The plain key plus every request parameter that changes the result:

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Per-load settings that carry values, after SDWebImage's context.
 public struct ImageContext: Sendable {
@@ -67,47 +67,4 @@ public struct ImageContext: Sendable {
         self.transformer = transformer
         self.encodeFormat = encodeFormat
     }
-}
-
-/// The cache tiers of the pipeline.
-public struct CacheTiers: OptionSet, Hashable, Sendable {
-    public let rawValue: Int
-    public init(rawValue: Int) { self.rawValue = rawValue }
-    public static let memory = CacheTiers(rawValue: 1)
-    public static let disk = CacheTiers(rawValue: 2)
-    public static let all: CacheTiers = [.memory, .disk]
-    public static let none: CacheTiers = []
-}
-
-/// Where a result came from.
-public enum CacheType: String, Sendable, Hashable, Codable {
-    /// Loaded (from the network or a file) for this request.
-    case none
-    /// From the memory cache.
-    case memory
-    /// From the disk store (with a ``TieredCacheStore``, its local tier).
-    case disk
-    /// From the shared tier of a ``TieredCacheStore`` (Redis, for a fleet).
-    case shared
-}
-
-/// What a load returns.
-public struct ImageResult: Sendable {
-    /// The decoded image; nil for a hit with `.avoidDecode`.
-    public var image: Image?
-    /// The encoded bytes of the result, when the pipeline had them: always with
-    /// `.avoidDecode`; on a load or a disk hit (for a thumbnail or a transform,
-    /// the derived bytes, which a load has only with `.waitStoreCache`, since
-    /// otherwise they are encoded in the background); on a memory hit when the
-    /// memory tier holds them, or with `.queryMemoryData`.
-    public var data: Data?
-    public var cacheType: CacheType
-    /// The key the result is cached under (derived for transformed results).
-    public var key: String
-    public var url: URL
-    /// A cache write that failed although the load succeeded (seen with
-    /// `.waitStoreCache`; without it, writes finish later and failures are only
-    /// logged and counted). The image is good; it is just not on disk. A failed
-    /// cache write never fails a load.
-    public var storeFailure: WebImageError? = nil
 }

@@ -9,6 +9,7 @@ import Synchronization
 public import WebImage
 import WebImageKit
 import WebImageVips
+import WebImageSamples
 
 /// A thumbnail service: `GET /thumbnail?url=…&w=…&h=…&format=…&crop=…&dpr=…&t=…`
 /// through an ``ImageManager`` (`format=auto`, the default, answers AVIF, WebP,

@@ -13,6 +13,7 @@ import FoundationNetworking
 #endif
 import WebImageKit
 import WebImageVips
+import WebImageSamples
 
 /// swift-metrics is bootstrapped once per process; every test's service renders this registry.
 let metricsRegistry: PrometheusCollectorRegistry = {
