@@ -35,13 +35,13 @@ public final class CurlLoader: Loader {
         /// burst of one site's images that drains within that is served whole.
         public var maxConcurrentDownloadsPerHost: Int?
         /// The whole transfer, unless the request says otherwise. Default 15 s.
-        public var timeout: Duration = .seconds(15)
+        public var timeout: Duration = LoadRequest.defaultTimeout
         /// Connecting (DNS, TCP, TLS). Default 15 s, bounded by ``timeout``.
-        public var connectTimeout: Duration = .seconds(15)
+        public var connectTimeout: Duration = LoadRequest.defaultTimeout
         /// Which queued transfer starts next among equal priorities. Default FIFO.
         public var order: Order = .fifo
         /// Responses over this many bytes are refused. Default 64 MiB.
-        public var maxResponseSize: Int64 = 64 << 20
+        public var maxResponseSize: Int64 = LoadRequest.defaultMaxResponseSize
         /// Redirects followed, never to another scheme. Default 5.
         public var maxRedirects = 5
         /// Refuse loopback, private, link-local (cloud metadata) and other internal
@@ -67,8 +67,8 @@ public final class CurlLoader: Loader {
         public var progressInterval: Duration = .milliseconds(50)
         public var userAgent = "swift-web-image"
 
-        public init(maxConcurrentDownloads: Int = 6, timeout: Duration = .seconds(15), order: Order = .fifo,
-                    maxResponseSize: Int64 = 64 << 20, blockPrivateAddresses: Bool = false) {
+        public init(maxConcurrentDownloads: Int = 6, timeout: Duration = LoadRequest.defaultTimeout, order: Order = .fifo,
+                    maxResponseSize: Int64 = LoadRequest.defaultMaxResponseSize, blockPrivateAddresses: Bool = false) {
             self.maxConcurrentDownloads = max(1, maxConcurrentDownloads)
             self.timeout = timeout
             self.order = order

@@ -177,7 +177,7 @@ public final class LMDBCacheStore: CacheStore {
         let databaseKey = LMDBRecord.databaseKey(key)
         let now = LMDBRecord.milliseconds(clock())
         let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now,
-                                       checksum: PayloadChecksum.hash(data))
+                                       checksum: XXH64.hash(data))
         let overLimit = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
             let write = PendingWrite(databaseKey: databaseKey, header: header, data: data, stamp: now, continuation: continuation)
             let lead = pendingWrites.withLock { state -> Bool in

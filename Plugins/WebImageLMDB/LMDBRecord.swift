@@ -34,7 +34,7 @@ enum LMDBRecord {
     static func lruKey(access: UInt64, databaseKey: [UInt8]) -> [UInt8] { bigEndian(access) + databaseKey }
 
     /// The header: version, stored-at, the payload's checksum
-    /// (`PayloadChecksum`, verified on every read), full key (hashed keys only),
+    /// (`XXH64`, verified on every read), full key (hashed keys only),
     /// and the metadata strings, each length-prefixed. Binary, because a cache hit
     /// must not pay for JSON. A value of version 1 (no checksum) reads as damaged.
     static func header(key: String, hashed: Bool, metadata: CacheMetadata, storedAt: UInt64, checksum: UInt64) -> [UInt8] {
@@ -82,7 +82,7 @@ enum LMDBRecord {
     /// checksum), or nil when it is sound.
     static func damage(_ value: UnsafeRawBufferPointer, _ decoded: Decoded?) -> String? {
         guard let decoded else { return "not a record of format version \(version)" }
-        let actual = PayloadChecksum.hash(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
-        return actual == decoded.checksum ? nil : PayloadChecksum.mismatch(decoded.checksum, actual)
+        let actual = XXH64.hash(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
+        return actual == decoded.checksum ? nil : XXH64.mismatch(decoded.checksum, actual)
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 public import WebImage
 
 /// A `CacheStore` in Redis (or Valkey), standalone or Cluster: the shared tier
@@ -321,9 +322,8 @@ public final class RedisCacheStore: CacheStore {
 }
 
 /// A running sum that `@Sendable` closures add to.
-private final class Totals: @unchecked Sendable {
-    private let lock = NSLock()
-    private var sum = 0
-    func add(_ value: Int) { lock.withLock { sum += value } }
-    var value: Int { lock.withLock { sum } }
+private final class Totals: Sendable {
+    private let sum = Mutex(0)
+    func add(_ value: Int) { sum.withLock { $0 += value } }
+    var value: Int { sum.withLock { $0 } }
 }

@@ -199,7 +199,7 @@ extension ImageTransformers {
         public struct Overlay: Sendable {
             /// The decoded pixels (first frame only).
             public let image: Image
-            /// A hash of the encoded bytes (FNV-1a 64, stable across processes and
+            /// A hash of the encoded bytes (``XXH64``, stable across processes and
             /// versions, unlike `Hasher`): the overlay's part of the cache key.
             public let id: String
 
@@ -212,9 +212,7 @@ extension ImageTransformers {
                 var options = DecodeOptions(firstFrameOnly: true)
                 options.pixelLimit = 16_000_000
                 image = try coder.decode(data, options: options)
-                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-                for byte in data { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-                id = String(hash, radix: 16)
+                id = String(XXH64.hash(data), radix: 16)
             }
         }
 

@@ -48,6 +48,12 @@ public struct ConfigValues: Sendable {
     }
 
     /// Durations: `30s`, `10m`, `2h`, `7d`, `500ms`, or plain seconds.
+    /// `loader.timeout`: the one place it is read (the manager and every loader factory ask here).
+    public func loaderTimeout() throws -> Duration? { try duration("loader.timeout") }
+
+    /// `loader.maxResponseSize`: the one place it is read.
+    public func loaderMaxResponseSize() throws -> Int64? { try bytes("loader.maxResponseSize").map(Int64.init) }
+
     public func duration(_ key: String) throws -> Duration? {
         guard let text = text(key) else { return nil }
         guard let value = Self.parseDuration(text) else { throw invalid(key, text, "a duration such as 30s, 10m, 2h or 7d") }

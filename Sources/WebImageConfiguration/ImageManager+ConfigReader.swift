@@ -125,8 +125,8 @@ extension ImageManager.Configuration {
         }
         loaders = loaderRegistry
 
-        if let timeout = try values.duration("loader.timeout") { self.timeout = timeout }
-        if let size = try values.bytes("loader.maxResponseSize") { maxResponseSize = Int64(size) }
+        if let timeout = try values.loaderTimeout() { self.timeout = timeout }
+        if let size = try values.loaderMaxResponseSize() { maxResponseSize = size }
         if let budget = try values.bytes("loader.originalsBudget") {
             guard budget > 0 else { throw values.invalid("loader.originalsBudget", "\(budget)", "a size above zero") }
             originalsBudget = budget

@@ -53,8 +53,8 @@ public struct PluginCatalog: Sendable {
             } else if try values.bool("loader.blockPrivateAddresses") == true {
                 access = .refused
             }
-            return FileLoader(maxFileSize: Int64(try values.bytes("loader.maxResponseSize") ?? 64 << 20), access: access,
-                              timeout: try values.duration("loader.timeout") ?? .seconds(15))
+            return FileLoader(maxFileSize: try values.loaderMaxResponseSize() ?? LoadRequest.defaultMaxResponseSize, access: access,
+                              timeout: try values.loaderTimeout() ?? LoadRequest.defaultTimeout)
         }
         return catalog
     }

@@ -35,8 +35,8 @@ extension PluginCatalog {
             var configuration = CurlLoader.Configuration()
             if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }
             if let count = try values.int("loader.maxConcurrentPerHost", minimum: 1) { configuration.maxConcurrentDownloadsPerHost = count }
-            if let timeout = try values.duration("loader.timeout") { configuration.timeout = timeout }
-            if let size = try values.bytes("loader.maxResponseSize") { configuration.maxResponseSize = Int64(size) }
+            if let timeout = try values.loaderTimeout() { configuration.timeout = timeout }
+            if let size = try values.loaderMaxResponseSize() { configuration.maxResponseSize = size }
             if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }
             if let ranges = values.list("loader.exemptAddresses") {
                 configuration.exemptAddresses = try ranges.map { text in

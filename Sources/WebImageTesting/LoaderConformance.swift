@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 public import WebImage
 
 /// Checks the requirements of ``Loader`` against a real loader and real resources.
@@ -98,10 +99,8 @@ public struct LoaderConformance: Sendable {
 }
 
 /// A thread-safe list of progress values.
-final class ProgressLog: @unchecked Sendable {
-    // @unchecked: every access goes through `lock`.
-    private let lock = NSLock()
-    private var storage: [LoadProgress] = []
-    func append(_ value: LoadProgress) { lock.withLock { storage.append(value) } }
-    var values: [LoadProgress] { lock.withLock { storage } }
+final class ProgressLog: Sendable {
+    private let storage = Mutex<[LoadProgress]>([])
+    func append(_ value: LoadProgress) { storage.withLock { $0.append(value) } }
+    var values: [LoadProgress] { storage.withLock { $0 } }
 }

@@ -301,16 +301,7 @@ enum OutputFile {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
-        try data.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let n = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))")
-                }
-                offset += n
-            }
-        }
+        let failure = data.withUnsafeBytes { FileIO.writeAll(fd, $0) }
+        if failure != 0 { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(failure)))") }
     }
 }

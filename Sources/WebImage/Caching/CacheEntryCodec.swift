@@ -8,7 +8,7 @@ import Metrics
 /// - record: the key, then `contentType`, `etag`, `lastModified`, `originalURL`,
 ///   each a little-endian `UInt32` length (`0xFFFF_FFFF` for nil) and UTF-8;
 ///   then `storedAt` in milliseconds since 1970 (`Int64`), then the payload's
-///   checksum (``PayloadChecksum``, `UInt64`), verified on every read.
+///   checksum (``XXH64``, `UInt64`), verified on every read.
 /// - footer (16 bytes): the record's length (`UInt32`), the format version
 ///   (`UInt32`, 2), and the magic `WEBIMGF1`. Entries of version 1 (no
 ///   checksum) are read as damaged: they are removed and loaded again.
@@ -87,7 +87,7 @@ package enum CacheEntryCodec {
 extension CacheEntryCodec {
     /// The blob for an entry.
     package static func encode(_ data: Data, key: String, metadata: CacheMetadata) -> Data {
-        let record = record(key: key, metadata: metadata, checksum: PayloadChecksum.hash(data))
+        let record = record(key: key, metadata: metadata, checksum: XXH64.hash(data))
         var blob = Data(capacity: data.count + record.count + footerSize)
         blob.append(data)
         blob.append(contentsOf: record)
@@ -115,12 +115,12 @@ extension CacheEntryCodec {
                   let record = parse(UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize - length)..<(size - footerSize)]))
             else { return nil }
             guard record.key == key else { return (record.key, record.metadata, 0, length, 0) }
-            let actual = PayloadChecksum.hash(UnsafeRawBufferPointer(rebasing: bytes[..<(size - footerSize - length)]))
+            let actual = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[..<(size - footerSize - length)]))
             return (record.key, record.metadata, record.checksum, length, actual)
         }
         guard let parsed else { return .damaged("no readable footer or record of format version \(version)") }
         guard parsed.key == key else { return .otherKey }
-        guard parsed.checksum == parsed.actual else { return .damaged(PayloadChecksum.mismatch(parsed.checksum, parsed.actual)) }
+        guard parsed.checksum == parsed.actual else { return .damaged(XXH64.mismatch(parsed.checksum, parsed.actual)) }
         var data = blob
         data.count = size - footerSize - parsed.length
         var result = parsed.metadata
@@ -150,7 +150,7 @@ package struct DamagedEntryReport: Sendable {
     }
 }
 
-extension PayloadChecksum {
+extension XXH64 {
     package static func mismatch(_ stored: UInt64, _ actual: UInt64) -> String {
         "payload checksum \(String(actual, radix: 16)) does not match the stored \(String(stored, radix: 16))"
     }

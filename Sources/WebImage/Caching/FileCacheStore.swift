@@ -213,7 +213,7 @@ extension FileCacheStore {
         let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
         if withData {
             data = Data(count: fileSize)
-            let filled = data.withUnsafeMutableBytes { Self.readFully(descriptor, into: $0, at: nil) }
+            let filled = data.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: nil) }
             guard filled == fileSize else { return nil }
             switch CacheEntryCodec.decode(data, key: key) {
             case .entry(let entry):
@@ -249,39 +249,19 @@ extension FileCacheStore {
     /// The footer and record of an open entry file, by `pread`.
     static func readRecord(_ descriptor: Int32, fileSize: Int) -> (key: String, metadata: CacheMetadata, recordLength: Int)? {
         var footer = [UInt8](repeating: 0, count: CacheEntryCodec.footerSize)
-        let footerRead = footer.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize) }
+        let footerRead = footer.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize) }
         guard footerRead == CacheEntryCodec.footerSize,
               let length = footer.withUnsafeBytes({ CacheEntryCodec.recordLength(footer: $0, fileSize: fileSize) })
         else { return nil }
         var record = [UInt8](repeating: 0, count: length)
-        let recordRead = record.withUnsafeMutableBytes { readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize - length) }
+        let recordRead = record.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize - length) }
         guard recordRead == length, let parsed = record.withUnsafeBytes({ CacheEntryCodec.parse($0) }) else { return nil }
         return (parsed.key, parsed.metadata, length)
     }
 
-    /// Reads until `buffer` is full or the file ends (`read`, or `pread` from
-    /// `offset`); the bytes read, or -1 on an error.
-    static func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int?) -> Int {
-        var filled = 0
-        while filled < buffer.count {
-            let count = if let offset {
-                pread(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
-            } else {
-                read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return -1
-            }
-            if count == 0 { break }
-            filled += count
-        }
-        return filled
-    }
-
     /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
     private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
-        let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: PayloadChecksum.hash(data))
+        let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: XXH64.hash(data))
         let footer = CacheEntryCodec.footer(recordLength: record.count)
         let temporary = tmpDirectory + "/" + UUID().uuidString
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -289,9 +269,9 @@ extension FileCacheStore {
             throw WebImageError(.storeFailed, "cannot write \(temporary): \(String(cString: strerror(errno)))")
         }
         // One chunk after another, each only if the one before it was written.
-        var failure = data.withUnsafeBytes { writeAll(descriptor, $0) }
-        if failure == 0 { failure = record.withUnsafeBytes { writeAll(descriptor, $0) } }
-        if failure == 0 { failure = footer.withUnsafeBytes { writeAll(descriptor, $0) } }
+        var failure = data.withUnsafeBytes { FileIO.writeAll(descriptor, $0) }
+        if failure == 0 { failure = record.withUnsafeBytes { FileIO.writeAll(descriptor, $0) } }
+        if failure == 0 { failure = footer.withUnsafeBytes { FileIO.writeAll(descriptor, $0) } }
         var times = Self.timespecs(clock())  // the access date: the store's clock, not the file system's
         if failure == 0, futimens(descriptor, &times) != 0 { failure = errno }
         if Glibc.close(descriptor) != 0, failure == 0 { failure = errno }
@@ -301,20 +281,6 @@ extension FileCacheStore {
             unlink(temporary)
             throw WebImageError(.storeFailed, "cannot write a cache entry to \(destination): \(String(cString: strerror(failure)))")
         }
-    }
-
-    /// Writes all of `bytes`; 0, or the `errno` of the failure.
-    private func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32 {
-        var written = 0
-        while written < bytes.count {
-            let count = Glibc.write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-            if count < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            written += count
-        }
-        return 0
     }
 
     static func timespecs(_ date: Date) -> [timespec] {

@@ -1,6 +1,7 @@
 public import Foundation
 public import Logging
 import Metrics
+import Synchronization
 
 /// A local store (LMDB or files) in front of a shared one (Redis), for a fleet of
 /// hosts that should not each download and decode every image again.
@@ -47,6 +48,10 @@ public final class TieredCacheStore: CacheStore {
     public let shared: any CacheStore
     private let logger: Logger
     private let work: BackgroundWork
+    /// Background writes in flight per key, so that a remove waits for the write
+    /// before it: a write that landed in the shared tier after the remove would
+    /// bring the removed entry back.
+    private let writing = Mutex<[String: (count: Int, waiters: [CheckedContinuation<Void, Never>])]>([:])
     private let localHits = Counter(label: "webimage_tier_hits_total", dimensions: [("tier", "local")])
     private let sharedHits = Counter(label: "webimage_tier_hits_total", dimensions: [("tier", "shared")])
     private let misses = Counter(label: "webimage_tier_misses_total")
@@ -103,11 +108,13 @@ public final class TieredCacheStore: CacheStore {
     }
 
     public func removeData(forKey key: String) async throws {
+        await writesFinished(forKey: key)
         if let local { try await local.removeData(forKey: key) }
         await sharedWrite("remove", key: key) { try await $0.removeData(forKey: key) }
     }
 
     public func removeAll() async throws {
+        await work.idle()
         if let local { try await local.removeAll() }
         await sharedWrite("removeAll", key: "*") { try await $0.removeAll() }
     }
@@ -126,6 +133,33 @@ public final class TieredCacheStore: CacheStore {
         await work.idle()
         await local?.close()
         await shared.close()
+    }
+
+    // MARK: Ordering a remove after the writes before it
+
+    private func wrote(_ key: String) {
+        let waiters = writing.withLock { writing -> [CheckedContinuation<Void, Never>] in
+            guard var state = writing[key] else { return [] }
+            state.count -= 1
+            guard state.count == 0 else {
+                writing[key] = state
+                return []
+            }
+            writing[key] = nil
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func writesFinished(forKey key: String) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = writing.withLock { writing -> Bool in
+                guard writing[key] != nil else { return true }
+                writing[key]!.waiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
     }
 
     // MARK: The shared tier's failures
@@ -148,10 +182,13 @@ public final class TieredCacheStore: CacheStore {
     }
 
     private func background(bytes: Int, key: String, what: String, _ job: @escaping @Sendable () async throws -> Void) {
+        writing.withLock { $0[key, default: (0, [])].count += 1 }
         let started = work.start(bytes: bytes) {
             do { try await job() } catch { self.noteSharedFailure(error, key: key, operation: what) }
+            self.wrote(key)
         }
         guard !started else { return }
+        wrote(key)
         dropped.increment()
         logger.debug("tier write dropped: too many pending", metadata: ["key": "\(key)", "what": "\(what)"])
     }

@@ -124,11 +124,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
             guard let seconds = Int64(value), seconds > 0 else { return nil }   // too many digits: nil
             return .seconds(min(seconds, 86_400))
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        guard value.hasSuffix(" GMT"), let date = formatter.date(from: value) else { return nil }
+        guard let date = HTTPDate.parse(value) else { return nil }
         let seconds = date.timeIntervalSince(now)
         guard seconds >= 1 else { return nil }
         return .seconds(min(seconds, 86_400).rounded())

@@ -40,7 +40,7 @@ public struct FileLoader: Loader {
     public var timeout: Duration
     private let pool: BlockingThreadPool
 
-    public init(maxFileSize: Int64 = 64 << 20, access: Access = .unrestricted, timeout: Duration = .seconds(15),
+    public init(maxFileSize: Int64 = LoadRequest.defaultMaxResponseSize, access: Access = .unrestricted, timeout: Duration = LoadRequest.defaultTimeout,
                 pool: BlockingThreadPool = .io) {
         self.maxFileSize = maxFileSize
         self.access = access
@@ -131,10 +131,9 @@ public struct FileLoader: Loader {
         try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
             while true {
                 if count == buffer.count { return }  // more than the file declared: it grew
-                let n = systemRead(fd, buffer.baseAddress! + count, min(chunk, buffer.count - count))
+                let n = FileIO.read(fd, buffer.baseAddress! + count, min(chunk, buffer.count - count))
                 if n == 0 { return }
                 if n < 0 {
-                    if errno == EINTR { continue }
                     throw WebImageError(.loadFailed, "cannot read \(path): \(String(cString: strerror(errno)))", isTransient: false)
                 }
                 count += n
@@ -154,26 +153,4 @@ public struct FileLoader: Loader {
         if let format = ImageFormat.sniff(data) { headers["content-type"] = format.mimeType }
         return LoadResponse(data: data, statusCode: 200, headers: headers, url: url)
     }
-}
-
-/// RFC 9110 IMF-fixdate, the form of `Last-Modified` and `If-Modified-Since`.
-/// Formatted with `gmtime_r`: a `DateFormatter` per load is costly on Linux, and
-/// this format has no locale in it.
-enum HTTPDate {
-    private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-
-    static func format(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(days[Int(parts.tm_wday)]), \(two(parts.tm_mday)) \(months[Int(parts.tm_mon)]) \(parts.tm_year + 1900) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
-    }
-}
-
-/// `read(2)`, named apart from the loader's own `read`.
-private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
-    read(fd, buffer, count)
 }

@@ -6,6 +6,13 @@ public typealias URLPolicy = @Sendable (URL) -> String?
 
 /// What the manager asks a loader for.
 public struct LoadRequest: Sendable {
+    /// The default longest time for a whole load, in the manager and in every
+    /// built-in loader: 15 s (SDWebImage's and Kingfisher's).
+    public static let defaultTimeout: Duration = .seconds(15)
+    /// The default largest response or file accepted: 64 MiB. A server must bound
+    /// it (Nuke does); an image service rarely sees originals above a few MiB.
+    public static let defaultMaxResponseSize: Int64 = 64 << 20
+
     /// Scheduling priority among queued loads.
     public enum Priority: Int, Sendable, Comparable {
         case low = 0, normal = 1, high = 2

@@ -46,9 +46,9 @@ extension ImageManager {
         /// the load's context has its own (``ImageContext/urlPolicy``). Nil: none.
         public var urlPolicy: URLPolicy?
         /// The longest a load may take. Default 15 s (SDWebImage, Kingfisher).
-        public var timeout: Duration = .seconds(15)
+        public var timeout: Duration = LoadRequest.defaultTimeout
         /// The largest response accepted. Default 64 MiB: a server must bound it.
-        public var maxResponseSize: Int64 = 64 << 20
+        public var maxResponseSize: Int64 = LoadRequest.defaultMaxResponseSize
         /// The bytes of downloaded originals that may wait for, or be in, their
         /// decode at once. A load reserves ``maxResponseSize`` (the request's, if
         /// its modifier set one) before its download starts, gives back what is

@@ -113,13 +113,3 @@ struct FileLoaderTests {
         #expect(stale.statusCode == 200 && !stale.data.isEmpty)
     }
 }
-
-@Suite("HTTP dates")
-struct HTTPDateTests {
-    @Test("IMF-fixdate, as RFC 9110 writes it")
-    func format() {
-        // The RFC's own example.
-        #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
-        #expect(HTTPDate.format(Date(timeIntervalSince1970: 0)) == "Thu, 01 Jan 1970 00:00:00 GMT")
-    }
-}

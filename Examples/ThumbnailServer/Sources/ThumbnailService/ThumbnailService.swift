@@ -241,20 +241,11 @@ public struct ThumbnailService: Sendable {
         return data
     }
 
-    /// A strong ETag: a 64-bit FNV-1a-style hash of the bytes taken eight at a
-    /// time (the tail byte by byte), and their length. Not cryptographic: it only
-    /// has to change when the bytes do.
+    /// A strong ETag: the bytes' ``XXH64`` (the hash the cache stores verify
+    /// entries with) and their length. Not cryptographic: it only has to change
+    /// when the bytes do.
     static func etag(of data: Data) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        data.withUnsafeBytes { bytes in
-            let words = bytes.count / 8
-            for index in 0..<words {
-                hash = (hash ^ bytes.loadUnaligned(fromByteOffset: index * 8, as: UInt64.self)) &* 0x0000_0100_0000_01b3
-                hash ^= hash >> 29
-            }
-            for byte in bytes[(words * 8)...] { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        }
-        return "\"" + String(hash, radix: 16) + "-" + String(data.count, radix: 16) + "\""
+        "\"" + String(XXH64.hash(data), radix: 16) + "-" + String(data.count, radix: 16) + "\""
     }
 
     /// Milliseconds with one decimal, without `String(format:)` (slow on Linux).

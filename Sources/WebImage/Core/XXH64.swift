@@ -1,13 +1,21 @@
-package import Foundation
+public import Foundation
 
-/// The checksum every stored entry carries over its payload: XXH64 (seed 0),
-/// verified on every read, so that a damaged entry is a miss and never wrong bytes.
+/// XXH64 (seed 0): the package's one stable, fast, non-cryptographic hash.
+///
+/// Every stored entry carries it over its payload, verified on every read, so that
+/// a damaged entry is a miss and never wrong bytes; watermark overlays are keyed by
+/// it, and a service can use it for ETags. Stable across processes, machines and
+/// versions (unlike `Hasher`); not for secrets.
+///
+/// ```swift
+/// let etag = String(XXH64.hash(bytes), radix: 16)
+/// ```
 ///
 /// XXH64 rather than CRC32C: it runs at memory speed in plain Swift (no C in the
 /// core, no CPU feature to detect), and 64 bits make an undetected random
 /// corruption a 2⁻⁶⁴ event. The values are the reference implementation's
 /// (`xxhsum -H1`), tested against its published vectors.
-package enum PayloadChecksum {
+public enum XXH64 {
     private static let p1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let p2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
     private static let p3: UInt64 = 0x1656_67B1_9E37_79F9
@@ -23,7 +31,7 @@ package enum PayloadChecksum {
     }
 
     /// XXH64 of `bytes` with seed 0.
-    package static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    public static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
         let count = bytes.count
         var offset = 0
         var h: UInt64
@@ -72,7 +80,7 @@ package enum PayloadChecksum {
     }
 
     /// XXH64 of any contiguous bytes (`Data`, `[UInt8]`).
-    package static func hash(_ bytes: some ContiguousBytes) -> UInt64 {
+    public static func hash(_ bytes: some ContiguousBytes) -> UInt64 {
         bytes.withUnsafeBytes { hash($0) }
     }
 }

@@ -1,0 +1,22 @@
+import Foundation
+import Testing
+@testable import WebImage
+
+@Suite("HTTP dates")
+struct HTTPDateTests {
+    @Test("IMF-fixdate: RFC 9110's example, round trips, and what is not one")
+    func imfFixdate() {
+        #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == Date(timeIntervalSince1970: 784_111_777))
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 0)) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        for seconds in [0, 951_782_400, 1_795_000_000, 4_102_444_799] as [TimeInterval] {
+            let date = Date(timeIntervalSince1970: seconds)
+            #expect(HTTPDate.parse(HTTPDate.format(date)) == date)
+        }
+        for text in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC",
+                     "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+                     "Sun, 0x Nov 1994 08:49:37 GMT", "", "Sun, 06 Nov 1994 08:49:37 GMT "] {
+            #expect(HTTPDate.parse(text) == nil, "\(text)")
+        }
+    }
+}
