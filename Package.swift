@@ -90,9 +90,10 @@ let package = Package(
             // No pkgConfig: jpeglib.h and libjpeg are on the default paths.
             providers: [.apt(["libjpeg62-turbo-dev"])]
         ),
-        // The DC-coefficient decoder: plain C, no libjpeg, compiled (and optimised) by SwiftPM.
-        .target(name: "CJPEGTurboDC", path: "Plugins/CJPEGTurboDC"),
-        .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo", "CJPEGTurboDC"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
+        // Our C over libjpeg-turbo, compiled (and optimised) by SwiftPM: every libjpeg
+        // call inside a setjmp, the EXIF and ICC readers, and the DC-only decoders.
+        .target(name: "CJPEGTurboOps", dependencies: ["CJPEGTurbo"], path: "Plugins/CJPEGTurboOps"),
+        .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo", "CJPEGTurboOps"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
 
         // libcurl loader; the C shim has typed setters for curl_easy_setopt.
         .systemLibrary(

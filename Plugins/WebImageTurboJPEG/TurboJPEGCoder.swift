@@ -1,5 +1,5 @@
 internal import CJPEGTurbo
-internal import CJPEGTurboDC
+internal import CJPEGTurboOps
 public import Foundation
 public import WebImage
 public import WebImageVips
@@ -216,7 +216,7 @@ extension TurboJPEGDecode {
     /// whole-image coefficient buffer); for a layout it does not take, libjpeg
     /// decodes a copy without the AC scans. Anything unusual about either falls
     /// back to libjpeg on the whole file, which reports real errors.
-    static func pixels(context: UnsafeMutablePointer<CJT_context>, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32,
+    static func pixels(context: OpaquePointer, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32,
                        memoryLimit: Int) throws -> Pixels {
         if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
             if let pixels = dcDecode(bytes, header: header) { return pixels }

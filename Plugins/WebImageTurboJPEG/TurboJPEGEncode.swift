@@ -1,4 +1,5 @@
 internal import CJPEGTurbo
+internal import CJPEGTurboOps
 package import Foundation
 package import WebImage
 

@@ -1,7 +1,7 @@
-// The DC decoder (see include/CJPEGTurboDC.h). A C target of its own, not a
+// The DC decoder and the DC-only copy (see include/CJPEGTurboOps.h). A C target of its own, not a
 // header of the system-library module, so that SwiftPM builds it as C (-O2 in
 // release) and rebuilds it when it changes.
-#include "CJPEGTurboDC.h"
+#include "CJPEGTurboOps.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,3 +393,48 @@ done:
     return result;
 }
 
+/// See CJPEGTurboOps.h. The same marker scan as the decoder's skips the entropy-coded data.
+size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) {
+    if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return 0;
+    size_t i = 2, o = 0;
+    int progressive = 0, scans = 0;
+    out[o++] = 0xFF; out[o++] = 0xD8;
+    while (i + 1 < length) {
+        if (in[i] != 0xFF) return 0;
+        while (i + 1 < length && in[i + 1] == 0xFF) i++;  // fill bytes
+        if (i + 1 >= length) return 0;
+        unsigned char marker = in[i + 1];
+        if (marker == 0xD9) {  // EOI
+            if (!progressive || scans == 0) return 0;
+            out[o++] = 0xFF; out[o++] = 0xD9;
+            return o;
+        }
+        if (marker == 0x00 || (marker >= 0xD0 && marker <= 0xD8) || marker == 0x01) return 0;
+        if (i + 4 > length) return 0;
+        size_t segment = (size_t) in[i + 2] << 8 | in[i + 3];
+        if (segment < 2 || i + 2 + segment > length) return 0;
+        if (marker == 0xC2) progressive = 1;
+        else if ((marker >= 0xC0 && marker <= 0xCF) && marker != 0xC4 && marker != 0xC8 && marker != 0xCC) return 0;  // not progressive Huffman
+        if (marker == 0xDC) return 0;  // DNL
+        if (marker != 0xDA) {
+            memcpy(out + o, in + i, 2 + segment);
+            o += 2 + segment;
+            i += 2 + segment;
+            continue;
+        }
+        // SOS: Ns, Ns x (id, tables), Ss, Se, Ah/Al.
+        if (!progressive || segment < 6) return 0;
+        unsigned int components = in[i + 4];
+        if (components < 1 || components > 4 || segment != 6 + 2 * components) return 0;
+        unsigned int ss = in[i + 5 + 2 * components];
+        size_t end = CJT_dc_next_marker(in, i + 2 + segment, length);
+        if (end + 1 >= length) return 0;  // no marker after the scan: truncated
+        if (ss == 0) {
+            memcpy(out + o, in + i, end - i);
+            o += end - i;
+            scans++;
+        }
+        i = end;
+    }
+    return 0;
+}

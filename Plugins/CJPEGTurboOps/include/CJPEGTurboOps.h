@@ -1,0 +1,114 @@
+#ifndef CJPEGTURBOOPS_H
+#define CJPEGTURBOOPS_H
+// C code of ours for the turbojpeg coder. Every symbol has the CJT_ prefix.
+//
+// 1. The DC decoder (dc_decode.c).
+//
+// A decoder for the 1/8-scale image of a progressive Huffman JPEG from its DC
+// coefficients alone. At 1/8 every 8x8 block becomes one pixel, and that pixel
+// is the block's DC coefficient times its quantiser, divided by 8, plus 128:
+// libjpeg's 1x1 IDCT. A progressive file's DC coefficients sit in its first
+// scans (and its DC refinement scans), so this reads the headers and those
+// scans, skips the AC scans without decoding them (a memchr for the next
+// marker), and keeps one 16-bit value per block, where libjpeg keeps all 64
+// coefficients of every block of the whole image (a 12 MP photo: 1 MB against
+// 36 MB).
+//
+// The output is libjpeg-turbo's own 1/8 decode of the DC scans with block
+// smoothing off, byte for byte: the same IDCT rounding, chroma that libjpeg
+// scales up by IDCT (a 2x2 block from a DC-only 2x2 IDCT is four copies of one
+// value, which is what is written here), and the same fixed-point YCbCr to RGB
+// conversion. The tests check that equality. On the whole file libjpeg's 2x2
+// chroma IDCT would also read the lowest AC coefficients, so 4:2:0 chroma here
+// is softer than a full decode's; 4:4:4 and grey are the same.
+//
+// Only what that equality holds for is decoded: 8-bit Huffman progressive files
+// (SOF2) with 1 or 3 components, each component subsampled by the same power of
+// two across and down (4:4:4, 4:2:0, grey). Anything else, and anything unusual
+// (a missing table, a restart marker out of place, a scan that runs out of data,
+// no EOI, a DNL), returns -1 and the caller decodes the file with libjpeg, which
+// then reports real errors in its words. Every read is bounds-checked.
+//
+// Sequential (baseline) files are not taken: each block's AC codes sit between
+// its DC codes and must all be Huffman-decoded to find the next block. A version
+// that skipped them without storing anything was measured at about 6 % faster
+// than libjpeg-turbo's 1/8 decode, no faster in the tool, and softer in 4:2:0
+// chroma, so it was not kept (docs/performance.md).
+#include <stddef.h>
+
+/// Decodes the DC scans of a progressive JPEG into 1/8-scale pixels, malloc'd
+/// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
+/// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
+/// Returns 0, or -1 when the file is not one this decoder handles exactly.
+int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands);
+
+/// Copies a progressive Huffman JPEG into `out` (at least `length` bytes) without
+/// its AC scans, for libjpeg to decode at 1/8 when `CJT_dc_decode` does not take
+/// the file (4:2:2, say): every segment but the scans is kept, and of the scans
+/// only those with Ss = 0 (DC first and DC refinement scans, wherever they sit).
+/// Entropy-coded bytes are skipped with the DC decoder's marker scan, never
+/// Huffman-decoded. Returns the new length, or 0 when the file is not a
+/// progressive Huffman JPEG or is unusual (no EOI, a DNL, a scan header that does
+/// not parse): the caller then decodes the original.
+size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out);
+
+// 2. libjpeg calls (libjpeg_calls.c). Functions return 0 on success and -1 on
+// failure, with the reason in the context's message.
+
+/// A decode in progress: libjpeg's state and its error handler (opaque to Swift).
+typedef struct CJT_context CJT_context;
+
+/// What the header says.
+typedef struct {
+    int width, height;
+    /// 1 grey, 3 YCbCr or RGB, 4 CMYK or YCCK.
+    int components;
+    /// libjpeg's J_COLOR_SPACE of the file.
+    int colorSpace;
+    int progressive;
+    int arithmetic;
+    int precision;
+    /// An ICC profile (APP2 "ICC_PROFILE") is present.
+    int hasICC;
+    /// EXIF orientation 1...8 (1 when absent or unreadable).
+    int orientation;
+} CJT_header;
+
+/// Opens the bytes and reads the header. The bytes are not copied: they must
+/// outlive the context. On failure returns NULL and writes the reason into
+/// `message` (at least 256 bytes). `strict`: a premature end is an error.
+CJT_context *CJT_open(const unsigned char *bytes, size_t length, int strict, CJT_header *header, char *message, size_t message_size);
+void CJT_close(CJT_context *context);
+/// The ICC profile assembled from its APP2 chunks (malloc'd, free with CJT_free), or NULL.
+unsigned char *CJT_icc_profile(CJT_context *context, unsigned int *length);
+/// The output size at scale `numerator`/8 (1...16), without decoding.
+void CJT_scaled_size(CJT_context *context, int numerator, int *width, int *height);
+/// Decodes at scale `numerator`/8 into a buffer it mallocs (free with CJT_free):
+/// RGB for colour files, grey for grey ones; block smoothing off.
+int CJT_decode(CJT_context *context, int numerator, unsigned char **pixels, int *width, int *height, int *bands, int *truncated);
+/// The reason for the last failure of a call on this context.
+const char *CJT_message(CJT_context *context);
+void CJT_free(void *pointer);
+
+/// How `CJT_encode` writes.
+typedef struct {
+    int quality;
+    int progressive;
+    /// Chroma subsampling of colour images: 0 none (4:4:4), 1 4:2:2, 2 4:2:0.
+    int subsampling;
+    /// MCUs between restart markers; 0 for none.
+    int restartInterval;
+    /// With `progressive`: one DC scan per component (and DC refinement scans
+    /// after the AC scans) instead of libjpeg's interleaved script, a layout
+    /// some encoders write. Used to make test files.
+    int separateDCScans;
+    /// Optimal Huffman tables (a second pass; smaller files).
+    int optimize;
+} CJT_encode_options;
+
+/// Encodes 8-bit grey (1 band) or RGB (3 bands) pixels as a JFIF JPEG into a
+/// buffer it mallocs (free with CJT_free). Returns 0, or -1 with the reason in `message`.
+int CJT_encode(const unsigned char *pixels, int width, int height, int bands, const CJT_encode_options *options,
+               unsigned char **out, unsigned long *outLength, char *message, size_t messageSize);
+
+#endif
