@@ -81,7 +81,9 @@ let package = Package(
             pkgConfig: "gobject-2.0",
             providers: [.apt(["libvips-dev", "libglib2.0-dev"])]
         ),
-        .target(name: "WebImageVips", dependencies: ["WebImage", "CVips"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
+        // Our C over libvips (colour, resampling and alpha policy; test fixtures).
+        .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps"),
+        .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
         // JPEG thumbnails on libjpeg-turbo's scaled decode; libvips finishes them.
         .systemLibrary(
@@ -149,7 +151,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageVipsTests",
-            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "WebImageTesting", "WebImageTestSupport"],
+            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "WebImageTesting", "WebImageTestSupport"],
             swiftSettings: upcoming
         ),
         // Tests only: a real HTTP server on loopback with misbehaving routes, and a

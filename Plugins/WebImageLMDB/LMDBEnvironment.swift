@@ -80,49 +80,21 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    /// Checks `data.mdb` against LMDB's own record before it is mapped for use:
-    /// the pages its newest meta page says are in use (last page + 1, times the
-    /// page size) must be in the file. A file cut short (a full disk, a bad copy)
-    /// would otherwise be mapped past its end, and the first read there is a
-    /// SIGBUS. A damaged file, and its lock file, are renamed
+    /// Checks `data.mdb` before it is mapped for use (``LMDBFileCheck``): a file
+    /// cut short would be mapped past its end, and the first read there is a
+    /// SIGBUS. A damaged file and its lock file are renamed
     /// `data.mdb.damaged-<time>` and `lock.mdb.damaged-<time>`, logged and counted
-    /// (`webimage_store_damaged_files_total{store="lmdb"}`); the store starts empty.
-    /// Other processes that already have the old file open keep using it until
-    /// they reopen (docs/operations.md).
-    /// - Returns: why the file was set aside, or nil when it was sound or absent.
+    /// (`webimage_store_damaged_files_total{store="lmdb"}`); the store starts
+    /// empty. Only a process that opens the environment alone checks it; others
+    /// that already have it open keep the old file until they reopen
+    /// (docs/operations.md).
+    /// - Returns: why the file was set aside, or nil when it was sound, absent or in use.
     @discardableResult
     static func setAsideIfDamaged(_ directory: URL) -> String? {
-        let data = directory.appendingPathComponent("data.mdb").path
-        guard let fileSize = (try? FileManager.default.attributesOfItem(atPath: data))?[.size] as? Int else { return nil }
-        var reason: String?
-        var env: OpaquePointer?
-        if mdb_env_create(&env) == 0, let env {
-            defer { mdb_env_close(env) }
-            mdb_env_set_maxdbs(env, 4)
-            // Read-only, no lock file use: only the meta pages are read here.
-            let rc = mdb_env_open(env, directory.path, UInt32(MDB_NOTLS | MDB_RDONLY | MDB_NOLOCK), 0o600)
-            if rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED {
-                reason = "it is not a readable LMDB file (\(String(cString: mdb_strerror(rc))))"
-            } else if rc == 0 {
-                var envInfo = MDB_envinfo()
-                var envStat = MDB_stat()
-                mdb_env_info(env, &envInfo)
-                mdb_env_stat(env, &envStat)
-                let needed = (envInfo.me_last_pgno + 1) * Int(envStat.ms_psize)
-                if needed > fileSize {
-                    reason = "its last page in use ends at byte \(needed), past the file's end at \(fileSize)"
-                }
-            }
-        }
-        guard let reason else { return nil }
-        let stamp = Int(Date().timeIntervalSince1970)
-        for name in ["data.mdb", "lock.mdb"] {
-            let path = directory.appendingPathComponent(name).path
-            rename(path, path + ".damaged-\(stamp)")
-        }
+        guard case .damaged(let reason) = LMDBFileCheck.setAsideIfDamaged(directory: directory) else { return nil }
         Counter(label: "webimage_store_damaged_files_total", dimensions: [("store", "lmdb")]).increment()
         Logger(label: "webimage.store").error("damaged LMDB file set aside; the cache starts empty",
-                                              metadata: ["file": "\(data)", "reason": "\(reason)", "movedTo": "\(data).damaged-\(stamp)"])
+                                              metadata: ["directory": "\(directory.path)", "reason": "\(reason)"])
         return reason
     }
 

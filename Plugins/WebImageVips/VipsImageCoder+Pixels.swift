@@ -1,4 +1,5 @@
 internal import CVips
+internal import CVipsOps
 package import Foundation
 package import WebImage
 

@@ -1,5 +1,6 @@
 public import WebImage
 internal import CVips
+internal import CVipsOps
 
 /// The pixels of an image decoded by ``VipsImageCoder``: a libvips image held in
 /// memory, frames stacked vertically as libvips stacks pages. Kept as it is

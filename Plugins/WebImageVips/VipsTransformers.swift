@@ -1,4 +1,5 @@
 internal import CVips
+internal import CVipsOps
 import Foundation
 public import WebImage
 

@@ -1,4 +1,5 @@
 import CVips
+import CVipsOps
 import WebImageTestSupport
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import CVips
+import CVipsOps
 import Foundation
 import WebImageTestSupport
 import WebImage

@@ -1,0 +1,86 @@
+#ifndef CVIPSOPS_H
+#define CVIPSOPS_H
+// C code of ours over libvips: the colour, resampling and alpha policy of the
+// vips coder and transformers, and the fixtures the tests make. Every symbol has
+// the CVips_ prefix. Each returns 0 on success and -1 on failure, with the reason
+// in libvips' error buffer, unless it says otherwise. The thin typed wrappers of
+// libvips' variadic calls stay in the CVips module's shim.h.
+#include <stddef.h>
+#include <vips/vips.h>
+
+/// Opens encoded bytes lazily (pixels are decoded when first read). The bytes
+/// are not copied: they must outlive every image made from them.
+/// `pages`: 0 leaves the loader's default, -1 every page, n the first n pages.
+/// `shrink`: JPEG shrink-on-load factor (2, 4, 8); <= 1 leaves it unset.
+VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale);
+
+/// Whether the named operation is marked untrusted (SVG, PDF, ...).
+int CVips_is_untrusted(const char *name);
+
+/// `crop`: 0 for none (fit), else a VipsInteresting (centre, entropy, attention).
+int CVips_thumbnail_buffer(void *buf, size_t len, VipsImage **out, int width, int height, int crop, int no_rotate, const char *option_string);
+
+/// Thumbnail resampling for sources without shrink-on-load (PNG): a box shrink by
+/// whole factors that leaves at most 2x, then one Lanczos reduce to exactly
+/// `width` x `height`. Alpha is premultiplied around both, so transparent pixels
+/// do not bleed colour into their neighbours; for 8-bit images the reduce runs on
+/// 8-bit premultiplied values, where libvips' vector path is several times faster
+/// than the float pass its own thumbnail makes.
+int CVips_shrink_reduce(VipsImage *in, VipsImage **out, int width, int height);
+
+int CVips_rotate(VipsImage *in, VipsImage **out, double degrees);
+
+VipsImage *CVips_from_memory(const void *data, size_t len, int width, int height, int bands);
+
+/// HEIF with AV1 (AVIF) or HEVC (HEIC), 8 bits per sample.
+int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif, int effort, int subsample);
+
+/// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or
+/// 8-bit grey (1 or 2 bands). An embedded profile is converted from (relative
+/// colorimetric, as browsers do) and dropped; CMYK goes through its embedded
+/// profile or libvips' built-in CMYK profile; 16-bit becomes 8-bit. With
+/// `keep_profile`, RGB and grey pixels keep their values and their profile (only
+/// 16-bit becomes 8-bit); CMYK is converted all the same, since no web format
+/// but JPEG carries it. A profile that is corrupt or does not fit the image
+/// (a grey profile on RGB, a Lab profile) is dropped and the pixels are taken as
+/// sRGB, as browsers take them; `*ignored` says so.
+int CVips_output_colour(VipsImage *in, VipsImage **out, int keep_profile, int *ignored);
+
+/// A copy without the metadata that `keepMetadata` would keep (EXIF, XMP, IPTC,
+/// orientation), but with the ICC profile: for saving with strip off when only
+/// the profile is wanted.
+int CVips_profile_only(VipsImage *in, VipsImage **out);
+
+/// Flattens alpha onto an RGB (or grey) background, for formats without alpha.
+int CVips_flatten(VipsImage *in, VipsImage **out, double r, double g, double b);
+
+/// Places the image on a `width` x `height` canvas at a compass direction
+/// (VipsCompassDirection), the rest filled with `background` (one value per band).
+int CVips_gravity(VipsImage *in, VipsImage **out, int direction, int width, int height, const double *background, int n);
+
+/// The box of what differs from `background` by more than `threshold`.
+int CVips_find_trim(VipsImage *in, int *left, int *top, int *width, int *height, double threshold, const double *background, int n);
+
+/// The bands of one pixel, into `values` (at most `n`); returns the band count or -1.
+int CVips_getpoint(VipsImage *in, int x, int y, double *values, int n);
+
+/// Multiplies the last band (alpha) by `factor`, leaving the others.
+int CVips_scale_alpha(VipsImage *in, VipsImage **out, double factor);
+
+/// The pixels as 8-bit bands, g_malloc'd (free with CVips_free).
+void *CVips_write_uchar(VipsImage *in, size_t *len);
+
+/// Gaussian noise, for fixtures: a photo-like image with every band different.
+int CVips_noise_rgb(VipsImage **out, int width, int height);
+
+/// A CMYK copy of an RGB image, for fixtures: C, M, Y as 255 minus R, G, B and
+/// K zero, labelled CMYK so that jpegsave writes a four-component (Adobe) JPEG.
+int CVips_naive_cmyk(VipsImage *in, VipsImage **out);
+
+/// The ICC profile's bytes (owned by the image), or NULL.
+const void *CVips_profile(VipsImage *image, size_t *len);
+
+/// Fixtures: 8-bit RGB or grey as 16-bit (x 257), labelled RGB16 or GREY16.
+int CVips_to_16bit(VipsImage *in, VipsImage **out);
+
+#endif
