@@ -89,8 +89,8 @@ def main():
     for index, text in enumerate(config):
         write(os.path.join(out, 'config'), f'{index:02}', text)
     # Transform specs: the hostile ones (canvas growth, many steps, the service's limits) and ordinary ones.
-    transforms = ['rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45', 'pad:2048x2048',
-                  'pad:2048x2048:none;round:900', 'resize:2048x2048:stretch;blur:100', 'dpr:5;resize:400x400;sharpen:10',
+    transforms = ['rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45;rotate:45', 'pad:512x512',
+                  'pad:512x512:none;round:200', 'resize:512x512:stretch;blur:100', 'dpr:5;resize:100x100;sharpen:10',
                   'crop:0,0,10,10;rotate:90', 'resize:256x256:fill:attention', 'flip:v;tint:255,0,0,0.5;grey;trim:25',
                   'flatten:000000;pad:300x300:ffffff:ne', 'rotate:-12.5;flatten']
     for index, text in enumerate(transforms):

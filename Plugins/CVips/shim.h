@@ -21,6 +21,14 @@ static inline const char *CVips_find_loader(const void *buf, size_t len) { retur
 static inline int CVips_autorot(VipsImage *in, VipsImage **out) { return vips_autorot(in, out, NULL); }
 static inline int CVips_copy(VipsImage *in, VipsImage **out) { return vips_copy(in, out, NULL); }
 static inline VipsImage *CVips_copy_memory(VipsImage *in) { return vips_image_copy_memory(in); }
+/// An empty memory image to write into, and the write: `vips_image_copy_memory`
+/// in two steps, so that the destination exists before the work starts and can
+/// be killed (`CVips_kill`) from another thread while it runs.
+static inline VipsImage *CVips_new_memory(void) { return vips_image_new_memory(); }
+static inline int CVips_write(VipsImage *in, VipsImage *out) { return vips_image_write(in, out); }
+/// Stops the computation writing into `image` at its next tile (libvips checks
+/// the flag between tiles); the write then fails.
+static inline void CVips_kill(VipsImage *image) { vips_image_set_kill(image, TRUE); }
 static inline int CVips_resize(VipsImage *in, VipsImage **out, double hscale, double vscale) {
     return vips_resize(in, out, hscale, "vscale", vscale, "kernel", VIPS_KERNEL_LANCZOS3, NULL);
 }

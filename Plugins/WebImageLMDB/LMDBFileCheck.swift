@@ -69,10 +69,9 @@ enum LMDBFileCheck {
         let descriptor = open(dataPath, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return .sound }  // no file yet
         defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return .sound }
-        let fileSize = UInt64(info.st_size)
-        guard fileSize > 0 else { return .sound }  // being created
+        let end = lseek(descriptor, 0, SEEK_END)
+        guard end > 0 else { return .sound }  // being created, or unreadable: LMDB reports that itself
+        let fileSize = UInt64(end)
         let verdict = walk(descriptor, fileSize: fileSize)
         if case .damaged(let reason) = verdict { whenDamaged(reason) }
         return verdict

@@ -118,10 +118,30 @@ final class VipsHandle: @unchecked Sendable {
         return page > 0 && height % page == 0 ? page : height
     }
 
-    /// Decodes every pixel into memory: errors in the data (truncation) surface here.
+    /// Decodes every pixel into memory: errors in the data (truncation) surface
+    /// here. Inside a manager's job, its cancellation (a deadline, every caller
+    /// gone, a shutdown) stops the computation at its next tile: libvips' kill
+    /// switch on the destination, so one long operation (a blur of a large image)
+    /// does not run to its end for nobody.
     func inMemory() throws -> VipsHandle {
-        guard let copy = CVips_copy_memory(pointer) else { throw Vips.error(.decodeFailed, "decoding") }
-        return VipsHandle(copy)
+        guard let flag = CancellationFlag.current else {
+            guard let copy = CVips_copy_memory(pointer) else { throw Vips.error(.decodeFailed, "decoding") }
+            return VipsHandle(copy)
+        }
+        guard let out = CVips_new_memory() else { throw Vips.error(.decodeFailed, "vips_image_new_memory") }
+        let destination = VipsHandle(out)
+        guard let token = flag.onCancel({ CVips_kill(destination.pointer) }) else {
+            throw WebImageError(.cancelled, "the load was cancelled before libvips computed its pixels")
+        }
+        defer { flag.remove(token) }
+        guard CVips_write(pointer, out) == 0 else {
+            if flag.isCancelled {
+                vips_error_clear()
+                throw WebImageError(.cancelled, "the load was cancelled while libvips computed its pixels")
+            }
+            throw Vips.error(.decodeFailed, "decoding")
+        }
+        return destination
     }
 
     /// A copy whose animation metadata says `pageHeight`, `delays` (ms) and `loop`.

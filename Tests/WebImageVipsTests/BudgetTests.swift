@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WebImage
+@testable import WebImage
 import WebImageTurboJPEG
 import WebImageVips
 import WebImageTestSupport
@@ -54,6 +54,30 @@ struct CoderBudgetTests {
         options.scaleDownLargeImages = true
         let fitted = try coder.decode(photo, options: options)
         #expect(fitted.pixelSize.area * 3 <= 500_000 && fitted.pixelSize.width > 100)
+    }
+
+    @Test("a long libvips operation stops at its next tile when its job is cancelled, not at its end")
+    func killedMidOperation() async throws {
+        let image = try VipsImageCoder().decode(try Fixtures.photoJPEG(width: 2400, height: 1800), options: DecodeOptions())
+        let blur = ImageTransformers.Blur(sigma: 100)
+        // Uncancelled, for the time it takes here.
+        let started = ContinuousClock.now
+        _ = try await BlockingThreadPool.shared.run { try blur.transform(image) }
+        let whole = ContinuousClock.now - started
+        // Cancelled a tenth of the way in.
+        let flag = CancellationFlag()
+        let cancelledAt = Task {
+            try await Task.sleep(for: whole / 10)
+            flag.cancel()
+            return ContinuousClock.now
+        }
+        let error = await #expect(throws: WebImageError.self) {
+            try await BlockingThreadPool.shared.run { try flag.makingCurrent { try blur.transform(image) } }
+        }
+        let stopped = ContinuousClock.now
+        #expect(error?.code == .cancelled, "\(String(describing: error))")
+        let late = stopped - (try await cancelledAt.value)
+        #expect(late < whole / 2, "stopped \(late) after the cancel; the whole blur takes \(whole)")
     }
 
     @Test("13 rotations of 45 degrees: refused at the step that would pass the limit, before it runs, within seconds")

@@ -42,7 +42,7 @@ extension ImageManager {
             // runs, and a cancelled load (its callers gone, its deadline passed) stops between steps.
             let budget = TransformBudget(pixelLimit: finalOptions.pixelLimit, memoryLimit: finalOptions.memoryLimit,
                                          isCancelled: { flag.isCancelled })
-            return try await pool.run {
+            return try await pool.run { try flag.makingCurrent {
                 let started = ContinuousClock.now
                 var image: Image
                 do { image = try coder.decode(data, options: finalOptions) } catch {
@@ -56,7 +56,7 @@ extension ImageManager {
                 }
                 let encoded = serializer.map { $0.serialize(image, derivedKey, coders) }
                 return Decoded(image: image, encoded: encoded)
-            }
+            } }
         }
     }
 
