@@ -359,8 +359,8 @@ struct CurlLoaderTests {
                     if cancelledFlag.withLock({ $0 }) { progressAfterCancel.withLock { $0 += 1 } }
                 }
             }
-            while server.requestCount(path: "/stall") == 0 { try await Task.sleep(for: .milliseconds(5)) }
-            try await Task.sleep(for: .milliseconds(100))
+            try await waitUntil { server.requestCount(path: "/stall") > 0 }
+            try await Task.sleep(for: .milliseconds(100))  // the headers and first bytes arrive: a transfer in its body
             let closedBefore = server.stats.withLock { $0.connectionsClosed }
             cancelledFlag.withLock { $0 = true }
             task.cancel()
@@ -375,6 +375,7 @@ struct CurlLoaderTests {
                 try await Task.sleep(for: .milliseconds(10))
             }
             #expect(closed, "the server saw the connection close")
+            // A window for a late progress report to show itself (a busy machine can only hide one, never invent one).
             try await Task.sleep(for: .milliseconds(100))
             #expect(progressAfterCancel.withLock { $0 } == 0, "no progress after cancel")
         }

@@ -174,6 +174,7 @@ struct LMDBCacheStoreTests {
         #expect(try #require(try await store.metadata(forKey: "k")).accessedAt > written, "close wrote the pending access date")
         // The sweep timer is stopped: an expired entry stays until someone sweeps.
         clock.advance(by: 7200)
+        // Ten sweep intervals for a timer that was not stopped to show itself (a busy machine can only hide it).
         try await Task.sleep(for: .milliseconds(200))
         #expect(try await store.count == 1)
         await store.close()  // twice is harmless

@@ -33,6 +33,9 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// The number of jobs running; for tests and metrics.
     var jobCount: Int { state.withLock { $0.jobs.count } }
 
+    /// Callers waiting, over every job; for tests.
+    var waiterCount: Int { state.withLock { $0.jobs.values.reduce(0) { $0 + $1.waiters.count } } }
+
     /// Whether a job for `key` is running (a new caller would join it).
     func isRunning(_ key: Key) -> Bool { state.withLock { $0.jobs[key] != nil } }
 

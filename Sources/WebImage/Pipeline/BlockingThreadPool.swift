@@ -38,6 +38,9 @@ public final class BlockingThreadPool: Sendable {
     /// The number of threads.
     public let threadCount: Int
 
+    /// Jobs waiting for a thread (not those running).
+    public var queuedJobs: Int { queue.withLock { $0.jobs.count } }
+
     /// Starts `threadCount` threads named `name-N`.
     public init(threadCount: Int, name: String) {
         self.threadCount = max(1, threadCount)

@@ -37,10 +37,11 @@ struct BlockingThreadPoolTests {
         defer { pool.shutdown() }
         let gate = DispatchSemaphore(value: 0)
         let ran = Tally()
-        let blocker = Task { try await pool.run { gate.wait() } }
-        try await Task.sleep(for: .milliseconds(50))
+        let running = Tally()
+        let blocker = Task { try await pool.run { running.increment(); gate.wait() } }
+        try #require(await eventually { running.value == 1 })
         let queued = Task { try await pool.run { ran.increment() } }
-        try await Task.sleep(for: .milliseconds(50))
+        try #require(await eventually { pool.queuedJobs == 1 }, "the job waits in the queue behind the blocker")
         queued.cancel()
         await #expect(throws: CancellationError.self) { try await queued.value }
         gate.signal()

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import WebImage
+@testable import WebImage
 
 @Suite("ImageManager: coalescing, cancellation, tasks")
 struct CoalescingTests {
@@ -18,7 +18,7 @@ struct CoalescingTests {
                 }
             }
             #expect(await eventually { h.loader.requestCount == 1 })
-            try await Task.sleep(for: .milliseconds(50))
+            #expect(await eventually { h.manager.images.waiterCount == 100 }, "every caller has joined the one job")
             h.loader.open()
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -73,7 +73,7 @@ struct CoalescingTests {
         async let original = h.manager.loadImage(with: h.url("a.timg"))
         async let thumbnail = h.manager.loadImage(with: h.url("a.timg"), context: ImageContext(thumbnailPixelSize: PixelSize(10)))
         #expect(await eventually { h.loader.requestCount >= 1 })
-        try await Task.sleep(for: .milliseconds(50))
+        #expect(await eventually { h.manager.downloads.waiterCount == 2 }, "both jobs wait on the one download")
         h.loader.open()
         let (a, b) = try await (original, thumbnail)
         #expect(a.image?.pixelSize == PixelSize(40) && b.image?.pixelSize == PixelSize(10))

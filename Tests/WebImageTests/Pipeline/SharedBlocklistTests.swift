@@ -208,7 +208,8 @@ struct SharedBlocklistTests {
     func orderedPerURL() async throws {
         let (shared, list) = await Self.recordingHeld("https://x/a")
         list.remove("https://x/a")
-        // Time for a remove that does not wait for the record to run first, and be overtaken.
+        // A window for a remove that does not wait for the record to land first, and
+        // overtakes it (a busy machine can only narrow it and let a bug pass, never fail a sound run).
         try await Task.sleep(for: .milliseconds(50))
         shared.release("https://x/a")
         await list.finishSharedWrites()
@@ -224,6 +225,7 @@ struct SharedBlocklistTests {
         await other.wait() // would never return if writes for different URLs ran one at a time
         list.removeAll()
         list.record(WebImageError(.notFound, "x"), for: "https://x/after")
+        // A window for the later record or removeAll to overtake the held one (it can only hide a bug, never fail a sound run).
         try await Task.sleep(for: .milliseconds(50))
         shared.release("https://x/slow")
         await list.finishSharedWrites()
