@@ -159,6 +159,7 @@ let package = Package(
         .target(
             name: "WebImageTestSupport",
             dependencies: [
+                "WebImage",  // its SanitizerMutex, under `make tsan`
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WebImage
 #if canImport(Glibc)
 import Glibc
 #endif

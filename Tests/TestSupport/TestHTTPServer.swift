@@ -1,4 +1,5 @@
 package import Foundation
+import WebImage
 import NIOCore
 import NIOHTTP1
 import NIOPosix
