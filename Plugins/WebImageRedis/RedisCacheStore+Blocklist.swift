@@ -13,7 +13,7 @@ extension RedisCacheStore: SharedFailureStore {
     /// The Redis key a URL's failure is kept under.
     public func failureKey(forURL url: String) -> String { configuration.prefix + "failed:" + SHA256Digest.hex(url) }
 
-    func failureKey(_ url: String) -> Data { failurePrefix + Data(SHA256Digest.hex(url).utf8) }
+    func failureKey(_ url: String) -> Data { Data(failureKey(forURL: url).utf8) }
 
     public func failure(forURL url: String) async throws -> (record: FailureRecord, remaining: Duration)? {
         let key = failureKey(url)

@@ -96,9 +96,7 @@ public final class RedisCacheStore: CacheStore {
         self.prefix = Data(configuration.prefix.utf8)
         self.ttl = limits.maxAge.map { max(1, Int($0.timeInterval.rounded(.up))) }
         self.clock = clock
-        client = RedisClient(settings: .init(seeds: parsed.map(\.address), credentials: credentials,
-                                             connectTimeout: configuration.connectTimeout, commandTimeout: configuration.commandTimeout,
-                                             retryDelay: configuration.retryDelay, maxConnections: configuration.maxConnections))
+        client = RedisClient(settings: .init(seeds: parsed.map(\.address), credentials: credentials, configuration: configuration))
     }
 
     /// The parts of one URL.
@@ -129,8 +127,8 @@ public final class RedisCacheStore: CacheStore {
         return (RedisAddress(host: bareHost, port: port), RedisCredentials(user: user, password: password, database: database))
     }
 
-    /// The Redis key of a cache key.
-    func redisKey(_ key: String) -> Data { prefix + Data(SHA256Digest.hex(key).utf8) }
+    /// The Redis key of a cache key, as the bytes a command sends.
+    func redisKey(_ key: String) -> Data { Data(redisKey(for: key).utf8) }
 
     /// The Redis key an entry is stored under: the prefix and the key's SHA-256 in
     /// hex (for operators: `redis-cli GET "$(…)"`, `TTL`, `DEL`).

@@ -14,10 +14,8 @@ final class RedisClient: Sendable {
     struct Settings: Sendable {
         var seeds: [RedisAddress]
         var credentials = RedisCredentials()
-        var connectTimeout: Duration = .seconds(1)
-        var commandTimeout: Duration = .seconds(1)
-        var retryDelay: Duration = .seconds(1)
-        var maxConnections = 16
+        /// Timeouts, retry delay and pool size: the store's configuration, read here.
+        var configuration: RedisCacheStore.Configuration
     }
 
     enum Topology: Sendable {
@@ -36,7 +34,7 @@ final class RedisClient: Sendable {
 
     init(settings: Settings) {
         self.settings = settings
-        self.threads = BlockingThreadPool(threadCount: settings.maxConnections, name: "webimage.redis")
+        self.threads = BlockingThreadPool(threadCount: settings.configuration.maxConnections, name: "webimage.redis")
     }
 
     deinit { threads.shutdown() }

@@ -34,7 +34,7 @@ final class RedisNodePool: Sendable {
             return (state.idle.popLast(), nil)
         }
         if let down {
-            throw WebImageError(.storeFailed, "redis \(address) is unavailable (\(down)); retrying after \(settings.retryDelay)", isTransient: true)
+            throw WebImageError(.storeFailed, "redis \(address) is unavailable (\(down)); retrying after \(settings.configuration.retryDelay)", isTransient: true)
         }
         if let reused {
             do {
@@ -50,7 +50,7 @@ final class RedisNodePool: Sendable {
         let connection: RedisConnection
         do {
             connection = try RedisConnection(address, credentials: settings.credentials,
-                                             connectTimeout: settings.connectTimeout, commandTimeout: settings.commandTimeout)
+                                             connectTimeout: settings.configuration.connectTimeout, commandTimeout: settings.configuration.commandTimeout)
         } catch let error as RedisIOError {
             throw markDown(error)
         }
@@ -65,14 +65,14 @@ final class RedisNodePool: Sendable {
     private func finish<T>(_ connection: RedisConnection, _ value: T) -> T {
         state.withLock { state in
             state.downUntil = nil
-            if !connection.isBroken, state.idle.count < settings.maxConnections { state.idle.append(connection) }
+            if !connection.isBroken, state.idle.count < settings.configuration.maxConnections { state.idle.append(connection) }
         }
         return value
     }
 
     private func markDown(_ error: RedisIOError) -> WebImageError {
         state.withLock { state in
-            state.downUntil = ContinuousClock.now + settings.retryDelay
+            state.downUntil = ContinuousClock.now + settings.configuration.retryDelay
             state.lastError = error.message
         }
         return WebImageError(.storeFailed, error.message, isTransient: true)
