@@ -108,7 +108,7 @@ public final class CurlLoader: Loader {
     }
 
     /// Follows redirects here rather than in curl, judging each hop first: by the
-    /// request's ``LoadRequest/urlPolicy`` (a service's allow-list), and behind a
+    /// request's `LoadRequest.urlPolicy` (a service's allow-list), and behind a
     /// proxy by the SSRF guard, since the open-socket check sees only the proxy.
     /// (The proxy resolves the name again: a name whose answers change between
     /// the two lookups is the one gap left; deny internal ranges at the proxy too.)

@@ -80,7 +80,7 @@ final class LMDBEnvironment: @unchecked Sendable {
         }
     }
 
-    /// Checks `data.mdb` before it is mapped for use (``LMDBFileCheck``): a file
+    /// Checks `data.mdb` before it is mapped for use (`LMDBFileCheck`): a file
     /// cut short would be mapped past its end, and the first read there is a
     /// SIGBUS. A damaged file and its lock file are renamed
     /// `data.mdb.damaged-<time>` and `lock.mdb.damaged-<time>`, logged and counted

@@ -200,7 +200,7 @@ extension ImageTransformers {
         public struct Overlay: Sendable {
             /// The decoded pixels (first frame only).
             public let image: Image
-            /// A hash of the encoded bytes (``XXH64``, stable across processes and
+            /// A hash of the encoded bytes (`XXH64` in WebImage, stable across processes and
             /// versions, unlike `Hasher`): the overlay's part of the cache key.
             public let id: String
 
