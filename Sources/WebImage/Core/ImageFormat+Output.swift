@@ -98,13 +98,24 @@ public struct AcceptedFormats: Hashable, Sendable {
         self.allowed = allowed
     }
 
-    /// The format for an image with these properties.
+    /// The format for an image with these properties. A modern format goes only
+    /// to a client that named it; otherwise JPEG, PNG or GIF, the first of them the
+    /// allowed set has, else PNG (alpha, animation) or JPEG, which every client
+    /// shows, whatever the set says.
     public func format(hasAlpha: Bool, isAnimated: Bool) -> ImageFormat {
         if let best = modern.first(where: { !isAnimated || $0.supportsAnimation }) { return best }
-        let fallback: [ImageFormat] = isAnimated ? [.gif, .webp, .png] : hasAlpha ? [.png, .webp, .avif, .gif] : [.jpeg, .png, .webp, .avif]
-        return fallback.first { allowed.contains($0) } ?? (hasAlpha ? .png : .jpeg)
+        let fallback: [ImageFormat] = isAnimated ? [.gif, .png] : hasAlpha ? [.png, .gif] : [.jpeg, .png]
+        return fallback.first { allowed.contains($0) } ?? (hasAlpha || isAnimated ? .png : .jpeg)
     }
 
-    /// `auto(avif,webp)`: part of derived keys.
-    public var key: String { "auto(" + modern.map(\.rawValue).joined(separator: ",") + ")" }
+    /// `auto(avif,webp)`: part of derived keys. When the allowed set lacks one of
+    /// JPEG, PNG and GIF, the legacy formats it allows follow (`auto(webp;jpeg)`):
+    /// they change the answer for a client that names no modern format, so a
+    /// result made under one set is never served under another.
+    public var key: String {
+        let modernPart = modern.map(\.rawValue).joined(separator: ",")
+        let legacy = [ImageFormat.jpeg, .png, .gif].filter(allowed.contains)
+        guard legacy.count < 3 else { return "auto(" + modernPart + ")" }
+        return "auto(" + modernPart + ";" + legacy.map(\.rawValue).joined(separator: ",") + ")"
+    }
 }

@@ -75,7 +75,13 @@ struct OutputFormatTests {
         #expect(AcceptedFormats(accept: Self.safari, allowed: all).key == "auto(avif,webp)", "equal q: our order")
         #expect(AcceptedFormats(accept: Self.oldSafari, allowed: all).key == "auto()")
         #expect(AcceptedFormats(accept: Self.curl, allowed: all).key == AcceptedFormats(accept: nil, allowed: all).key)
-        #expect(AcceptedFormats(accept: Self.chrome, allowed: [.jpeg, .webp]).key == "auto(webp)")
+        #expect(AcceptedFormats(accept: Self.chrome, allowed: [.jpeg, .webp]).key == "auto(webp;jpeg)")
+        // The allowed set is part of the key: a result made without PNG is not served once PNG is allowed.
+        #expect(AcceptedFormats(accept: "*/*", allowed: [.jpeg, .webp, .avif, .gif]).key != AcceptedFormats(accept: "*/*", allowed: all).key)
+        // No modern format goes to a client that did not name it, whatever the set lacks.
+        let noPNG = AcceptedFormats(accept: "*/*", allowed: [.jpeg, .webp, .avif])
+        #expect(noPNG.format(hasAlpha: true, isAnimated: false) == .png && noPNG.format(hasAlpha: false, isAnimated: true) == .png)
+        #expect(AcceptedFormats(accept: "*/*", allowed: [.webp, .gif]).format(hasAlpha: true, isAnimated: false) == .gif)
         var context = ImageContext(thumbnailPixelSize: PixelSize(64), encodeFormat: .png)
         context.acceptedFormats = AcceptedFormats(accept: Self.chrome, allowed: all)
         #expect(CacheKey.derived(from: "k", options: [], context: context) == "k#webimage(thumb=64x64,f=auto(avif,webp))")
