@@ -82,3 +82,23 @@ struct LoadBoundsTests {
         #expect(refused?.code == .shutDown)
     }
 }
+
+@Suite("InFlightCounter")
+struct InFlightCounterTests {
+    @Test("a ceiling refuses past it; stop refuses everything; idle returns when the last one leaves")
+    func ceiling() async {
+        let counter = InFlightCounter(limit: 2)
+        #expect(counter.enter() && counter.enter())
+        #expect(!counter.enter(), "at the ceiling")
+        counter.leave()
+        #expect(counter.enter() && counter.count == 2)
+        counter.stop()
+        #expect(!counter.enter())
+        let idle = Task { await counter.idle() }
+        counter.leave()
+        counter.leave()
+        await idle.value
+        #expect(counter.count == 0)
+        #expect(InFlightCounter().limit > 1 << 40, "no ceiling by default")
+    }
+}

@@ -295,30 +295,30 @@ struct ResponseCounters: Sendable {
     }
 }
 
-/// A count of requests in flight with a ceiling.
+/// The requests in flight (WebImage's `InFlightCounter` with the ceiling), and
+/// their metrics.
 final class InFlightLimit: Sendable {
-    let limit: Int
-    private let count = Mutex(0)
+    private let counter: InFlightCounter
     /// `thumbnail_shed_total`: requests answered 503 at the ceiling.
     let shed = Counter(label: "thumbnail_shed_total")
     /// `thumbnail_in_flight`: requests being answered, against the ceiling.
     private let gauge = Gauge(label: "thumbnail_in_flight")
 
-    init(_ limit: Int) { self.limit = max(1, limit) }
+    init(_ limit: Int) { counter = InFlightCounter(limit: limit) }
+
+    var limit: Int { counter.limit }
 
     /// Counts a request in, unless `limit` are in already.
     func enter() -> Bool {
-        let now = count.withLock { count -> Int? in
-            guard count < limit else { return nil }
-            count += 1
-            return count
-        }
-        guard let now else { return false }
-        gauge.record(now)
+        guard counter.enter() else { return false }
+        gauge.record(counter.count)
         return true
     }
 
-    func leave() { gauge.record(count.withLock { count in count -= 1; return count }) }
+    func leave() {
+        counter.leave()
+        gauge.record(counter.count)
+    }
 }
 
 extension WebImageError.Code {
