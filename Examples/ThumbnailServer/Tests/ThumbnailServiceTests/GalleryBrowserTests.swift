@@ -64,16 +64,7 @@ struct ProcessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let upstream = try Upstream()
         try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
-            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
-            let server = try ServerProcess(executable: executable, directory: directory, environment: [
-                "HOME": directory.path,
-                "WEBIMAGE_HTTP_PORT": "0",
-                "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
-                "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
-                "WEBIMAGE_LOADER_TIMEOUT": "20s",
-                "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
-                "LOG_LEVEL": "error",
-            ])
+            let server = try ServerProcess.thumbnailServer(in: directory, settings: ["WEBIMAGE_LOADER_TIMEOUT": "20s"])
             let port = try await server.port()
             let client = Client(port: port)
             let inFlight = Task { try await client.thumbnail("http://127.0.0.1:\(upstreamPort)/img/slow.jpg", "&w=50") }
@@ -95,17 +86,7 @@ struct ProcessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let upstream = try Upstream()
         try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
-            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
-            let server = try ServerProcess(executable: executable, directory: directory, environment: [
-                "HOME": directory.path,
-                "WEBIMAGE_HTTP_PORT": "0",
-                "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
-                "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
-                "WEBIMAGE_LOADER_TIMEOUT": "60s",
-                "WEBIMAGE_THUMBNAIL_DEADLINE": "120s",
-                "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
-                "LOG_LEVEL": "error",
-            ])
+            let server = try ServerProcess.thumbnailServer(in: directory, settings: ["WEBIMAGE_LOADER_TIMEOUT": "60s", "WEBIMAGE_THUMBNAIL_DEADLINE": "120s"])
             let port = try await server.port()
             let client = Client(port: port)
             let failures = try await withThrowingTaskGroup(of: [String].self) { group in
@@ -136,17 +117,7 @@ struct ProcessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let upstream = try Upstream()
         try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
-            let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
-            let server = try ServerProcess(executable: executable, directory: directory, environment: [
-                "HOME": directory.path,
-                "WEBIMAGE_HTTP_PORT": "0",
-                "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
-                "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
-                "WEBIMAGE_LOADER_TIMEOUT": "120s",
-                "WEBIMAGE_THUMBNAIL_SHUTDOWN_GRACE": "2s",
-                "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
-                "LOG_LEVEL": "error",
-            ])
+            let server = try ServerProcess.thumbnailServer(in: directory, settings: ["WEBIMAGE_LOADER_TIMEOUT": "120s", "WEBIMAGE_THUMBNAIL_SHUTDOWN_GRACE": "2s"])
             let port = try await server.port()
             let client = Client(port: port)
             // Six requests for a silent origin: four reach it (loader.maxConcurrentPerHost), two wait in its queue.
@@ -164,6 +135,23 @@ struct ProcessTests {
             #expect(status == 0, "exit status \(status)")
             upstream.openGate()
         }
+    }
+}
+
+extension ServerProcess {
+    /// The `ThumbnailServer` executable built beside the tests, as a deployment
+    /// on loopback would configure it (the origin lives on 127.0.0.1), with
+    /// `settings` as `WEBIMAGE_*` variables on top.
+    static func thumbnailServer(in directory: URL, settings: [String: String]) throws -> ServerProcess {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("ThumbnailServer")
+        return try ServerProcess(executable: executable, directory: directory, environment: [
+            "HOME": directory.path,
+            "WEBIMAGE_HTTP_PORT": "0",
+            "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "127.0.0.1",
+            "WEBIMAGE_LOADER_EXEMPT_ADDRESSES": "127.0.0.1/32",
+            "WEBIMAGE_SAMPLES_PATH": directory.appendingPathComponent("samples").path,
+            "LOG_LEVEL": "error",
+        ].merging(settings) { $1 })
     }
 }
 
