@@ -29,6 +29,8 @@ final class LMDBEnvironment: @unchecked Sendable {
     private(set) var lru: MDB_dbi = 0
     private(set) var totals: MDB_dbi = 0
     let maxMapSize: Int
+    /// The directory, once `mdb_env_open` succeeded (for the open-environments registry).
+    private var opened: URL?
     /// Transactions hold it shared; changing the map size holds it exclusively,
     /// because `mdb_env_set_mapsize` needs no transaction open in this process.
     private let mapLock: ReadWriteLock
@@ -60,6 +62,8 @@ final class LMDBEnvironment: @unchecked Sendable {
         try Self.check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
         // NOTLS: Swift tasks hop threads, so read transactions must not be tied to one.
         try Self.check(mdb_env_open(env, directory.path, UInt32(MDB_NOTLS), 0o600), "mdb_env_open \(directory.path)")
+        LMDBFileCheck.note(directory, open: true)
+        opened = directory
         var dead: Int32 = 0
         try Self.check(mdb_reader_check(env, &dead), "mdb_reader_check")
         // Another process may have grown the map beyond what we asked for: adopt it.
@@ -104,6 +108,7 @@ final class LMDBEnvironment: @unchecked Sendable {
             readers.removeAll()
         }
         mdb_env_close(env)
+        if let opened { LMDBFileCheck.note(opened, open: false) }
     }
 
     static func check(_ code: Int32, _ operation: @autoclosure () -> String) throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WebImage
 #if canImport(Glibc)
 import Glibc
@@ -31,6 +32,8 @@ enum LMDBFileCheck {
     }
 
     private static let metaMagic: UInt32 = 0xBEEF_C0DE
+    /// `F_OFD_SETLK` (Linux 3.15+), which Glibc's module does not export.
+    private static let setOFDLock: Int32 = 37
     private static let branch: UInt16 = 0x01, leaf: UInt16 = 0x02, overflow: UInt16 = 0x04, leaf2: UInt16 = 0x20
     private static let bigData: UInt16 = 0x01, subData: UInt16 = 0x02, dupData: UInt16 = 0x04
     private static let invalidPage = UInt64.max
@@ -51,7 +54,24 @@ enum LMDBFileCheck {
         }
     }
 
+    /// Environments this process has open, by resolved path, with how many times.
+    /// The check must not so much as open their lock file: closing any descriptor
+    /// of a file drops every POSIX lock the process holds on it, LMDB's included.
+    private static let openHere = Mutex<[String: Int]>([:])
+
+    private static func key(_ directory: URL) -> String { directory.resolvingSymlinksInPath().standardizedFileURL.path }
+
+    /// Records that this process opened (true) or closed (false) an environment.
+    static func note(_ directory: URL, open: Bool) {
+        openHere.withLock { environments in
+            let key = key(directory)
+            environments[key, default: 0] += open ? 1 : -1
+            if environments[key] == 0 { environments[key] = nil }
+        }
+    }
+
     static func check(directory: URL, whenDamaged: (String) -> Void = { _ in }) -> Verdict {
+        guard openHere.withLock({ $0[key(directory)] == nil }) else { return .inUse }
         let dataPath = directory.appendingPathComponent("data.mdb").path
         let lockPath = directory.appendingPathComponent("lock.mdb").path
         // LMDB's processes each hold a shared lock on byte 0 of lock.mdb while the
@@ -59,12 +79,16 @@ enum LMDBFileCheck {
         let lock = open(lockPath, O_RDWR | O_CLOEXEC)
         defer { if lock >= 0 { close(lock) } }
         if lock >= 0 {
+            // An open-file-description lock, not a POSIX one, so that it is ours
+            // alone and goes with this descriptor (no environment of this process
+            // is open here: see `openHere`).
             var request = flock()
             request.l_type = Int16(F_WRLCK)
             request.l_whence = Int16(SEEK_SET)
             request.l_start = 0
             request.l_len = 1
-            if fcntl(lock, F_SETLK, &request) != 0 { return .inUse }
+            request.l_pid = 0
+            if fcntl(lock, Self.setOFDLock, &request) != 0 { return .inUse }
         }
         let descriptor = open(dataPath, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return .sound }  // no file yet

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import WebImage
-import WebImageLMDB
+@testable import WebImageLMDB
 
 @Suite("LMDBCacheStore: damaged files and entries")
 struct LMDBIntegrityTests {
@@ -42,6 +42,23 @@ struct LMDBIntegrityTests {
         await store.close()
         let again = try LMDBCacheStore(directory: directory, limits: .unlimited)
         #expect(try await again.entry(forKey: "k1")?.data == Self.payload(1))
+    }
+
+    @Test("an environment this process has open is in use: not walked, and its lock is not taken from it")
+    func inUseHere() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try LMDBCacheStore(directory: directory, limits: .unlimited)
+        try await store.setData(Self.payload(1), forKey: "k1")
+        #expect(LMDBFileCheck.check(directory: directory) == .inUse)
+        #expect(LMDBFileCheck.check(directory: directory) == .inUse)
+        #expect(try await store.entry(forKey: "k1")?.data == Self.payload(1))
+        // LMDB's own lock on lock.mdb is still held: the check never opened the file.
+        let lockFile = directory.appendingPathComponent("lock.mdb").path
+        let inode = try #require(try FileManager.default.attributesOfItem(atPath: lockFile)[.systemFileNumber] as? Int)
+        let locks = try String(contentsOfFile: "/proc/locks", encoding: .utf8)
+        #expect(locks.split(separator: "\n").contains { $0.contains("POSIX") && $0.contains(":\(inode) ") && $0.contains(" \(getpid()) ") },
+                "LMDB's lock of this process on lock.mdb")
     }
 
     @Test("a flipped payload byte inside the map is a miss, never wrong bytes, and the entry is removed")
