@@ -111,6 +111,30 @@ struct ProcessTests {
         }
     }
 
+    @Test("four concurrent requests for a JPEG declaring 10000x10000 with ten components: 413 each, the server's VmHWM under 1 GB", .timeLimit(.minutes(3)))
+    func tenComponents() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let upstream = try Upstream()
+        try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
+            let server = try ServerProcess.thumbnailServer(in: directory, settings: [:])
+            let client = Client(port: try await server.port())
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<4 {
+                    group.addTask { try await client.thumbnail("http://127.0.0.1:\(upstreamPort)/img/ten-components.jpg?\(index)", "&w=\(200 + index)").statusCode }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses == [413, 413, 413, 413], "\(statuses)")
+            let status = try String(contentsOfFile: "/proc/\(server.pid)/status", encoding: .utf8)
+            let hwm = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+                .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") } ?? .max
+            #expect(hwm < 1 << 20, "VmHWM \(hwm) kB; a decode would take 2 GB")
+            kill(server.pid, SIGTERM)
+            #expect(try await server.exitStatus(within: .seconds(30)) == 0)
+        }
+    }
+
     @Test("SIGTERM with requests waiting on a silent origin: answered 503 when the grace period ends, and the process exits within it plus seconds", .timeLimit(.minutes(3)))
     func shutdownDeadline() async throws {
         let directory = temporaryDirectory()

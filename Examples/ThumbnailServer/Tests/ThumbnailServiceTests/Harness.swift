@@ -127,12 +127,27 @@ final class Upstream: Sendable {
             let index = Int(context.parameters.get("name")?.split(separator: ".").first ?? "") ?? 0
             return Self.image(soakPhotos[index % soakPhotos.count], "image/jpeg")
         }
+        // 300 bytes that declare 10000x10000 with ten components, progressive: a decode
+        // would need libjpeg's 2 GB coefficient buffer.
+        router.get("/img/ten-components.jpg") { _, _ in Self.image(Self.tenComponentJPEG, "image/jpeg") }
         router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }
         router.get("/img/broken.jpg") { _, _ in Self.image(Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 500), "image/jpeg") }
         router.get("/img/error.jpg") { _, _ in Response(status: .internalServerError) }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                            onServerRunning: { await onServerRunning($0.localAddress?.port ?? 0) }, logger: quietLogger)
     }
+
+    /// SOI, DQT, SOF2 (10000x10000, ten components), DHT, one scan header, a few
+    /// bytes of data, EOI.
+    static let tenComponentJPEG: Data = {
+        func be16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        var bytes: [UInt8] = [0xFF, 0xD8, 0xFF, 0xDB] + be16(67) + [0x00] + [UInt8](repeating: 1, count: 64)
+        bytes += [0xFF, 0xC2] + be16(8 + 3 * 10) + [8] + be16(10_000) + be16(10_000) + [10]
+        for id in 0..<10 { bytes += [UInt8(id + 1), 0x11, 0x00] }
+        bytes += [0xFF, 0xC4] + be16(20) + [0x00, 1] + [UInt8](repeating: 0, count: 15) + [0x00]
+        bytes += [0xFF, 0xDA] + be16(8) + [1, 1, 0x00, 0, 0, 0] + [UInt8](repeating: 0, count: 32) + [0xFF, 0xD9]
+        return Data(bytes)
+    }()
 
     static func image(_ data: Data, _ type: String) -> Response {
         Response(status: .ok, headers: [.contentType: type], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
