@@ -12,13 +12,19 @@ struct ThumbnailServiceTests {
     /// Runs the upstream and the service, and hands `body` a client and the upstream.
     func withServers(_ overrides: [String: String] = [:],
                      _ body: @Sendable (Client, Upstream, _ upstreamPort: Int) async throws -> Void) async throws {
+        try await withService(overrides) { client, upstream, upstreamPort, _ in try await body(client, upstream, upstreamPort) }
+    }
+
+    /// The same, with the service itself, for a test that waits on its manager.
+    func withService(_ overrides: [String: String] = [:],
+                     _ body: @Sendable (Client, Upstream, _ upstreamPort: Int, ThumbnailService) async throws -> Void) async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let upstream = try Upstream()
         try await withApplication({ upstream.application(onServerRunning: $0) }) { upstreamPort in
             let service = try await makeService(directory: directory, overrides: overrides)
             try await withApplication({ service.application(logger: quietLogger, onServerRunning: $0) }) { port in
-                try await body(Client(port: port), upstream, upstreamPort)
+                try await body(Client(port: port), upstream, upstreamPort, service)
             }
         }
     }
@@ -51,7 +57,7 @@ struct ThumbnailServiceTests {
 
     @Test("the second request is served from the cache, with the same ETag, and If-None-Match gets 304")
     func caching() async throws {
-        try await withServers { client, upstream, port in
+        try await withService { client, upstream, port, service in
             let photo = "http://127.0.0.1:\(port)/img/photo.jpg"
             let first = try await client.thumbnail(photo, "&w=200&h=200")
             #expect(first.statusCode == 200 && first.headers["x-image-source"] == "network")
@@ -60,7 +66,15 @@ struct ThumbnailServiceTests {
             #expect(second.statusCode == 200 && second.headers["x-image-source"] == "memory")
             #expect(second.data == first.data && second.etag == first.etag && first.etag != nil)
             #expect(upstream.count("/img/photo.jpg") == 1, "one upstream request for both")
-            // Another size of the same source: a new thumbnail, from the original on disk.
+            // Another size of the same source: a new thumbnail, from the original on disk
+            // once the first load's background write of it has landed (an event, not a delay).
+            let originalKey = service.manager.cacheKey(for: URL(string: photo)!)
+            var stored = false
+            for _ in 0..<3000 where !stored {
+                stored = try await service.manager.store?.entry(forKey: originalKey) != nil
+                if !stored { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            #expect(stored, "the original reached the disk store")
             let other = try await client.thumbnail(photo, "&w=64&h=64")
             #expect(other.headers["x-image-source"] == "disk" && upstream.count("/img/photo.jpg") == 1)
             let revalidated = try await client.thumbnail(photo, "&w=200&h=200").etag
