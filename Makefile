@@ -118,17 +118,16 @@ fuzz-ci:
 # The package's tests under ThreadSanitizer and AddressSanitizer (separate build
 # folders; suppressions and their reasons in Tests/sanitizers/). Under TSan every
 # module's Mutex is a pthread mutex (WEBIMAGE_TSAN_LOCKS, SanitizerMutex), which
-# TSan sees, unlike the standard library's. One test at a
-# time: at a sanitizer's slowdown the synchronous, CPU-heavy tests hold the
-# cooperative pool's threads (two on a 2-core machine) long enough that the
-# concurrency tests' 30 s waits run out (docs/testing.md).
+# TSan sees, unlike the standard library's. Tests run in parallel: the suites
+# whose bodies block in libvips or libjpeg run off the cooperative pool
+# (.offCooperativePool, docs/testing.md).
 tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/sanitizers/tsan.supp halt_on_error=1" \
-		$(SWIFT) test --scratch-path .build-tsan --sanitize thread --no-parallel -Xswiftc -DWEBIMAGE_TSAN_LOCKS
+		$(SWIFT) test --scratch-path .build-tsan --sanitize thread -Xswiftc -DWEBIMAGE_TSAN_LOCKS
 
 asan: deps
 	ASAN_OPTIONS="detect_leaks=0 halt_on_error=1" \
-		$(SWIFT) test --scratch-path .build-asan --sanitize address --no-parallel
+		$(SWIFT) test --scratch-path .build-asan --sanitize address
 
 clean:
 	rm -rf .build .build-fuzz .build-tsan .build-asan Examples/*/.build Benchmarks/.build

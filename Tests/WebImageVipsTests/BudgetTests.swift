@@ -6,7 +6,7 @@ import WebImageVips
 import WebImageTestSupport
 
 extension VipsTests {
-@Suite("Budgets in the coders")
+@Suite("Budgets in the coders", .offCooperativePool)
 struct CoderBudgetTests {
     @Test("a few hundred bytes declaring 10000x10000 with 10 components: refused from the header by both coders, thumbnail or not")
     func tenComponents() throws {

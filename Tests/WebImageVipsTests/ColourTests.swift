@@ -1,16 +1,16 @@
 import CVips
 import CVipsOps
-import WebImageTestSupport
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
 /// Colour management: what leaves the pipeline is 8-bit sRGB (or grey), unless
 /// `keepColorProfile`. Every check is on pixels.
-@Suite("Colour management")
+@Suite("Colour management", .offCooperativePool)
 struct ColourTests {
     let coder = VipsImageCoder()
 

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
 /// Encoders: AVIF and HEIC, effort, chroma subsampling, progressive JPEG.
-@Suite("Encoders")
+@Suite("Encoders", .offCooperativePool)
 struct EncoderTests {
     let vips = VipsImageCoder()
     let turbo = TurboJPEGCoder()

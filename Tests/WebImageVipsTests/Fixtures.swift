@@ -1,8 +1,9 @@
 import CVips
 import CVipsOps
 import Foundation
-import WebImageTestSupport
+import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageVips
 
 /// Fixtures made by libvips at test time: a fresh clone has no sample images.
@@ -105,5 +106,16 @@ enum Fixtures {
     struct Failure: Error, CustomStringConvertible {
         let description: String
         init(_ description: String) { self.description = description }
+    }
+}
+
+@Suite("Test harness", .offCooperativePool)
+struct HarnessTests {
+    /// `make tsan` runs in parallel only because the blocking suites' bodies leave
+    /// the cooperative pool; this fails if the trait stops taking effect.
+    @Test("A suite with .offCooperativePool runs its synchronous bodies on the blocking executor's threads")
+    func offPool() {
+        let name = Thread.current.name ?? "nil"
+        #expect(name.hasPrefix("test-blocking-"), "ran on \(name)")
     }
 }

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
 /// The operations image services offer, checked on pixels.
-@Suite("Image-service transformers")
+@Suite("Image-service transformers", .offCooperativePool)
 struct ServiceTransformerTests {
     let coder = VipsImageCoder()
 

@@ -3,11 +3,12 @@ import CVipsOps
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTesting
 import WebImageTurboJPEG
 import WebImageVips
 
-@Suite("TurboJPEGCoder")
+@Suite("TurboJPEGCoder", .offCooperativePool)
 struct TurboJPEGCoderTests {
     let turbo = TurboJPEGCoder()
     let vips = VipsImageCoder()

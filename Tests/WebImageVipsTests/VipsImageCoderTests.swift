@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTesting
 import WebImageVips
 
 extension VipsTests {
-@Suite("VipsImageCoder")
+@Suite("VipsImageCoder", .offCooperativePool)
 struct VipsImageCoderTests {
     let coder = VipsImageCoder()
 

@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import WebImage
 @_spi(Internals) import WebImageVips
+import WebImageTestSupport
 
 extension VipsTests {
-@Suite("VipsImageCoder: headers and frame counts")
+@Suite("VipsImageCoder: headers and frame counts", .offCooperativePool)
 struct VipsInfoTests {
     let coder = VipsImageCoder()
 
@@ -54,7 +55,7 @@ struct VipsInfoTests {
 }
 }
 
-@Suite("GIF frame count from the block structure")
+@Suite("GIF frame count from the block structure", .offCooperativePool)
 struct GIFFrameCountTests {
     func count(_ data: Data) -> Int? { data.withUnsafeBytes { HeaderProbe.gifFrameCount($0) } }
 

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTestSupport
 import WebImageTurboJPEG
 import WebImageVips
 
 extension VipsTests {
-@Suite("Vips transformers")
+@Suite("Vips transformers", .offCooperativePool)
 struct VipsTransformerTests {
     let coder = VipsImageCoder()
 
@@ -104,7 +105,7 @@ struct VipsTransformerTests {
 }
 
 extension VipsTests {
-@Suite("Vips through the manager")
+@Suite("Vips through the manager", .offCooperativePool)
 struct VipsManagerTests {
     func manager(store: (any CacheStore)? = MemoryCacheStore(limits: .unlimited)) -> ImageManager {
         var configuration = ImageManager.Configuration()
@@ -252,7 +253,7 @@ struct VipsManagerTests {
 /// (CI does; a user's fresh clone does not, and the fixtures above cover the same
 /// properties there).
 extension VipsTests {
-@Suite("Shared corpus", .enabled(if: SharedCorpus.directory != nil))
+@Suite("Shared corpus", .offCooperativePool, .enabled(if: SharedCorpus.directory != nil))
 struct SharedCorpusTests {
     let coder = VipsImageCoder()
 

@@ -1,0 +1,81 @@
+import Foundation
+package import Testing
+
+/// A trait that runs a suite's tests on threads of their own instead of Swift's
+/// cooperative pool.
+///
+/// Many coder and transformer tests are synchronous: a libvips or libjpeg call runs
+/// for tens of milliseconds, and under ThreadSanitizer for seconds. Run on the
+/// cooperative pool (two threads on a 2-core machine), a few of them at once hold
+/// every thread, and the concurrency tests beside them, whose tasks need a thread
+/// to resume on, wait out their deadlines. With this trait the test's task prefers
+/// ``BlockingTestExecutor/shared``: the synchronous body runs there, its
+/// `#expect`s still on the test's own task (task-locals and all), and the
+/// cooperative pool stays free. Put it on suites whose bodies block, not on suites
+/// that only await.
+package struct OffCooperativePool: SuiteTrait, TestTrait, TestScoping {
+    package var isRecursive: Bool { true }
+
+    package func provideScope(
+        for test: Test, testCase: Test.Case?,
+        performing function: @Sendable () async throws -> Void
+    ) async throws {
+        try await withTaskExecutorPreference(BlockingTestExecutor.shared) {
+            try await function()
+        }
+    }
+}
+
+extension Trait where Self == OffCooperativePool {
+    /// Runs the tests on ``BlockingTestExecutor/shared``, off the cooperative pool.
+    package static var offCooperativePool: Self { Self() }
+}
+
+/// A task executor over a few dedicated threads, for test bodies that block.
+///
+/// Jobs run in the order they arrive. Its lock is `NSCondition` (a pthread mutex and
+/// condition), which ThreadSanitizer sees.
+package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
+    /// Four threads, or one per core if more: enough that a test blocked in a long
+    /// libvips call leaves others running, few enough not to swamp the machine.
+    package static let shared = BlockingTestExecutor(threads: max(4, ProcessInfo.processInfo.activeProcessorCount))
+
+    private let condition = NSCondition()
+    private var jobs: [UnownedJob] = []
+    private var head = 0
+
+    init(threads: Int) {
+        for index in 0..<threads {
+            // Named from inside: on Linux a name set before `start()` does not reach
+            // the thread, which keeps its creator's (a cooperative thread's) name.
+            let thread = Thread { [unowned self] in
+                Thread.current.name = "test-blocking-\(index)"
+                self.work()
+            }
+            thread.start()
+        }
+    }
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func work() {
+        while true {
+            condition.lock()
+            while head == jobs.count { condition.wait() }
+            let job = jobs[head]
+            head += 1
+            if head == jobs.count {
+                jobs.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            condition.unlock()
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        }
+    }
+}
