@@ -152,7 +152,7 @@ public final class LMDBCacheStore: CacheStore {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
                 let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
-                return .hit(CacheEntry(data: data, metadata: metadata))
+                return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData ? decoded.checksum : nil))
             }
         }
         switch outcome {

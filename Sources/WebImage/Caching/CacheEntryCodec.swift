@@ -126,7 +126,7 @@ extension CacheEntryCodec {
         var result = parsed.metadata
         result.size = data.count
         result.accessedAt = parsed.metadata.storedAt
-        return .entry(CacheEntry(data: data, metadata: result))
+        return .entry(CacheEntry(data: data, metadata: result, checksum: parsed.checksum))
     }
 }
 

@@ -81,10 +81,16 @@ public struct CacheEntry: Sendable {
     public var metadata: CacheMetadata
     /// Where the entry came from; the manager reports `.shared` as ``CacheType/shared``.
     public var source: Source
+    /// The ``XXH64`` of ``data``, when the store verified the entry against it on
+    /// this read (the LMDB, file and Redis stores do); nil when it did not. A
+    /// server can use it as the entry's ETag without hashing the bytes again
+    /// (``ImageResult/entityTag``).
+    public var checksum: UInt64?
 
-    public init(data: Data, metadata: CacheMetadata, source: Source = .local) {
+    public init(data: Data, metadata: CacheMetadata, source: Source = .local, checksum: UInt64? = nil) {
         self.data = data
         self.metadata = metadata
         self.source = source
+        self.checksum = checksum
     }
 }

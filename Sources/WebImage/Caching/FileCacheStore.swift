@@ -210,6 +210,7 @@ extension FileCacheStore {
         guard fileSize >= CacheEntryCodec.footerSize else { return nil }
 
         var data = Data()
+        var checksum: UInt64?
         let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
         if withData {
             data = Data(count: fileSize)
@@ -218,6 +219,7 @@ extension FileCacheStore {
             switch CacheEntryCodec.decode(data, key: key) {
             case .entry(let entry):
                 data = entry.data
+                checksum = entry.checksum
                 parsed = (key, entry.metadata, fileSize - CacheEntryCodec.footerSize - entry.data.count)
             case .otherKey:
                 return nil
@@ -243,7 +245,7 @@ extension FileCacheStore {
             }
             metadata.accessedAt = now
         }
-        return CacheEntry(data: data, metadata: metadata)
+        return CacheEntry(data: data, metadata: metadata, checksum: checksum)
     }
 
     /// The footer and record of an open entry file, by `pread`.

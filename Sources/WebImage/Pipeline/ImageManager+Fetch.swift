@@ -20,13 +20,13 @@ extension ImageManager {
         if plan.derivesBytes, let entry = await lookup(key) {
             metrics.hit(entry.cacheType)
             if bytesOnly {
-                rememberData(entry.data, key: key, context: context)
-                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
+                rememberData(entry.data, key: key, context: context, checksum: entry.checksum)
+                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url, checksum: entry.checksum)
             }
             do {
                 let image = try await decode(entry.data, plan, derived: true).image
                 remember(image, key: key, context: context)
-                return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url)
+                return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url, checksum: entry.checksum)
             } catch let error as WebImageError where Self.blamesURL(error) {
                 // Stored bytes no coder reads: a damaged entry. Removed; the result is made again below.
                 await discard(key, from: store, error)
@@ -80,7 +80,7 @@ extension ImageManager {
                 }
                 failure = await storeOriginal(source.data, response: source.response, plan)
             }
-            rememberData(source.data, key: plainKey, context: context)
+            rememberData(source.data, key: plainKey, context: context, checksum: nil)
             return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
         }
 
@@ -128,11 +128,15 @@ extension ImageManager {
             storeDerivedInBackground(image, plan)
             return ImageResult(image: image, data: nil, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
         }
+        var checksum: UInt64?
         if bytesOnly {
             guard let encoded else {
                 throw WebImageError(.encodeFailed, "the cache serializer made no bytes for \(key), which .avoidDecode asked for")
             }
-            rememberData(encoded, key: key, context: context)
+            // Hashed once here: the memory tier keeps it, so its hits carry an ETag
+            // without hashing again (the store's codec hashes for its own checksum).
+            checksum = XXH64.hash(encoded)
+            rememberData(encoded, key: key, context: context, checksum: checksum)
         } else {
             remember(image, key: key, context: context)
         }
@@ -142,7 +146,7 @@ extension ImageManager {
                 storeFailure = storeFailure ?? failure
             }
         }
-        return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
+        return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure, checksum: checksum)
     }
 
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {

@@ -7,9 +7,9 @@ extension ImageManager {
         memoryCache?.setImage(image, forKey: key)
     }
 
-    func rememberData(_ data: Data, key: String, context: ImageContext) {
+    func rememberData(_ data: Data, key: String, context: ImageContext, checksum: UInt64?) {
         guard context.storeCacheTiers.contains(.memory) else { return }
-        memoryCache?.setData(data, forKey: key)
+        memoryCache?.setData(data, forKey: key, checksum: checksum)
     }
 
     /// Stores the original bytes; returns the failure of a write it waited for.

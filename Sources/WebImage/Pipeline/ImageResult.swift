@@ -19,4 +19,37 @@ public struct ImageResult: Sendable {
     /// logged and counted). The image is good; it is just not on disk. A failed
     /// cache write never fails a load.
     public var storeFailure: WebImageError? = nil
+    /// The ``XXH64`` of ``data`` when the pipeline already had it: a disk hit the
+    /// store verified, a memory hit cached with it, or derived bytes just encoded.
+    /// ``entityTag`` uses it, and hashes the bytes only when it is nil.
+    public var checksum: UInt64? = nil
+
+    public init(image: Image?, data: Data?, cacheType: CacheType, key: String, url: URL,
+                storeFailure: WebImageError? = nil, checksum: UInt64? = nil) {
+        self.image = image
+        self.data = data
+        self.cacheType = cacheType
+        self.key = key
+        self.url = url
+        self.storeFailure = storeFailure
+        self.checksum = data == nil ? nil : checksum
+    }
+
+    /// The format of ``data``, from its leading bytes; nil without bytes or when no
+    /// known format matches.
+    public var format: ImageFormat? { data.flatMap { ImageFormat.sniff($0) } }
+
+    /// The MIME type of ``data`` (`image/webp`); nil as ``format`` is.
+    public var contentType: String? { format?.mimeType }
+
+    /// A strong HTTP entity tag for ``data``: its ``XXH64`` (from ``checksum`` when
+    /// the pipeline had it, else hashed now) and its length, in hex and quoted
+    /// (`"9f3c…-7d2a"`). The same bytes give the same tag on every host and after
+    /// every restart; different bytes give a different one (it is not a
+    /// cryptographic hash: it only has to change when the bytes do). Nil without bytes.
+    public var entityTag: String? {
+        guard let data else { return nil }
+        let hash = checksum ?? XXH64.hash(data)
+        return "\"" + String(hash, radix: 16) + "-" + String(data.count, radix: 16) + "\""
+    }
 }

@@ -52,6 +52,37 @@ struct ResultBytesTests {
         #expect(h.loader.requestCount == 1)
     }
 
+    @Test("a bytes result carries its format, content type and ETag; the ETag comes from the checksum the pipeline already had (encode, memory, a verified disk read) and matches the bytes")
+    func metadata() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("etag-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let h = Harness(store: try FileCacheStore(directory: directory, limits: .unlimited))
+        h.loader.serve("test://host/e.timg", data: TestCoder.encode(width: 8, height: 6))
+        var context = ImageContext()
+        context.transformer = HalvingTransformer()
+        let expectedTag = { (data: Data) in "\"" + String(XXH64.hash(data), radix: 16) + "-" + String(data.count, radix: 16) + "\"" }
+
+        let made = try await h.manager.loadImage(with: h.url("e.timg"), options: [.avoidDecode, .waitStoreCache], context: context)
+        let bytes = try #require(made.data)
+        #expect(made.cacheType == .none && made.checksum == XXH64.hash(bytes))
+        #expect(made.entityTag == expectedTag(bytes))
+        #expect(made.format == ImageFormat.sniff(bytes) && made.contentType == ImageFormat.sniff(bytes)?.mimeType)
+
+        let fromMemory = try await h.manager.loadImage(with: h.url("e.timg"), options: .avoidDecode, context: context)
+        #expect(fromMemory.cacheType == .memory && fromMemory.checksum == XXH64.hash(bytes) && fromMemory.entityTag == made.entityTag)
+
+        h.manager.memoryCache?.removeAll()
+        let fromDisk = try await h.manager.loadImage(with: h.url("e.timg"), options: .avoidDecode, context: context)
+        #expect(fromDisk.cacheType == .disk && fromDisk.data == bytes)
+        #expect(fromDisk.checksum == XXH64.hash(bytes), "the file store verified the entry and hands its checksum on")
+        #expect(fromDisk.entityTag == made.entityTag)
+
+        // Without a known checksum the tag is hashed from the bytes: the same tag.
+        let plain = ImageResult(image: nil, data: bytes, cacheType: .none, key: "k", url: h.url("e.timg"))
+        #expect(plain.checksum == nil && plain.entityTag == made.entityTag)
+        #expect(ImageResult(image: nil, data: nil, cacheType: .none, key: "k", url: h.url("e.timg"), checksum: 1).entityTag == nil)
+    }
+
     @Test("a bytes-only load of a derived result that is nowhere makes it: bytes and image returned, bytes stored in the background")
     func derivedBytesMiss() async throws {
         let h = Harness()
