@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
         .library(name: "WebImageKit", targets: ["WebImageKit"]),
         .library(name: "WebImageSamples", targets: ["WebImageSamples"]),
+        .library(name: "WebImageHTTP", targets: ["WebImageHTTP"]),
+        .library(name: "WebImageHummingbird", targets: ["WebImageHummingbird"]),
         .executable(name: "webimage", targets: ["webimage"]),
     ],
     dependencies: [
@@ -38,6 +40,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // `swift package generate-documentation` (DocC catalogs in each public module).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
+        // WebImageHTTP: request and response types with no server framework, and
+        // HMAC for signed URLs.
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // WebImageHummingbird and `webimage serve`: the server, and /metrics.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Tests only: the real HTTP server the curl loader is tested against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
@@ -122,10 +131,32 @@ let package = Package(
             dependencies: ["WebImage", .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),
+        // The image service as a value: request in, response out, no server framework.
+        .target(
+            name: "WebImageHTTP",
+            dependencies: ["WebImage", "WebImageConfiguration",
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "Configuration", package: "swift-configuration"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Metrics", package: "swift-metrics")],
+            swiftSettings: upcoming
+        ),
+        // The endpoint in a Hummingbird 2 router.
+        .target(
+            name: "WebImageHummingbird",
+            dependencies: ["WebImageHTTP", "WebImage",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
+            swiftSettings: upcoming
+        ),
         // Everything together: the standard plugin catalog.
         .target(
             name: "WebImageKit",
-            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageTurboJPEG", "WebImageLMDB", "WebImageCurl", "WebImageRedis",
+            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageTurboJPEG", "WebImageLMDB", "WebImageCurl", "WebImageRedis", "WebImageHTTP",
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -138,8 +169,12 @@ let package = Package(
         .target(name: "WebImageSamples", dependencies: ["WebImage", "WebImageVips"], swiftSettings: upcoming),
         .executableTarget(
             name: "webimage",
-            dependencies: ["WebImageKit", "WebImageSamples", "WebImageVips", "WebImageLMDB", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Configuration", package: "swift-configuration")],
+            dependencies: ["WebImageKit", "WebImageSamples", "WebImageVips", "WebImageLMDB", "WebImageHTTP", "WebImageHummingbird",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Configuration", package: "swift-configuration"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus")],
             swiftSettings: upcoming
         ),
 

@@ -14,10 +14,21 @@ public struct ConfigKeyCheck: Sendable {
     /// The first components of the known keys (`store`, `loader`, …): keys under
     /// these are the package's; a shared file's other keys are left alone.
     public let namespaces: Set<String>
+    /// Keys whose last component is a name the user chooses: `thumbnail.presets`
+    /// accepts `thumbnail.presets.avatar` and any other `thumbnail.presets.NAME`.
+    public let families: Set<String>
 
-    public init(known: Set<String>) {
+    public init(known: Set<String>, families: Set<String> = []) {
         self.known = known
-        namespaces = Set(known.map { String($0.split(separator: ".").first ?? Substring($0)) })
+        self.families = families
+        namespaces = Set(known.union(families).map { String($0.split(separator: ".").first ?? Substring($0)) })
+    }
+
+    /// Whether something reads `key`: a known key, or a name in a family.
+    public func isKnown(_ key: String) -> Bool {
+        if known.contains(key) { return true }
+        guard let dot = key.lastIndex(of: "."), key.index(after: dot) < key.endIndex else { return false }
+        return families.contains(String(key[..<dot]))
     }
 
     /// Throws for the first key that nothing reads.
@@ -27,7 +38,7 @@ public struct ConfigKeyCheck: Sendable {
     ///   - onlyNamespaces: check only keys under ``namespaces`` (a file other
     ///     programs read too); otherwise every key is the package's.
     public func check(_ keys: some Sequence<String>, source: String, onlyNamespaces: Bool = false) throws {
-        for key in keys where !known.contains(key) {
+        for key in keys where !isKnown(key) {
             if onlyNamespaces, let first = key.split(separator: ".").first, !namespaces.contains(String(first)) { continue }
             throw error(for: key, source: source)
         }
@@ -37,7 +48,9 @@ public struct ConfigKeyCheck: Sendable {
     public func checkEnvironment(_ environment: [String: String], prefix: String = "webimage") throws {
         let head = Self.environmentName(for: prefix) + "_"
         let byName = Dictionary(known.map { (Self.environmentName(for: "\(prefix).\($0)"), $0) }, uniquingKeysWith: { a, _ in a })
+        let familyHeads = families.map { Self.environmentName(for: "\(prefix).\($0)") + "_" }
         for name in environment.keys.sorted() where name.hasPrefix(head) && byName[name] == nil {
+            if familyHeads.contains(where: { name.hasPrefix($0) && name.count > $0.count }) { continue }
             let guess = Self.nearest(String(name.dropFirst(head.count)), in: Set(byName.keys.map { String($0.dropFirst(head.count)) }))
             var message = "unknown configuration variable \(name): no setting reads it"
             if let guess { message += "; did you mean \(head)\(guess) (\(byName[head + guess]!))?" }

@@ -3,7 +3,7 @@ public import Foundation
 import Logging
 import SystemPackage
 public import WebImage
-public import WebImageConfiguration
+@_spi(Internals) public import WebImageConfiguration
 
 /// The configuration layers of the `webimage` tool and of services built like it,
 /// highest precedence first: command-line flags, `WEBIMAGE_*` environment
@@ -23,8 +23,9 @@ public enum ConfigLayers {
     ///   nearest known one), or a file that cannot be read.
     public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                               defaults: [String: String] = [:],
-                              knownKeys: Set<String> = PluginCatalog.standard.knownKeys) async throws -> ConfigReader {
-        let check = ConfigKeyCheck(known: knownKeys)
+                              knownKeys: Set<String> = PluginCatalog.standard.knownKeys,
+                              keyFamilies: Set<String> = []) async throws -> ConfigReader {
+        let check = ConfigKeyCheck(known: knownKeys, families: keyFamilies)
         try check.check(flags.keys.sorted(), source: "set on the command line")
         try check.checkEnvironment(environment)
         if let file { try check.check(try fileKeys(file), source: file, onlyNamespaces: true) }
@@ -42,6 +43,26 @@ public enum ConfigLayers {
         }
         if !defaults.isEmpty { providers.append(inMemory("defaults", defaults)) }
         return ConfigReader(providers: providers)
+    }
+
+    /// The names set under a key family (``ConfigKeyCheck/families``) in any layer:
+    /// `thumbnail.presets.avatar` in `flags` or the file, or
+    /// `WEBIMAGE_THUMBNAIL_PRESETS_AVATAR` in the environment (whose name is read
+    /// in lower case, `avatar`). Read each name's value through the reader, so
+    /// that the layers' precedence holds.
+    public static func names(in family: String, flags: [String: String], file: String?,
+                             environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [String] {
+        let head = family + "."
+        var names = Set<String>()
+        let keys = flags.keys.map { $0 } + (try file.map(fileKeys) ?? [])
+        for key in keys where key.hasPrefix(head) && key.count > head.count && !key.dropFirst(head.count).contains(".") {
+            names.insert(String(key.dropFirst(head.count)))
+        }
+        let environmentHead = ConfigKeyCheck.environmentName(for: "webimage.\(family)") + "_"
+        for name in environment.keys where name.hasPrefix(environmentHead) && name.count > environmentHead.count {
+            names.insert(name.dropFirst(environmentHead.count).lowercased())
+        }
+        return names.sorted()
     }
 
     /// The dotted keys of a JSON configuration file (`{"store": {"kind": …}}` has `store.kind`).

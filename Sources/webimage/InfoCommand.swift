@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WebImage
+import WebImageHTTP
 import WebImageKit
 import WebImageVips
 
@@ -32,24 +33,9 @@ struct InfoCommand: AsyncParsableCommand {
                 context.storeCacheTiers = .none
                 placeholders = try await manager.placeholders(for: url, context: context)
             }
-            var fields: [String: Any?] = [
-                "input": input,
-                "format": info.format?.rawValue,
-                "pixelWidth": info.pixelSize.width, "pixelHeight": info.pixelSize.height,
-                "width": Double(info.pixelSize.width) / scale, "height": Double(info.pixelSize.height) / scale, "scale": scale,
-                "frameCount": info.frameCount,
-                "frameDurations": info.frameDurations.map(\.timeInterval),
-                "loopCount": info.loopCount,
-                "orientation": info.storedOrientation.rawValue,
-                "hasAlpha": info.hasAlpha,
-                "hasColorProfile": info.hasColorProfile,
-                "colorSpace": info.colorSpace,
-                "cacheType": cacheType.rawValue,
-            ]
-            if let placeholders {
-                fields["blurHash"] = placeholders.blurHash
-                fields["thumbHash"] = placeholders.thumbHashBase64
-            }
+            // The same fields as `webimage serve`'s /info answers.
+            var fields = info.fields(scale: scale, cacheType: cacheType, placeholders: placeholders)
+            fields["input"] = input
             if json {
                 print(jsonLine(fields))
             } else {

@@ -15,7 +15,7 @@ struct WebImageCommand: AsyncParsableCommand {
         environment variables (WEBIMAGE_STORE_KIND=filesystem), a JSON file (--config), \
         then the defaults: an LMDB cache in ~/.cache/webimage. See docs/configuration.md.
         """,
-        subcommands: [LoadCommand.self, InfoCommand.self, CacheCommand.self, SamplesCommand.self]
+        subcommands: [LoadCommand.self, InfoCommand.self, ServeCommand.self, CacheCommand.self, SamplesCommand.self]
     )
 
     static func main() async {

@@ -45,14 +45,17 @@ public final class MemoryImageCache: Sendable {
         let data: Data?
         /// The XXH64 of `data`, when whoever cached it knew it.
         let checksum: UInt64?
+        /// When `data` was made or stored, when whoever cached it knew it.
+        let madeAt: Date?
         let cost: Int
         var previous: Node?
         var next: Node?
-        init(key: String, image: Image?, data: Data?, checksum: UInt64?) {
+        init(key: String, image: Image?, data: Data?, checksum: UInt64?, madeAt: Date?) {
             self.key = key
             self.image = image
             self.data = data
             self.checksum = data == nil ? nil : checksum
+            self.madeAt = data == nil ? nil : madeAt
             self.cost = (image?.cost ?? 0) + (data?.count ?? 0)
         }
     }
@@ -120,10 +123,10 @@ public final class MemoryImageCache: Sendable {
         entry(forKey: key)?.data
     }
 
-    /// The encoded bytes under a key with the checksum they were cached with
-    /// (``setData(_:forKey:checksum:)``), marking them most recently used.
-    public func dataEntry(forKey key: String) -> (data: Data, checksum: UInt64?)? {
-        touch(key).flatMap { node in node.data.map { ($0, node.checksum) } }
+    /// The encoded bytes under a key with the checksum and date they were cached
+    /// with (``setData(_:forKey:checksum:madeAt:)``), marking them most recently used.
+    public func dataEntry(forKey key: String) -> (data: Data, checksum: UInt64?, madeAt: Date?)? {
+        touch(key).flatMap { node in node.data.map { ($0, node.checksum, node.madeAt) } }
     }
 
     /// What a key holds, marking it most recently used: its image, its bytes, or both.
@@ -153,33 +156,36 @@ public final class MemoryImageCache: Sendable {
     ///   (any older image under the key is removed then, so a stale one never lingers).
     @discardableResult
     public func setImage(_ image: Image, forKey key: String) -> Bool {
-        set(key: key, image: image, data: nil, checksum: nil)
+        set(key: key, image: image, data: nil, checksum: nil, madeAt: nil)
     }
 
     /// Caches encoded bytes, keeping any image under the key, charged at their exact
     /// length; evicts as ``setImage(_:forKey:)`` does.
     /// - Returns: false if the bytes are over the per-entry cap and were not cached.
     @discardableResult
-    /// - Parameter checksum: the bytes' ``XXH64``, when the caller has it (a store
-    ///   verified them, or the encoder's caller hashed them), returned with them by
-    ///   ``dataEntry(forKey:)`` so that a hit needs no hash for its ETag.
-    public func setData(_ data: Data, forKey key: String, checksum: UInt64? = nil) -> Bool {
-        set(key: key, image: nil, data: data, checksum: checksum)
+    /// - Parameters:
+    ///   - checksum: the bytes' ``XXH64``, when the caller has it (a store verified
+    ///     them, or the encoder's caller hashed them), returned with them by
+    ///     ``dataEntry(forKey:)`` so that a hit needs no hash for its ETag.
+    ///   - madeAt: when the bytes were made or stored, returned with them too (a
+    ///     server's `Last-Modified`).
+    public func setData(_ data: Data, forKey key: String, checksum: UInt64? = nil, madeAt: Date? = nil) -> Bool {
+        set(key: key, image: nil, data: data, checksum: checksum, madeAt: madeAt)
     }
 
     /// Puts the new half (`image` or `data`) beside the other half already under
     /// the key; if the pair is over the entry cap, the new half alone; if that is
     /// over too, nothing (and the old node is gone either way).
-    private func set(key: String, image: Image?, data: Data?, checksum: UInt64?) -> Bool {
+    private func set(key: String, image: Image?, data: Data?, checksum: UInt64?, madeAt: Date?) -> Bool {
         state.withLock { state in
             let old = state.nodes[key]
             if let old { state.remove(old) }
             let limits = state.limits
             let fits = { (node: Node) in node.cost <= limits.entryCostLimit && node.cost <= limits.costLimit && limits.countLimit > 0 }
             var node = Node(key: key, image: image ?? old?.image, data: data ?? old?.data,
-                            checksum: data == nil ? old?.checksum : checksum)
+                            checksum: data == nil ? old?.checksum : checksum, madeAt: data == nil ? old?.madeAt : madeAt)
             if !fits(node) {
-                node = Node(key: key, image: image, data: data, checksum: checksum)
+                node = Node(key: key, image: image, data: data, checksum: checksum, madeAt: madeAt)
                 guard fits(node) else { return false }
             }
             state.nodes[key] = node

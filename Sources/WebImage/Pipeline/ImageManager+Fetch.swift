@@ -20,13 +20,15 @@ extension ImageManager {
         if plan.derivesBytes, let entry = await lookup(key) {
             metrics.hit(entry.cacheType)
             if bytesOnly {
-                rememberData(entry.data, key: key, context: context, checksum: entry.checksum)
-                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url, checksum: entry.checksum)
+                rememberData(entry.data, key: key, context: context, checksum: entry.checksum, madeAt: entry.metadata.storedAt)
+                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url,
+                                   checksum: entry.checksum, lastModified: entry.metadata.storedAt)
             }
             do {
                 let image = try await decode(entry.data, plan, derived: true).image
                 remember(image, key: key, context: context)
-                return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url, checksum: entry.checksum)
+                return ImageResult(image: image, data: entry.data, cacheType: entry.cacheType, key: key, url: url,
+                                   checksum: entry.checksum, lastModified: entry.metadata.storedAt)
             } catch let error as WebImageError where Self.blamesURL(error) {
                 // Stored bytes no coder reads: a damaged entry. Removed; the result is made again below.
                 await discard(key, from: store, error)
@@ -80,7 +82,7 @@ extension ImageManager {
                 }
                 failure = await storeOriginal(source.data, response: source.response, plan)
             }
-            rememberData(source.data, key: plainKey, context: context, checksum: nil)
+            rememberData(source.data, key: plainKey, context: context, checksum: nil, madeAt: nil)
             return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plainKey, url: url, storeFailure: failure)
         }
 
@@ -129,6 +131,7 @@ extension ImageManager {
             return ImageResult(image: image, data: nil, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
         }
         var checksum: UInt64?
+        let madeAt = Date()
         if bytesOnly {
             guard let encoded else {
                 throw WebImageError(.encodeFailed, "the cache serializer made no bytes for \(key), which .avoidDecode asked for")
@@ -136,7 +139,7 @@ extension ImageManager {
             // Hashed once here: the memory tier keeps it, so its hits carry an ETag
             // without hashing again (the store's codec hashes for its own checksum).
             checksum = XXH64.hash(encoded)
-            rememberData(encoded, key: key, context: context, checksum: checksum)
+            rememberData(encoded, key: key, context: context, checksum: checksum, madeAt: madeAt)
         } else {
             remember(image, key: key, context: context)
         }
@@ -146,7 +149,8 @@ extension ImageManager {
                 storeFailure = storeFailure ?? failure
             }
         }
-        return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure, checksum: checksum)
+        return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure,
+                           checksum: checksum, lastModified: madeAt)
     }
 
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {

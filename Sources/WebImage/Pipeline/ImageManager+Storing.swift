@@ -7,9 +7,9 @@ extension ImageManager {
         memoryCache?.setImage(image, forKey: key)
     }
 
-    func rememberData(_ data: Data, key: String, context: ImageContext, checksum: UInt64?) {
+    func rememberData(_ data: Data, key: String, context: ImageContext, checksum: UInt64?, madeAt: Date?) {
         guard context.storeCacheTiers.contains(.memory) else { return }
-        memoryCache?.setData(data, forKey: key, checksum: checksum)
+        memoryCache?.setData(data, forKey: key, checksum: checksum, madeAt: madeAt)
     }
 
     /// Stores the original bytes; returns the failure of a write it waited for.

@@ -176,8 +176,9 @@ public final class ImageManager: Sendable {
             let entry = await read(store, plan.diskKey)
             if let entry, plan.bytesOnly {
                 metrics.hit(entry.cacheType)
-                rememberData(entry.data, key: plan.key, context: context, checksum: entry.checksum)
-                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: plan.key, url: url, checksum: entry.checksum)
+                rememberData(entry.data, key: plan.key, context: context, checksum: entry.checksum, madeAt: entry.metadata.storedAt)
+                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: plan.key, url: url,
+                                   checksum: entry.checksum, lastModified: entry.metadata.storedAt)
             }
             firstRead = DiskRead(key: plan.diskKey, entry: entry)
         }
@@ -230,9 +231,9 @@ public final class ImageManager: Sendable {
               options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         else { return nil }
         if options.contains(.avoidDecode) {
-            guard let (data, checksum) = cache.dataEntry(forKey: key) else { return nil }
+            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return nil }
             metrics.hit(.memory)
-            return ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url, checksum: checksum)
+            return ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url, checksum: checksum, lastModified: madeAt)
         }
         guard let (image, cachedData) = cache.entry(forKey: key), let image else { return nil }
         metrics.hit(.memory)

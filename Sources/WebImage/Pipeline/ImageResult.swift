@@ -23,9 +23,14 @@ public struct ImageResult: Sendable {
     /// store verified, a memory hit cached with it, or derived bytes just encoded.
     /// ``entityTag`` uses it, and hashes the bytes only when it is nil.
     public var checksum: UInt64? = nil
+    /// When ``data`` was made: the store's `storedAt` for a disk hit, the encode's
+    /// time for derived bytes just made, the time the memory tier was given them;
+    /// nil when the pipeline does not know (original bytes, a memory hit cached
+    /// without a date). A server's `Last-Modified`.
+    public var lastModified: Date? = nil
 
     public init(image: Image?, data: Data?, cacheType: CacheType, key: String, url: URL,
-                storeFailure: WebImageError? = nil, checksum: UInt64? = nil) {
+                storeFailure: WebImageError? = nil, checksum: UInt64? = nil, lastModified: Date? = nil) {
         self.image = image
         self.data = data
         self.cacheType = cacheType
@@ -33,6 +38,7 @@ public struct ImageResult: Sendable {
         self.url = url
         self.storeFailure = storeFailure
         self.checksum = data == nil ? nil : checksum
+        self.lastModified = data == nil ? nil : lastModified
     }
 
     /// The format of ``data``, from its leading bytes; nil without bytes or when no

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The hosts the service fetches from: `images.example.com` (any port),
 /// `images.example.com:8443` (that port only), `*.example.com` (any subdomain,

@@ -1,10 +1,12 @@
 import Crypto
 import Foundation
 
-/// Signed request URLs, as imgproxy and thumbor sign theirs: with
-/// `thumbnail.signingKey` set, `/thumbnail` and `/placeholder` answer only
-/// requests whose `s` parameter is the HMAC-SHA256, under that key, of the path
-/// and the rest of the query exactly as sent, base64url without padding.
+/// Signed request URLs, this project's own scheme: with `thumbnail.signingKey`
+/// set, the endpoint answers only requests whose `s` parameter is the
+/// HMAC-SHA256, under that key, of the path and the rest of the query exactly as
+/// sent, base64url without padding. (It is neither thumbor's, which signs with
+/// HMAC-SHA1, nor imgproxy's, which signs the path with a key and a salt: URLs
+/// signed for those services do not verify here.)
 ///
 /// ```
 /// /thumbnail?url=https%3A%2F%2Fimg.example.com%2Fa.jpg&w=256&h=256&s=Vx7…

@@ -1,0 +1,46 @@
+public import Foundation
+public import HTTPTypes
+import WebImage
+
+/// The conditional headers of a `GET` or `HEAD` (RFC 9110, section 13): whether
+/// the client's copy is current, so that the answer is `304 Not Modified`
+/// without a body.
+public enum ConditionalRequest {
+    /// Whether `If-None-Match` names `entityTag`: a list of tags, weak (`W/"…"`) or
+    /// strong, with any spacing, or `*`. The comparison is the weak one the RFC
+    /// gives for `If-None-Match`: `W/"x"` matches `"x"`.
+    public static func ifNoneMatch(_ header: String, matches entityTag: String) -> Bool {
+        let wanted = opaque(entityTag)
+        var rest = Substring(header)
+        while true {
+            rest = rest.drop { $0 == " " || $0 == "\t" || $0 == "," }
+            guard !rest.isEmpty else { return false }
+            if rest.first == "*" { return true }
+            if rest.hasPrefix("W/") { rest = rest.dropFirst(2) }
+            guard rest.first == "\"", let close = rest.dropFirst().firstIndex(of: "\"") else {
+                // Not a quoted tag: skip to the next comma.
+                guard let comma = rest.firstIndex(of: ",") else { return false }
+                rest = rest[comma...]
+                continue
+            }
+            if rest[rest.startIndex...close] == wanted { return true }
+            rest = rest[rest.index(after: close)...]
+        }
+    }
+
+    /// Whether the client's copy is current: `If-None-Match` against
+    /// `entityTag` when the request has one (it then decides alone, as the RFC
+    /// says), else `If-Modified-Since` against `lastModified` (whole seconds).
+    public static func isNotModified(_ fields: HTTPFields, entityTag: String?, lastModified: Date?) -> Bool {
+        if let header = fields[.ifNoneMatch] {
+            guard let entityTag else { return false }
+            return ifNoneMatch(header, matches: entityTag)
+        }
+        guard let header = fields[.ifModifiedSince], let lastModified, let since = HTTPDate.parse(header) else { return false }
+        return lastModified.timeIntervalSince1970.rounded(.down) <= since.timeIntervalSince1970
+    }
+
+    private static func opaque(_ tag: String) -> Substring {
+        tag.hasPrefix("W/") ? tag.dropFirst(2) : Substring(tag)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import HTTPTypes
+import Logging
+import WebImage
+
+extension ImageEndpoint {
+    /// `thumbnail?url=…`: bytes only. The manager answers with the finished
+    /// thumbnail's bytes from memory, else from the disk store (no decode: they are
+    /// encoded already), else it loads, decodes, transforms and encodes them and
+    /// stores them in the background; concurrent requests for one thumbnail share
+    /// one load.
+    func thumbnail(_ parameters: QueryParameters, _ request: HTTPRequest) async throws -> ImageResponse {
+        let started = ContinuousClock.now
+        let query = try parse { try ThumbnailQuery(parameters, settings: settings) }
+        var context = try context(for: query.url)
+        apply(query, to: &context, accept: request.headerFields[.accept])
+        do {
+            let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
+            return try imageResponse(result, query: query, request: request, started: started)
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
+            guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }
+            return try await fallbackResponse(fallback, failure: failure, query: query, accept: request.headerFields[.accept])
+        }
+    }
+
+    func apply(_ query: ThumbnailQuery, to context: inout ImageContext, accept: String?) {
+        context.thumbnailPixelSize = query.box
+        if let focus = query.crop {
+            context.preserveAspectRatio = false
+            context.cropFocus = focus
+        }
+        context.transformer = query.transform
+        if let format = query.format {
+            context.encodeFormat = format
+        } else {
+            // One cache entry per answer (AVIF, WebP, or a legacy format), not per Accept header.
+            context.acceptedFormats = AcceptedFormats(accept: accept, allowed: autoFormats)
+        }
+    }
+
+    func imageResponse(_ result: ImageResult, query: ThumbnailQuery, request: HTTPRequest, started: ContinuousClock.Instant) throws -> ImageResponse {
+        guard let bytes = result.data, let entityTag = result.entityTag else {
+            throw WebImageError(.encodeFailed, "no thumbnail bytes were made")
+        }
+        let source = result.cacheType == .none ? "network" : result.cacheType.rawValue
+        var headers: HTTPFields = [
+            .contentType: result.contentType ?? "application/octet-stream",
+            .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)",
+            .eTag: entityTag,
+            .serverTiming: "\(source);dur=\(Self.tenths(ContinuousClock.now - started))",
+            .imageSource: source,
+        ]
+        if let modified = result.lastModified { headers[.lastModified] = HTTPDate.format(modified) }
+        if let image = result.image { headers[.imageSize] = "\(image.pixelSize.width)x\(image.pixelSize.height)" }
+        if query.format == nil { headers[.vary] = "Accept" }
+        responses.increment(source)
+        if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: result.lastModified) {
+            return ImageResponse(status: .notModified, headerFields: headers)
+        }
+        headers[.contentLength] = String(bytes.count)
+        return ImageResponse(status: .ok, headerFields: headers, body: bytes)
+    }
+
+    /// Whether a failure is the origin's (so a fallback image may stand in): it is
+    /// missing, failing, too slow, or sent bytes that are no image. Not the
+    /// request's mistakes, a refused host, or a size limit.
+    static func fallsBack(_ failure: WebImageError) -> Bool {
+        switch failure.code {
+        case .notFound, .badStatus, .loadFailed, .timedOut, .decodeFailed, .unsupportedFormat, .originUnavailable: true
+        case .blockedURL: (failure.underlying as? WebImageError).map(fallsBack) ?? false
+        default: false
+        }
+    }
+
+    /// The fallback image, thumbnailed to the request's box and format (cached like
+    /// any thumbnail), with the failure's status unless `thumbnail.fallbackStatus`
+    /// says otherwise, a short `Cache-Control` and `X-Image-Fallback: 1`.
+    func fallbackResponse(_ fallback: URL, failure: WebImageError, query: ThumbnailQuery, accept: String?) async throws -> ImageResponse {
+        var context = ImageContext()
+        context.deadline = .now + settings.deadline
+        apply(query, to: &context, accept: accept)
+        let result: ImageResult
+        do {
+            result = try await manager.loadImage(with: fallback, options: .avoidDecode, context: context)
+        } catch {
+            logger.error("thumbnail.fallbackImage failed", metadata: ["file": "\(fallback.path)", "error": "\(error)"])
+            throw failure
+        }
+        guard let bytes = result.data else { throw failure }
+        logger.info("answered with the fallback image", metadata: ["url": "\(query.url.absoluteString)", "error": "\(failure)"])
+        responses.increment("fallback")
+        var headers: HTTPFields = [
+            .contentType: result.contentType ?? "application/octet-stream",
+            .contentLength: String(bytes.count),
+            .cacheControl: "public, max-age=\(settings.fallbackMaxAge.components.seconds)",
+            .imageFallback: "1",
+            .imageSource: "fallback",
+        ]
+        if query.format == nil { headers[.vary] = "Accept" }
+        if let seconds = failure.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
+        let status = settings.fallbackStatus.map { HTTPResponse.Status(code: $0) } ?? failure.responseStatus
+        return ImageResponse(status: status, headerFields: headers, body: bytes)
+    }
+
+    /// Milliseconds with one decimal, without `String(format:)` (slow on Linux).
+    static func tenths(_ duration: Duration) -> String {
+        let tenths = Int((duration.milliseconds * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+public import HTTPTypes
+public import Logging
+import Metrics
+public import WebImage
+
+/// An image service as a value: a request in (method, path with query, header
+/// fields), a response out (status, header fields, body bytes), over an
+/// ``ImageManager``, with no server framework.
+///
+/// It answers three paths, matched by their last component so that it can be
+/// mounted under any prefix (`/img/thumbnail`):
+/// - `thumbnail?url=…&w=…&h=…` (``ThumbnailQuery``): the thumbnail's bytes, in
+///   the format `Accept` allows (`Vary: Accept`) unless the query names one, with
+///   a strong `ETag` from the stored entry, `Last-Modified`, `Cache-Control`,
+///   `Server-Timing` and `X-Image-Source`; `304` for `If-None-Match` or
+///   `If-Modified-Since`;
+/// - `placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}`;
+/// - `info?url=…`: the image's header as JSON (`webimage info --json`'s fields),
+///   no pixels decoded; `&placeholder=1` adds the placeholders.
+///
+/// `GET` and `HEAD` only. Every failure is a status with a JSON body whose message
+/// is safe for the client (``WebImageError/clientMessage``); the operator's
+/// message goes to ``logger``. The policy parts work alone too: ``HostAllowList``,
+/// ``URLSigner``, ``ConditionalRequest``, ``WebImageError/responseStatus``,
+/// ``ImageResponse/error(_:message:)``, and the manager's ``InFlightCounter``.
+///
+/// ```swift
+/// var settings = ImageEndpoint.Settings()
+/// settings.allowedHosts = HostAllowList(["images.example.com"])!
+/// let endpoint = ImageEndpoint(manager: manager, settings: settings)
+/// let response = await endpoint.respond(to: HTTPRequest(method: .get, scheme: nil, authority: nil,
+///                                                        path: "/thumbnail?url=…&w=256&h=256"))
+/// ```
+public struct ImageEndpoint: Sendable {
+    public let manager: ImageManager
+    public let settings: Settings
+    public var logger: Logger
+    /// What `format=auto` may answer in: the formats the manager's coders write.
+    let autoFormats: Set<ImageFormat>
+    let ceiling: RequestCeiling
+    let responses = ResponseCounters()
+
+    public init(manager: ImageManager, settings: Settings, logger: Logger = Logger(label: "webimage.http")) {
+        self.manager = manager
+        self.settings = settings
+        self.logger = logger
+        let coders = manager.configuration.coders
+        autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
+        ceiling = RequestCeiling(settings.maxInFlight)
+    }
+
+    /// Requests being answered now.
+    public var requestsInFlight: Int { ceiling.count }
+
+    /// Answers one request.
+    public func respond(to request: HTTPRequest) async -> ImageResponse {
+        guard request.method == .get || request.method == .head else {
+            var response = ImageResponse.error(WebImageError(.invalidArgument, "only GET and HEAD"), message: "only GET and HEAD are answered here")
+            response.status = .methodNotAllowed
+            response.headerFields[.allow] = "GET, HEAD"
+            return response
+        }
+        let target = request.path ?? "/"
+        let question = target.firstIndex(of: "?")
+        let path = String(target[..<(question ?? target.endIndex)])
+        let query = question.map { String(target[target.index(after: $0)...]) }
+        var response: ImageResponse
+        switch path.split(separator: "/").last {
+        case "thumbnail": response = await guarded(path, query) { try await thumbnail(QueryParameters(query ?? ""), request) }
+        case "placeholder": response = await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }
+        case "info": response = await guarded(path, query) { try await info(QueryParameters(query ?? "")) }
+        default:
+            response = .error(WebImageError(.notFound, "no such path"), message: "no such path: this service answers thumbnail, placeholder and info")
+        }
+        if request.method == .head { response.body = Data() }
+        return response
+    }
+
+    /// The ceiling, the signature, and the answer to a failure, around a handler.
+    private func guarded(_ path: String, _ query: String?, _ handler: () async throws -> ImageResponse) async -> ImageResponse {
+        guard ceiling.enter() else { return shed() }
+        defer { ceiling.leave() }
+        do {
+            if let signer = settings.signer, !signer.verify(path: path, query: query) {
+                throw RequestError(WebImageError(.forbidden, "this service answers signed URLs only: the s parameter is missing or does not match the path and query"))
+            }
+            return try await handler()
+        } catch let error as RequestError {
+            // The client's own mistake, in terms of its own query: its message is safe to show.
+            logger.info("request refused", metadata: ["status": "\(error.error.responseStatus.code)", "error": "\(error.error)", "path": "\(path)"])
+            return .error(error.error, message: error.error.message)
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "answering \(path)")
+            let status = failure.responseStatus
+            logger.log(level: status.code >= 500 ? .warning : .info, "request failed",
+                       metadata: ["status": "\(status.code)", "error": "\(failure)", "path": "\(path)", "query": "\(query ?? "")"])
+            return .error(failure)
+        }
+    }
+
+    /// The answer past `thumbnail.maxInFlight`: 503 with `Retry-After: 1`, before
+    /// any work.
+    func shed() -> ImageResponse {
+        ceiling.shed.increment()
+        // Debug, not warning: under a flood a line per shed request would flood the
+        // logs too; thumbnail_shed_total counts them.
+        logger.debug("request shed: thumbnail.maxInFlight reached", metadata: ["limit": "\(settings.maxInFlight)"])
+        return .error(WebImageError(.overloaded, "\(settings.maxInFlight) requests are being answered (thumbnail.maxInFlight)",
+                                    isTransient: true, retryAfter: .seconds(1)))
+    }
+
+    /// The allow-list, checked on the URL asked for (a client's mistake, told as
+    /// such), and as the loader's policy: it judges every redirect hop too, so an
+    /// allowed origin cannot send the service to a host that is not allowed.
+    func context(for url: URL) throws -> ImageContext {
+        guard settings.allowedHosts.allows(url) else {
+            throw RequestError(WebImageError(.forbidden, "\(url.host ?? "the host") is not a host this service fetches from"))
+        }
+        let list = settings.allowedHosts
+        var context = ImageContext()
+        context.urlPolicy = { url in list.allows(url) ? nil : "is not on thumbnail.allowedHosts (\(list))" }
+        context.deadline = .now + settings.deadline
+        return context
+    }
+
+    /// Parses the request's parameters; their mistakes are the client's.
+    func parse<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as WebImageError { throw RequestError(error) }
+    }
+
+    static func json(_ object: [String: Any?], maxAge: Duration) -> ImageResponse {
+        let cleaned = object.mapValues { $0 ?? NSNull() }
+        let data = (try? JSONSerialization.data(withJSONObject: cleaned, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return ImageResponse(status: .ok, headerFields: [
+            .contentType: "application/json", .contentLength: String(data.count),
+            .cacheControl: "public, max-age=\(maxAge.components.seconds)",
+        ], body: data)
+    }
+}
+
+/// A failure caused by the request itself (its query, its signature, its host),
+/// whose message names only what the client sent.
+struct RequestError: Error {
+    let error: WebImageError
+    init(_ error: WebImageError) { self.error = error }
+}
+
+/// `thumbnail_responses_total` by source.
+struct ResponseCounters: Sendable {
+    private let counters: [String: Metrics.Counter] = Dictionary(uniqueKeysWithValues: ["network", "disk", "shared", "memory", "fallback"].map {
+        ($0, Counter(label: "thumbnail_responses_total", dimensions: [("source", $0)]))
+    })
+    func increment(_ source: String) {
+        (counters[source] ?? Counter(label: "thumbnail_responses_total", dimensions: [("source", source)])).increment()
+    }
+}
+
+/// The requests in flight (``InFlightCounter`` with the ceiling), and their metrics.
+final class RequestCeiling: Sendable {
+    private let counter: InFlightCounter
+    /// `thumbnail_shed_total`: requests answered 503 at the ceiling.
+    let shed = Counter(label: "thumbnail_shed_total")
+    /// `thumbnail_in_flight`: requests being answered.
+    private let gauge = Gauge(label: "thumbnail_in_flight")
+
+    init(_ limit: Int) { counter = InFlightCounter(limit: limit) }
+
+    var count: Int { counter.count }
+
+    func enter() -> Bool {
+        guard counter.enter() else { return false }
+        gauge.record(counter.count)
+        return true
+    }
+
+    func leave() {
+        counter.leave()
+        gauge.record(counter.count)
+    }
+}
+
+extension Duration {
+    var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}

@@ -1,0 +1,152 @@
+public import Configuration
+public import Foundation
+public import WebImage
+import WebImageConfiguration
+
+extension ImageEndpoint {
+    /// Parses a `t=` spec into a transformer: `(spec, maxSteps, maxSide)`. WebImageKit
+    /// supplies its `TransformSpec` grammar (`ImageEndpoint.Settings.standard`).
+    public typealias TransformParser = @Sendable (_ spec: String, _ maxSteps: Int, _ maxSide: Int) throws -> any ImageTransformer
+    /// Makes an image's BlurHash and ThumbHash through the manager. WebImageKit
+    /// supplies libvips' (`ImageManager.placeholders(for:options:context:)`).
+    public typealias PlaceholderMaker = @Sendable (_ manager: ImageManager, _ url: URL, _ context: ImageContext) async throws -> ImagePlaceholders
+
+    /// The endpoint's settings, with their configuration keys:
+    ///
+    /// | key | default | meaning |
+    /// | --- | --- | --- |
+    /// | `thumbnail.allowedHosts` | empty: nothing | hosts the endpoint fetches from (``HostAllowList``), checked at every redirect too |
+    /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted, and every size in `t=` |
+    /// | `thumbnail.defaultFormat` | `auto` | the format when the request names none |
+    /// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: only signed URLs are answered (``URLSigner``) |
+    /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of images, placeholders and infos |
+    /// | `thumbnail.maxSteps` | `8` | the most steps a `t=` spec may have |
+    /// | `thumbnail.deadline` | `30s` | the longest one request may take; then 504 |
+    /// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish (a server's setting) |
+    /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
+    /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
+    /// | `thumbnail.onlyPresets` | `false` | refuse any sizing, format or transform parameter: only `preset=` |
+    /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails |
+    /// | `thumbnail.fallbackStatus` | `failure` | the fallback's status: the failure's own, or a number (`200`) |
+    /// | `thumbnail.fallbackMaxAge` | `60s` | the fallback's `Cache-Control` max-age, short so that a CDN does not keep it |
+    public struct Settings: Sendable {
+        public var allowedHosts = HostAllowList([])!
+        public var maxDimension = 2048
+        /// nil: `auto`, negotiated per request from `Accept`.
+        public var defaultFormat: ImageFormat? = nil
+        public var cacheMaxAge: Duration = .seconds(86_400)
+        /// Requests answered at once; the next is answered 503 at once. Each can hold
+        /// a downloaded original while it waits for a decode thread, so this bounds
+        /// the memory a burst can take.
+        public var maxInFlight = 256
+        public var maxSteps = 8
+        public var deadline: Duration = .seconds(30)
+        public var shutdownGrace: Duration = .seconds(20)
+        /// With a signer, only signed URLs are answered.
+        public var signer: URLSigner?
+        /// Named parameter sets, by name (`thumbnail.presets.NAME`).
+        public var presets: [String: QueryParameters] = [:]
+        /// Only `preset=` requests are answered; any sizing, format or transform parameter is refused.
+        public var onlyPresets = false
+        /// An image file answered in place of an origin's failure (404, 5xx, a
+        /// timeout, bytes that do not decode), thumbnailed like the request asked.
+        public var fallbackImage: URL?
+        /// The fallback's status; nil answers the failure's own.
+        public var fallbackStatus: Int?
+        public var fallbackMaxAge: Duration = .seconds(60)
+        /// `t=`'s grammar; nil refuses `t=`.
+        public var transformParser: TransformParser?
+        /// How `placeholder` and `info?…&placeholder=1` make placeholders; nil
+        /// answers them 404.
+        public var placeholderMaker: PlaceholderMaker?
+        /// The URL schemes `url=` may name.
+        public var schemes: Set<String> = ["http", "https"]
+
+        public init() {}
+
+        /// The keys the settings read (``init(config:presetNames:)``).
+        public static let keys: Set<String> = [
+            "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.cacheMaxAge",
+            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.deadline", "thumbnail.shutdownGrace",
+            "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
+        ]
+        /// Key families: `thumbnail.presets.NAME` for any NAME.
+        public static let keyFamilies: Set<String> = ["thumbnail.presets"]
+
+        /// Reads the settings from `config`.
+        /// - Parameter presetNames: the names under `thumbnail.presets` (a reader
+        ///   cannot list its keys; `ConfigLayers.names(in:flags:file:environment:)` finds them).
+        /// - Throws: `WebImageError(.invalidArgument)` naming the key of a bad value,
+        ///   including a preset whose query does not parse.
+        public init(config: ConfigReader, presetNames: [String] = []) throws {
+            let values = ConfigValues(config)
+            if let patterns = values.list("thumbnail.allowedHosts") {
+                guard let list = HostAllowList(patterns) else {
+                    throw values.invalid("thumbnail.allowedHosts", patterns.joined(separator: ","), "a list of host, host:port, *.domain or *")
+                }
+                allowedHosts = list
+            }
+            if let size = try values.int("thumbnail.maxDimension", minimum: 1) { maxDimension = size }
+            if let name = values.text("thumbnail.defaultFormat") {
+                guard let format = ThumbnailQuery.format(named: name) else {
+                    throw values.invalid("thumbnail.defaultFormat", name, "auto, avif, webp, jpeg, png or gif")
+                }
+                defaultFormat = format
+            }
+            if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
+            if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
+            if let steps = try values.int("thumbnail.maxSteps", minimum: 1) { maxSteps = steps }
+            if let deadline = try values.duration("thumbnail.deadline") {
+                guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }
+                self.deadline = deadline
+            }
+            if let grace = try values.duration("thumbnail.shutdownGrace") { shutdownGrace = max(.zero, grace) }
+            if let key = values.text("thumbnail.signingKey") {
+                guard let signer = URLSigner(key: key) else {
+                    // The value is a secret: the message gives its length, never the key.
+                    throw WebImageError(.invalidArgument, "thumbnail.signingKey: \(key.utf8.count) bytes is too short to sign with; use at least \(URLSigner.minimumKeyLength) (32 random bytes in hex, say)")
+                }
+                self.signer = signer
+            }
+            if let only = try values.bool("thumbnail.onlyPresets") { onlyPresets = only }
+            if let path = values.text("thumbnail.fallbackImage") {
+                guard FileManager.default.isReadableFile(atPath: path) else {
+                    throw values.invalid("thumbnail.fallbackImage", path, "a readable image file")
+                }
+                fallbackImage = URL(fileURLWithPath: path)
+            }
+            if let status = values.text("thumbnail.fallbackStatus"), status != "failure" {
+                guard let code = Int(status), (200...599).contains(code) else {
+                    throw values.invalid("thumbnail.fallbackStatus", status, "failure, or an HTTP status from 200 to 599")
+                }
+                fallbackStatus = code
+            }
+            if let age = try values.duration("thumbnail.fallbackMaxAge") { fallbackMaxAge = age }
+            for name in presetNames {
+                let key = "thumbnail.presets.\(name)"
+                guard let text = values.text(key) else { continue }
+                presets[name] = QueryParameters(text.hasPrefix("?") ? text.dropFirst() : Substring(text))
+            }
+            if onlyPresets, presets.isEmpty {
+                throw WebImageError(.invalidArgument, "thumbnail.onlyPresets is true but no thumbnail.presets.NAME is set: every request would be refused")
+            }
+        }
+
+        /// Checks every preset as a request would be parsed (with a placeholder
+        /// URL): a preset that could never be answered stops start-up, not a request.
+        /// Call it once the transform parser is set.
+        public func validatePresets() throws {
+            let placeholder = URL(string: "https://preset.invalid/")!
+            for (name, parameters) in presets.sorted(by: { $0.key < $1.key }) {
+                if let extra = parameters.names.first(where: { ["url", "preset", "s"].contains($0) }) {
+                    throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): \(extra)= cannot be part of a preset")
+                }
+                do {
+                    _ = try ThumbnailQuery(sizing: parameters, url: placeholder, settings: self)
+                } catch let error as WebImageError {
+                    throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): \(error.message)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,124 @@
+public import Foundation
+public import WebImage
+
+/// A `/thumbnail` request's parameters, checked:
+///
+/// | parameter | meaning |
+/// | --- | --- |
+/// | `url` | the image, http or https (or a scheme in ``ImageEndpoint/Settings/schemes``) |
+/// | `w`, `h` | the box, 1 to `thumbnail.maxDimension` (after `dpr`); a missing side is unbounded up to the maximum |
+/// | `format` | `auto` (from `Accept`, the default), `avif`, `webp`, `jpeg`, `png`, `gif` |
+/// | `crop` | `centre`, `attention`, `entropy` or `fp:X:Y`: fill the `w`x`h` box exactly, cropping to that part (needs both sides) |
+/// | `dpr` | 0.1 to 5: multiplies `w` and `h` (and the sizes in `t`) for high-density screens |
+/// | `t` | transformers after the thumbnail (`sharpen;round:12`), when the endpoint has a parser for them |
+/// | `preset` | a named set of the parameters above (`thumbnail.presets.NAME`); the request's own parameters win over the preset's |
+/// | `s` | the signature, when the endpoint signs (``URLSigner``) |
+///
+/// With `thumbnail.onlyPresets` a request may carry only `url`, `preset` and `s`.
+public struct ThumbnailQuery: Sendable {
+    public var url: URL
+    public var box: PixelSize
+    /// nil: `auto`, negotiated from the request's `Accept`.
+    public var format: ImageFormat?
+    public var crop: CropFocus?
+    public var transform: (any ImageTransformer)?
+    /// The preset the request named, if any.
+    public var preset: String?
+
+    /// The formats a thumbnail can be asked in by name.
+    public static let formats: [ImageFormat] = [.avif, .webp, .jpeg, .png, .gif]
+
+    /// The parameters a request may carry under `thumbnail.onlyPresets`.
+    public static let presetOnlyParameters: Set<String> = ["url", "preset", "s"]
+
+    /// Parses `name` as a thumbnail format: `.some(nil)` for `auto`, nil when unknown.
+    public static func format(named name: String) -> ImageFormat?? {
+        if name.lowercased() == "auto" { return .some(nil) }
+        guard let format = ImageFormat(name: name), formats.contains(format) else { return nil }
+        return .some(format)
+    }
+
+    /// `url=`, checked: an absolute URL of an allowed scheme, with a host.
+    public static func sourceURL(_ parameters: QueryParameters, schemes: Set<String> = ["http", "https"]) throws -> URL {
+        guard let text = parameters["url"], !text.isEmpty else {
+            throw WebImageError(.invalidArgument, "the query needs url=, an http or https URL of an image")
+        }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), schemes.contains(scheme),
+              let host = url.host, !host.isEmpty
+        else {
+            throw WebImageError(.invalidURL, "url='\(text)' is not an absolute \(schemes.sorted().joined(separator: " or ")) URL")
+        }
+        return url
+    }
+
+    /// The parameters a request stands for: its own, over its preset's. Refuses an
+    /// unknown preset, and under `onlyPresets` anything but `url`, `preset` and `s`.
+    public static func resolve(_ parameters: QueryParameters, settings: ImageEndpoint.Settings) throws -> QueryParameters {
+        if settings.onlyPresets {
+            if let extra = parameters.names.first(where: { !presetOnlyParameters.contains($0) }) {
+                throw WebImageError(.invalidArgument, "\(extra)= is not accepted here: this service answers presets only (preset=NAME)")
+            }
+            guard parameters["preset"] != nil else {
+                throw WebImageError(.invalidArgument, "this service answers presets only: add preset=NAME (\(settings.presets.keys.sorted().joined(separator: ", ")))")
+            }
+        }
+        guard let name = parameters["preset"] else { return parameters }
+        guard let preset = settings.presets[name] else {
+            throw WebImageError(.invalidArgument, "preset='\(name)' is not a preset here" + (settings.presets.isEmpty ? "" : " (\(settings.presets.keys.sorted().joined(separator: ", ")))"))
+        }
+        return parameters.filling(from: preset)
+    }
+
+    /// Parses a request's parameters (after ``resolve(_:settings:)``).
+    public init(_ parameters: QueryParameters, settings: ImageEndpoint.Settings) throws {
+        let parameters = try Self.resolve(parameters, settings: settings)
+        try self.init(sizing: parameters, url: try Self.sourceURL(parameters, schemes: settings.schemes), settings: settings)
+        preset = parameters["preset"]
+    }
+
+    /// Everything but the URL: used for presets too, which are checked at start-up.
+    init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings) throws {
+        self.url = url
+        var dpr = 1.0
+        if let raw = parameters["dpr"] {
+            guard let value = Double(raw), value.isFinite, (0.1...5).contains(value) else {
+                throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5")
+            }
+            dpr = value
+        }
+        let maxDimension = settings.maxDimension
+        func side(_ name: String) throws -> Int? {
+            guard let raw = parameters[name] else { return nil }
+            guard let value = Int(raw), value >= 1, case let scaled = Int((Double(value) * dpr).rounded()), (1...maxDimension).contains(scaled) else {
+                throw WebImageError(.invalidArgument, "\(name)='\(raw)' is not a whole number from 1 to \(maxDimension)\(dpr == 1 ? "" : " after dpr=\(dpr)")")
+            }
+            return scaled
+        }
+        let width = try side("w"), height = try side("h")
+        guard width != nil || height != nil else {
+            throw WebImageError(.invalidArgument, "the query needs w= or h= (or both), the box to fit the image in")
+        }
+        box = PixelSize(width: width ?? maxDimension, height: height ?? maxDimension)
+        if let name = parameters["crop"] {
+            guard let focus = CropFocus(parsing: name) else {
+                throw WebImageError(.invalidArgument, "crop='\(name)' is not centre, attention, entropy or fp:X:Y (a focal point, X and Y from 0 to 1)")
+            }
+            guard width != nil, height != nil else { throw WebImageError(.invalidArgument, "crop= fills a box: give both w= and h=") }
+            crop = focus
+        }
+        if let name = parameters["format"] {
+            guard let format = Self.format(named: name) else {
+                throw WebImageError(.invalidArgument, "format='\(name)' is not auto, avif, webp, jpeg, png or gif")
+            }
+            self.format = format
+        } else {
+            format = settings.defaultFormat
+        }
+        if let spec = parameters["t"], !spec.isEmpty {
+            guard let parser = settings.transformParser else {
+                throw WebImageError(.invalidArgument, "t= is not accepted here: this service applies no transformers")
+            }
+            transform = try parser(dpr == 1 ? spec : spec + ";dpr:\(dpr)", settings.maxSteps, maxDimension)
+        }
+    }
+}

@@ -1,0 +1,40 @@
+public import Hummingbird
+import HTTPTypes
+import NIOCore
+public import WebImageHTTP
+
+extension RouterMethods {
+    /// Mounts an ``ImageEndpoint`` in a Hummingbird 2 router: `GET` and `HEAD` of
+    /// `thumbnail`, `placeholder` and `info` under `path`.
+    ///
+    /// ```swift
+    /// let router = Router()
+    /// router.add(middleware: MetricsMiddleware())
+    /// router.addImageRoutes(ImageEndpoint(manager: manager, settings: settings), at: "/img")
+    /// // GET /img/thumbnail?url=…&w=256&h=256
+    /// ```
+    ///
+    /// The request's head goes to the endpoint as it came (method, path with query,
+    /// header fields); its body is never read.
+    @discardableResult
+    public func addImageRoutes(_ endpoint: ImageEndpoint, at path: RouterPath = "") -> Self {
+        let group = self.group(path)
+        for name in ["thumbnail", "placeholder", "info"] {
+            for method in [HTTPRequest.Method.get, .head] {
+                group.on(RouterPath(stringLiteral: name), method: method) { request, _ in
+                    Response(await endpoint.respond(to: request.head))
+                }
+            }
+        }
+        return self
+    }
+}
+
+extension Response {
+    /// An ``ImageResponse`` as Hummingbird's response (the bytes are copied once,
+    /// into the buffer the server writes).
+    public init(_ response: ImageResponse) {
+        self.init(status: response.status, headers: response.headerFields,
+                  body: response.body.isEmpty ? ResponseBody() : ResponseBody(byteBuffer: ByteBuffer(bytes: response.body)))
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+public import Hummingbird
+import HTTPTypes
+public import Logging
+import NIOCore
+import Synchronization
+import UnixSignals
+import WebImage
+public import WebImageHTTP
+
+/// A standalone image server: an ``ImageEndpoint`` at `/thumbnail`,
+/// `/placeholder` and `/info`, `/health`, and `/metrics` when given a renderer,
+/// on Hummingbird 2, with a graceful stop. `webimage serve` is this.
+///
+/// On SIGTERM or SIGINT the manager's grace period starts at once, beside the
+/// server's own drain: the drain waits on the manager's loads, and when the grace
+/// period (`thumbnail.shutdownGrace`) ends the loads still running are ended
+/// (answered 503), so that a silent origin cannot hold the exit. Then the cache
+/// writes finish and ``run(routes:onServerRunning:)`` returns.
+public struct ImageServer: Sendable {
+    public var endpoint: ImageEndpoint
+    public var host: String
+    public var port: Int
+    /// The text `/metrics` answers (Prometheus' exposition format); nil answers 404.
+    public var metrics: (@Sendable () -> [UInt8])?
+    public var logger: Logger
+    /// The `Server` header and the log's name for the server.
+    public var serverName: String
+
+    public init(endpoint: ImageEndpoint, host: String = "127.0.0.1", port: Int = 8080,
+                metrics: (@Sendable () -> [UInt8])? = nil, logger: Logger = Logger(label: "webimage.serve"),
+                serverName: String = "swift-web-image") {
+        self.endpoint = endpoint
+        self.host = host
+        self.port = port
+        self.metrics = metrics
+        self.logger = logger
+        self.serverName = serverName
+    }
+
+    /// The routes: request metrics (swift-metrics) and debug request logs, the
+    /// endpoint at the root, `/health`, `/metrics`.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: MetricsMiddleware())
+        router.add(middleware: LogRequestsMiddleware(.debug))
+        router.addImageRoutes(endpoint)
+        router.get("/health") { _, _ in "ok\n" }
+        let metrics = metrics
+        router.get("/metrics") { _, _ -> Response in
+            guard let metrics else { return Response(status: .notFound) }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics())))
+        }
+        return router
+    }
+
+    /// Serves until SIGTERM or SIGINT, then stops gracefully.
+    /// - Parameters:
+    ///   - routes: adds routes of the caller's own to ``router()`` (a gallery page).
+    ///   - onServerRunning: called with the bound port once the server listens.
+    /// - Returns: whether everything in flight finished within the grace period.
+    @discardableResult
+    public func run(routes: (Router<BasicRequestContext>) -> Void = { _ in },
+                    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> Bool {
+        let router = router()
+        routes(router)
+        let app = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: port), serverName: serverName),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+        let manager = endpoint.manager
+        let grace = endpoint.settings.shutdownGrace
+        let logger = logger
+        let signalled = Atomic<Bool>(false)
+        let stopping = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                signalled.store(true, ordering: .relaxed)
+                logger.info("stopping", metadata: ["gracePeriod": "\(grace)"])
+                return await manager.shutdown(gracePeriod: grace)
+            }
+            return true
+        }
+        try await app.runService()
+        // The server has stopped taking requests and answered those in flight. After
+        // a signal the manager's shutdown is under way: wait for it (the cache
+        // writes finish, or the grace period ends). Without one, stop watching.
+        if !signalled.load(ordering: .relaxed) { stopping.cancel() }
+        let withinGrace = await stopping.value
+        let clean = await manager.shutdown(gracePeriod: grace) && withinGrace
+        logger.info("stopped", metadata: ["finishedWithinGrace": "\(clean)"])
+        return clean
+    }
+}

@@ -1,0 +1,55 @@
+public import Configuration
+import Foundation
+import WebImage
+import WebImageConfiguration
+public import WebImageHTTP
+import WebImageVips
+
+extension ImageEndpoint.Settings {
+    /// The keys an endpoint built by ``standard(config:presetNames:)`` reads: the
+    /// endpoint's own, plus `thumbnail.watermarks`.
+    public static let standardKeys: Set<String> = keys.union(["thumbnail.watermarks"])
+
+    /// The endpoint's settings with the standard plugins' parts: `t=` in
+    /// ``TransformSpec``'s grammar, libvips' placeholders, and
+    /// `thumbnail.watermarks` (a directory of PNGs that `t=watermark:NAME` may
+    /// use, decoded once here; without it watermarks are refused). Presets are
+    /// checked against that grammar.
+    /// - Throws: `WebImageError(.invalidArgument)` naming the key of a bad value.
+    public static func standard(config: ConfigReader, presetNames: [String] = []) throws -> Self {
+        var settings = try Self(config: config, presetNames: presetNames)
+        var overlays: [String: ImageTransformers.Watermark.Overlay]?
+        let values = ConfigValues(config)
+        if let path = values.text("thumbnail.watermarks") {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw values.invalid("thumbnail.watermarks", path, "a directory of PNG files")
+            }
+            var found: [String: ImageTransformers.Watermark.Overlay] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: path) where name.hasSuffix(".png") {
+                let file = URL(fileURLWithPath: path).appendingPathComponent(name)
+                do {
+                    found[String(name.dropLast(4))] = try ImageTransformers.Watermark.Overlay(data: try Data(contentsOf: file))
+                } catch {
+                    throw WebImageError(.invalidArgument, "thumbnail.watermarks: \(file.path) is not a usable watermark (\(error))")
+                }
+            }
+            overlays = found
+        }
+        let watermarks = overlays
+        settings.transformParser = { spec, maxSteps, maxSide in
+            try TransformSpec.parse(spec, limits: TransformSpec.Limits(maxSteps: maxSteps, maxSide: maxSide)) { name in
+                guard let watermarks else {
+                    throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
+                }
+                guard let overlay = watermarks[name] else {
+                    throw WebImageError(.invalidArgument, "watermark '\(name)': no such watermark; known: \(watermarks.keys.sorted().joined(separator: ", "))")
+                }
+                return overlay
+            }
+        }
+        settings.placeholderMaker = { manager, url, context in try await manager.placeholders(for: url, context: context) }
+        try settings.validatePresets()
+        return settings
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import Configuration
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import WebImage
+import WebImageConfiguration
+import WebImageHTTP
+import WebImageHummingbird
+import WebImageKit
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve thumbnails over HTTP: /thumbnail, /placeholder, /info, /health, /metrics.",
+        discussion: """
+        Configured like every command (--config, --set, WEBIMAGE_*): http.host (127.0.0.1), \
+        http.port (8080), and the thumbnail.* keys in docs/serving.md. thumbnail.allowedHosts \
+        is empty by default: every image is refused until it names the hosts to fetch from. \
+        Stops gracefully on SIGTERM or SIGINT (thumbnail.shutdownGrace).
+        """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    /// The server's own defaults, below every layer: the SSRF guard on, four
+    /// downloads per origin at once, an origin's circuit opened after five
+    /// transient failures in a row, and a memory tier for finished thumbnails'
+    /// bytes (the endpoint loads bytes only).
+    static let defaults: [String: String] = [
+        "loader.blockPrivateAddresses": "true",
+        "loader.maxConcurrentPerHost": "4",
+        "loader.circuitBreaker.failures": "5",
+        "memory.costLimit": "64MiB",
+    ]
+    static let keys: Set<String> = ["http.host", "http.port"]
+
+    func run() async throws {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var logger = Logger(label: "webimage.serve")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let server: ImageServer
+        do {
+            let flags = try global.flags()
+            let config = try await ConfigLayers.reader(
+                flags: flags, file: global.configFile, defaults: Self.defaults,
+                knownKeys: PluginCatalog.standard.knownKeys.union(ImageEndpoint.Settings.standardKeys).union(Self.keys),
+                keyFamilies: ImageEndpoint.Settings.keyFamilies)
+            let presets = try ConfigLayers.names(in: "thumbnail.presets", flags: flags, file: global.configFile)
+            let settings = try ImageEndpoint.Settings.standard(config: config, presetNames: presets)
+            let values = ConfigValues(config)
+            let host = values.text("http.host") ?? "127.0.0.1"
+            let port = try values.int("http.port", minimum: 0) ?? 8080
+            guard port <= 65_535 else { throw values.invalid("http.port", String(port), "a port number") }
+            let manager = try ConfigLayers.manager(config: config)
+            if settings.allowedHosts.patterns.isEmpty {
+                logger.warning("thumbnail.allowedHosts is empty: every image request will be refused with 403")
+            }
+            server = ImageServer(endpoint: ImageEndpoint(manager: manager, settings: settings, logger: logger),
+                                 host: host, port: port, metrics: { registry.emitToBuffer() }, logger: logger)
+        } catch let error as WebImageError {
+            Terminal.error("configuration: \(error.message)")
+            throw ExitCode(2)
+        }
+        let clean = try await server.run(onServerRunning: { port in
+            FileHandle.standardOutput.write(Data("listening on http://\(server.host.contains(":") ? "[\(server.host)]" : server.host):\(port)\n".utf8))
+        })
+        if !clean { throw ExitCode(1) }
+    }
+}
