@@ -287,10 +287,12 @@ struct CurlLoaderTests {
             // One slot, 250 ms a request, a 1 s timeout: the origin never stalls for a
             // timeout, but 40 loads take 10 s to drain; from about the 17th on they
             // would wait past the 4 s cap.
-            let loader = oneSlotPerOrigin(timeout: .seconds(1))
-            let first = Task { try await load(loader, server.url("/slow/250/first")) }
+            // (Both scaled by TestTiming under a sanitizer.)
+            let loader = oneSlotPerOrigin(timeout: TestTiming.scaled(.seconds(1)))
+            let delay = TestTiming.milliseconds(250)
+            let first = Task { try await load(loader, server.url("/slow/\(delay)/first")) }
             try await waitUntil { loader.statistics.active == 1 }
-            let rest = (1..<40).map { index in Task { try await load(loader, server.url("/slow/250/\(index)")) } }
+            let rest = (1..<40).map { index in Task { try await load(loader, server.url("/slow/\(delay)/\(index)")) } }
             #expect(try await first.value.statusCode == 200)
             let last = await #expect(throws: WebImageError.self) { try await rest[38].value }
             #expect(last?.code == .timedOut && last?.message.contains("too busy") == true, "\(String(describing: last))")
