@@ -185,6 +185,15 @@ let package = Package(
             swiftSettings: upcoming
         ),
         .testTarget(
+            name: "WebImageHTTPTests",
+            dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport",
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
             name: "WebImageVipsTests",
             dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "WebImageTesting", "WebImageTestSupport"],
             swiftSettings: upcoming

@@ -1,0 +1,48 @@
+import Foundation
+import HTTPTypes
+import Testing
+import WebImageHTTP
+
+@Suite("ConditionalRequest, QueryParameters, HostAllowList, URLSigner")
+struct HTTPPartsTests {
+    @Test("If-None-Match: weak comparison, lists, spacing, *, and junk")
+    func ifNoneMatch() {
+        let tag = "\"abc-12\""
+        #expect(ConditionalRequest.ifNoneMatch(tag, matches: tag))
+        #expect(ConditionalRequest.ifNoneMatch("W/\"abc-12\"", matches: tag))
+        #expect(ConditionalRequest.ifNoneMatch("\"x\",W/\"abc-12\"", matches: tag))
+        #expect(ConditionalRequest.ifNoneMatch(" \"x\" ,\t \"abc-12\"", matches: tag))
+        #expect(ConditionalRequest.ifNoneMatch("*", matches: tag))
+        #expect(!ConditionalRequest.ifNoneMatch("\"abc-1\"", matches: tag))
+        #expect(!ConditionalRequest.ifNoneMatch("abc-12", matches: tag), "unquoted is not a tag")
+        #expect(!ConditionalRequest.ifNoneMatch("\"abc-12", matches: tag))
+        #expect(!ConditionalRequest.ifNoneMatch("", matches: tag))
+        #expect(ConditionalRequest.ifNoneMatch("junk, \"abc-12\"", matches: tag))
+    }
+
+    @Test("query parameters: percent-decoding, + kept, first of a repeated name, bad escapes as written; a request's values over a preset's")
+    func query() {
+        let q = QueryParameters("url=http%3A%2F%2Fh%2Fa+b.jpg&w=10&w=20&x&bad=%zz%4")
+        #expect(q["url"] == "http://h/a+b.jpg" && q["w"] == "10" && q["x"] == "" && q["bad"] == "%zz%4" && q["none"] == nil)
+        #expect(q.names == ["url", "w", "x", "bad"])
+        let merged = QueryParameters("w=5&format=png").filling(from: QueryParameters("w=64&h=64&format=jpeg"))
+        #expect(merged["w"] == "5" && merged["h"] == "64" && merged["format"] == "png")
+    }
+
+    @Test("allow-list patterns, and signatures over path and query")
+    func allowAndSign() throws {
+        let list = try #require(HostAllowList(["images.example.com", "*.cdn.example.com", "h:8443"]))
+        #expect(list.allows(URL(string: "https://images.example.com/a.jpg")!))
+        #expect(list.allows(URL(string: "http://a.cdn.example.com/a.jpg")!))
+        #expect(!list.allows(URL(string: "http://cdn.example.com/a.jpg")!))
+        #expect(list.allows(URL(string: "https://h:8443/a")!) && !list.allows(URL(string: "https://h/a")!))
+        #expect(HostAllowList(["a/b"]) == nil && HostAllowList(["h:0"]) == nil)
+        let signer = try #require(URLSigner(key: "0123456789abcdef"))
+        #expect(URLSigner(key: "short") == nil)
+        let signed = signer.sign("/thumbnail?url=x&w=1")
+        let query = String(signed.split(separator: "?", maxSplits: 1)[1])
+        #expect(signer.verify(path: "/thumbnail", query: query))
+        #expect(!signer.verify(path: "/placeholder", query: query))
+        #expect(!signer.verify(path: "/thumbnail", query: query + "&s=x"), "two signatures")
+    }
+}

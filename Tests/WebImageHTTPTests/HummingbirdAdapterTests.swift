@@ -1,0 +1,47 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+import WebImage
+import WebImageHTTP
+import WebImageHummingbird
+
+@Suite("WebImageHummingbird over real HTTP")
+struct HummingbirdAdapterTests {
+    @Test("the endpoint mounted under a prefix answers over a real socket: a WebP with its headers, 304 for its ETag, HEAD, JSON errors; other routes of the app still answer")
+    func mounted() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let router = Router()
+        router.get("/hello") { _, _ in "hello" }
+        router.addImageRoutes(f.endpoint, at: "/img")
+        let app = Application(router: router)
+        let path = "/img/thumbnail?url=\(f.source("photo-1.jpg"))&w=100&h=100"
+        try await app.test(.live) { client in
+            let etag = try await client.execute(uri: path, method: .get, headers: [.accept: "image/webp"]) { response -> String in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType] == "image/webp" && response.headers[.vary] == "Accept")
+                #expect(ImageFormat.sniff(Data(response.body.readableBytesView)) == .webp)
+                #expect(response.headers[.contentLength] == String(response.body.readableBytes))
+                return response.headers[.eTag] ?? ""
+            }
+            #expect(!etag.isEmpty)
+            try await client.execute(uri: path, method: .get, headers: [.accept: "image/webp", .ifNoneMatch: etag]) { response in
+                #expect(response.status == .notModified && response.body.readableBytes == 0)
+            }
+            try await client.execute(uri: path, method: .head, headers: [.accept: "image/webp"]) { response in
+                #expect(response.status == .ok && response.headers[.eTag] == etag)
+            }
+            try await client.execute(uri: "/img/thumbnail?url=\(f.source("photo-1.jpg"))", method: .get) { response in
+                #expect(response.status == .badRequest && response.headers[.contentType] == "application/json")
+            }
+            try await client.execute(uri: "/img/info?url=\(f.source("oriented-6.jpg"))", method: .get) { response in
+                #expect(response.status == .ok && String(buffer: response.body).contains("\"orientation\":6"))
+            }
+            try await client.execute(uri: "/hello", method: .get) { response in
+                #expect(String(buffer: response.body) == "hello")
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+import Foundation
+import HTTPTypes
+import Testing
+import WebImage
+import WebImageHTTP
+import WebImageTestSupport
+
+@Suite("ImageEndpoint: thumbnails, negotiation and validators")
+struct EndpointThumbnailTests {
+    @Test("a WebP for Accept: image/webp, with Vary, a strong ETag, Last-Modified, Cache-Control, Server-Timing and its source; the second answer is from memory with the same ETag")
+    func webp() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let path = "/thumbnail?url=\(f.source("photo-1.jpg"))&w=200&h=200"
+        let first = await f.get(path, [.accept: "image/avif;q=0,image/webp,*/*"])
+        #expect(first.status == .ok, "\(String(decoding: first.body, as: UTF8.self))")
+        #expect(ImageFormat.sniff(first.body) == .webp)
+        #expect(first.headerFields[.contentType] == "image/webp")
+        #expect(first.headerFields[.vary] == "Accept")
+        #expect(first.headerFields[.contentLength] == String(first.body.count))
+        #expect(first.headerFields[.cacheControl] == "public, max-age=86400")
+        #expect(first.headerFields[.imageSource] == "network")
+        #expect(first.headerFields[.serverTiming]?.hasPrefix("network;dur=") == true)
+        #expect(first.headerFields[.lastModified] != nil)
+        let etag = try #require(first.headerFields[.eTag])
+        #expect(etag == "\"" + String(XXH64.hash(first.body), radix: 16) + "-" + String(first.body.count, radix: 16) + "\"", "strong: the bytes' hash and length")
+
+        let second = await f.get(path, [.accept: "image/avif;q=0,image/webp,*/*"])
+        #expect(second.headerFields[.imageSource] == "memory" && second.headerFields[.eTag] == etag && second.body == first.body)
+        #expect(f.origin.requestCount(path: "/img/photo-1.jpg") == 1)
+    }
+
+    @Test("304 for If-None-Match (exact, W/, in a list with spaces, *) and for If-Modified-Since; If-None-Match alone decides when both are sent")
+    func notModified() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let path = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=120&format=jpeg"
+        let first = await f.get(path)
+        let etag = try #require(first.headerFields[.eTag])
+        let modified = try #require(first.headerFields[.lastModified])
+        for header in [etag, "W/\(etag)", "\"other\" ,  W/\(etag) , \"x\"", "*"] {
+            let answer = await f.get(path, [.ifNoneMatch: header])
+            #expect(answer.status == .notModified && answer.body.isEmpty, "If-None-Match: \(header)")
+            #expect(answer.headerFields[.eTag] == etag)
+        }
+        #expect(await f.get(path, [.ifNoneMatch: "\"other\", W/\"nope\""]).status == .ok)
+        #expect(await f.get(path, [.ifModifiedSince: modified]).status == .notModified)
+        #expect(await f.get(path, [.ifModifiedSince: "Sat, 01 Jan 2000 00:00:00 GMT"]).status == .ok)
+        #expect(await f.get(path, [.ifModifiedSince: "not a date"]).status == .ok)
+        #expect(await f.get(path, [.ifNoneMatch: "\"other\"", .ifModifiedSince: modified]).status == .ok)
+    }
+
+    @Test("HEAD: the GET's status and headers, Content-Length included, and no body")
+    func head() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let path = "/thumbnail?url=\(f.source("photo-3.jpg"))&w=100&format=png"
+        let get = await f.get(path)
+        let head = await f.get(path, method: .head)
+        #expect(head.status == .ok && head.body.isEmpty)
+        #expect(head.headerFields[.contentLength] == String(get.body.count) && head.headerFields[.eTag] == get.headerFields[.eTag])
+        #expect(head.headerFields[.contentType] == "image/png")
+    }
+
+    @Test("negotiation: no modern format for a client that did not name it, PNG for an image with alpha when PNG is allowed, one cache entry per answer")
+    func negotiation() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let photo = "/thumbnail?url=\(f.source("photo-1.jpg"))&w=64"
+        let logo = "/thumbnail?url=\(f.source("logo.png"))&w=64"
+        #expect(ImageFormat.sniff(await f.get(photo, [.accept: "image/webp,*/*"]).body) == .webp)
+        #expect(ImageFormat.sniff(await f.get(photo, [.accept: "*/*"]).body) == .jpeg, "*/* names no modern format: the cached WebP is not served")
+        #expect(ImageFormat.sniff(await f.get(photo).body) == .jpeg)
+        let alpha = await f.get(logo, [.accept: "*/*"])
+        #expect(ImageFormat.sniff(alpha.body) == .png, "alpha keeps to PNG for a client that never named WebP")
+        #expect(ImageFormat.sniff(await f.get(logo, [.accept: "image/webp"]).body) == .webp)
+    }
+
+    @Test("presets: preset=NAME stands for its parameters, the request's own win, an unknown one is 400; a preset that cannot parse stops start-up")
+    func presets() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.presets.small": "w=64&h=64&format=jpeg", "thumbnail.presets.wide": "?w=300&format=png"],
+                                               presets: ["small", "wide"])
+        defer { Task { await f.close() } }
+        let small = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&preset=small")
+        #expect(small.status == .ok && small.headerFields[.contentType] == "image/jpeg" && small.headerFields[.vary] == nil)
+        let smallInfo = try await pixelSize(small.body, f)
+        #expect(max(smallInfo.width, smallInfo.height) == 64)
+        let overridden = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&preset=small&format=png")
+        #expect(overridden.headerFields[.contentType] == "image/png")
+        #expect(try await pixelSize(await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&preset=wide").body, f).width == 300)
+        let unknown = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&preset=huge")
+        #expect(unknown.status == .badRequest && (EndpointFixture.json(unknown)["message"] as? String)?.contains("huge") == true)
+
+        await #expect(throws: WebImageError.self) {
+            _ = try await EndpointFixture.make(["thumbnail.presets.bad": "w=99999"], presets: ["bad"])
+        }
+        await #expect(throws: WebImageError.self) {
+            _ = try await EndpointFixture.make(["thumbnail.presets.bad": "url=http://x/&w=10"], presets: ["bad"])
+        }
+    }
+
+    @Test("only presets: any sizing, format or transform parameter is 400, as is a request without preset=; url, preset and s pass")
+    func onlyPresets() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.presets.small": "w=64&h=64", "thumbnail.onlyPresets": "true"], presets: ["small"])
+        defer { Task { await f.close() } }
+        let base = "/thumbnail?url=\(f.source("photo-1.jpg"))"
+        #expect(await f.get(base + "&preset=small").status == .ok)
+        for extra in ["&preset=small&w=2000", "&preset=small&format=png", "&preset=small&t=sharpen", "&preset=small&crop=centre", "&w=64", ""] {
+            let refused = await f.get(base + extra)
+            #expect(refused.status == .badRequest, "\(extra)")
+            #expect(EndpointFixture.json(refused)["error"] as? String == "invalidArgument")
+        }
+        await #expect(throws: WebImageError.self, "onlyPresets without presets would refuse everything") {
+            _ = try await EndpointFixture.make(["thumbnail.onlyPresets": "true"])
+        }
+    }
+
+    private func pixelSize(_ data: Data, _ f: EndpointFixture) async throws -> PixelSize {
+        try #require(f.manager.configuration.coders.decoder(for: data)).info(data).pixelSize
+    }
+}
+
+@Suite("ImageEndpoint: failures, fallbacks, signing, the ceiling")
+struct EndpointFailureTests {
+    @Test("the request's mistakes are 400 with JSON naming them; an unknown path 404; POST 405 with Allow")
+    func badRequests() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        for (query, word) in [("", "url="), ("url=ftp%3A%2F%2Fx%2Fa.jpg&w=10", "ftp"), ("url=\(f.source("photo-1.jpg"))", "w="),
+                              ("url=\(f.source("photo-1.jpg"))&w=0", "w='0'"), ("url=\(f.source("photo-1.jpg"))&w=10&format=bmp", "bmp"),
+                              ("url=\(f.source("photo-1.jpg"))&w=10&crop=centre", "both"), ("url=\(f.source("photo-1.jpg"))&w=10&t=rotate:45;" + String(repeating: "blur:1;", count: 9), "steps")] {
+            let answer = await f.get("/thumbnail?" + query)
+            #expect(answer.status == .badRequest, "\(query)")
+            #expect(answer.headerFields[.contentType] == "application/json" && answer.headerFields[.cacheControl] == "no-store")
+            #expect((EndpointFixture.json(answer)["message"] as? String)?.contains(word) == true, "\(query): \(EndpointFixture.json(answer))")
+        }
+        #expect(await f.get("/nothing-here?url=x").status == .notFound)
+        let post = await f.get("/thumbnail?url=x", method: .post)
+        #expect(post.status == .methodNotAllowed && post.headerFields[.allow] == "GET, HEAD")
+    }
+
+    @Test("the origin's failures get client-safe messages: no internal address, rule or advice reaches the client")
+    func clientSafe() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.allowedHosts": "*", "loader.blockPrivateAddresses": "true"])
+        defer { Task { await f.close() } }
+        // The SSRF guard refuses the loopback origin: the client learns it is not allowed, not which rule or address.
+        let refused = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=10")
+        #expect(refused.status == .forbidden)
+        let message = try #require(EndpointFixture.json(refused)["message"] as? String)
+        #expect(message == "fetching this image is not allowed", "\(message)")
+        // Twice: the second is the blocklist's refusal, which says nothing of .retryFailed.
+        let again = try #require(EndpointFixture.json(await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=10"))["message"] as? String)
+        #expect(!again.contains("retryFailed") && !again.contains("127.0.0.1") && !again.lowercased().contains("private"), "\(again)")
+    }
+
+    @Test("a host off the allow-list is 403 before any request; an origin's 404 is 404, its 503 is 502, both with JSON")
+    func originFailures() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let other = await f.get("/thumbnail?url=http%3A%2F%2Fimages.example.com%2Fa.jpg&w=10")
+        #expect(other.status == .forbidden)
+        let missing = await f.get("/thumbnail?url=\(f.origin.url("/status/404").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=10")
+        #expect(missing.status == .notFound && EndpointFixture.json(missing)["message"] as? String == "the origin has no image at this URL")
+        let failing = await f.get("/thumbnail?url=\(f.origin.url("/status/503").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=10")
+        #expect(failing.status == .badGateway, "\(EndpointFixture.json(failing))")
+    }
+
+    @Test("a fallback image for an origin's failure: thumbnailed to the box, the failure's status, a short Cache-Control, X-Image-Fallback; none for the request's own mistakes")
+    func fallback() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fallback-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fallbackFile = directory.appendingPathComponent("fallback.png")
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        try #require(f.samples["logo.png"]).write(to: fallbackFile)
+        let g = try await EndpointFixture.make(["thumbnail.fallbackImage": fallbackFile.path])
+        defer { Task { await g.close() } }
+        let missing = g.origin.url("/status/404").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let answer = await g.get("/thumbnail?url=\(missing)&w=50&h=50&format=png")
+        #expect(answer.status == .notFound)
+        #expect(answer.headerFields[.imageFallback] == "1" && answer.headerFields[.cacheControl] == "public, max-age=60")
+        let size = try #require(g.manager.configuration.coders.decoder(for: answer.body)).info(answer.body).pixelSize
+        #expect(max(size.width, size.height) == 50 && ImageFormat.sniff(answer.body) == .png)
+        // Undecodable bytes from the origin fall back too.
+        g.origin.serve("/img/not-an-image.jpg", Data("not an image".utf8), contentType: "image/jpeg")
+        let junk = await g.get("/thumbnail?url=\(g.source("not-an-image.jpg"))&w=50")
+        #expect(junk.headerFields[.imageFallback] == "1" && junk.status == .unsupportedMediaType)
+        // The request's mistakes are not the origin's: no fallback.
+        let bad = await g.get("/thumbnail?url=\(missing)&w=0")
+        #expect(bad.status == .badRequest && bad.headerFields[.imageFallback] == nil)
+        let offList = await g.get("/thumbnail?url=http%3A%2F%2Fimages.example.com%2Fa.jpg&w=10")
+        #expect(offList.status == .forbidden && offList.headerFields[.imageFallback] == nil)
+
+        let h = try await EndpointFixture.make(["thumbnail.fallbackImage": fallbackFile.path, "thumbnail.fallbackStatus": "200", "thumbnail.fallbackMaxAge": "5s"])
+        defer { Task { await h.close() } }
+        let ok = await h.get("/thumbnail?url=\(h.origin.url("/status/404").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=40")
+        #expect(ok.status == .ok && ok.headerFields[.imageFallback] == "1" && ok.headerFields[.cacheControl] == "public, max-age=5")
+    }
+
+    @Test("signed URLs: unsigned or tampered is 403 before any work; signed is served")
+    func signing() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.signingKey": "0123456789abcdef0123456789abcdef"])
+        defer { Task { await f.close() } }
+        let signer = try #require(URLSigner(key: "0123456789abcdef0123456789abcdef"))
+        let path = "/thumbnail?url=\(f.source("photo-1.jpg"))&w=80"
+        #expect(await f.get(path).status == .forbidden)
+        #expect(await f.get(signer.sign(path).replacingOccurrences(of: "w=80", with: "w=81")).status == .forbidden)
+        #expect(await f.get(signer.sign(path)).status == .ok)
+        #expect(f.origin.requestCount(path: "/img/photo-1.jpg") == 1)
+    }
+
+    @Test("past thumbnail.maxInFlight a request is 503 with Retry-After: 1 at once")
+    func ceiling() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.maxInFlight": "1"])
+        defer { Task { await f.close() } }
+        f.origin.serve("/img/slow.jpg", try #require(f.samples["photo-1.jpg"]), contentType: "image/jpeg", delay: 3000)
+        let held = Task { await f.get("/thumbnail?url=\(f.source("slow.jpg"))&w=10") }
+        while f.endpoint.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let shed = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=10")
+        #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1")
+        #expect(EndpointFixture.json(shed)["error"] as? String == "overloaded")
+        #expect(await held.value.status == .ok)
+    }
+}
+
+@Suite("ImageEndpoint: info and placeholders")
+struct EndpointInfoTests {
+    @Test("info of an EXIF-rotated photo: its upright size and stored orientation, from the header; placeholder=1 adds BlurHash and ThumbHash")
+    func info() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let stored = try #require(f.manager.configuration.coders.decoder(for: f.samples["oriented-6.jpg"]!)).info(f.samples["oriented-6.jpg"]!)
+        let answer = await f.get("/info?url=\(f.source("oriented-6.jpg"))")
+        #expect(answer.status == .ok && answer.headerFields[.contentType] == "application/json")
+        let json = EndpointFixture.json(answer)
+        #expect(json["orientation"] as? Int == 6 && json["format"] as? String == "jpeg")
+        #expect(json["pixelWidth"] as? Int == stored.pixelSize.width && json["pixelHeight"] as? Int == stored.pixelSize.height)
+        #expect((json["pixelWidth"] as? Int ?? 0) > (json["pixelHeight"] as? Int ?? 0), "the samples are landscape upright; stored rotated")
+        #expect(json["blurHash"] == nil)
+        let withPlaceholders = EndpointFixture.json(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=1"))
+        #expect((withPlaceholders["blurHash"] as? String)?.isEmpty == false && (withPlaceholders["thumbHash"] as? String)?.isEmpty == false)
+        #expect(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=maybe").status == .badRequest)
+        let placeholder = EndpointFixture.json(await f.get("/placeholder?url=\(f.source("photo-1.jpg"))"))
+        #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
+    }
+}
