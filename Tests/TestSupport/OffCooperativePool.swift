@@ -21,8 +21,16 @@ package struct OffCooperativePool: SuiteTrait, TestTrait, TestScoping {
         performing function: @Sendable () async throws -> Void
     ) async throws {
         try await withTaskExecutorPreference(BlockingTestExecutor.shared) {
-            try await function()
+            // The preference alone moves the task only at its next hop: this closure
+            // and a caller-isolated `function` would go on running right here, on
+            // the cooperative thread. A `@concurrent` function always hops, to the
+            // preferred executor.
+            try await Self.hop(function)
         }
+    }
+
+    @concurrent private static func hop(_ function: @Sendable () async throws -> Void) async throws {
+        try await function()
     }
 }
 
