@@ -2,6 +2,7 @@ import Foundation
 import ServiceLifecycle
 import Testing
 import ThumbnailService
+import WebImageHTTP
 import WebImage
 import WebImageConfiguration
 import WebImageVips
