@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
         // ImageManagerService (WebImageKit); already in the graph through swift-configuration.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Spans per stage of a load (the API only: the application picks an exporter).
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         // Deque: work queues that release each item as it is taken.
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // `swift package generate-documentation` (DocC catalogs in each public module).
@@ -59,6 +61,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: upcoming
         ),
@@ -137,6 +140,7 @@ let package = Package(
             dependencies: ["WebImage", "WebImageConfiguration",
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Crypto", package: "swift-crypto"),
+                           .product(name: "Tracing", package: "swift-distributed-tracing"),
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Metrics", package: "swift-metrics")],
@@ -190,6 +194,8 @@ let package = Package(
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "Tracing", package: "swift-distributed-tracing"),
+                           .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

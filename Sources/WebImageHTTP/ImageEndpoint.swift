@@ -2,6 +2,7 @@ import Foundation
 public import HTTPTypes
 public import Logging
 import Metrics
+import Tracing
 public import WebImage
 
 /// An image service as a value: a request in (method, path with query, header
@@ -55,16 +56,35 @@ public struct ImageEndpoint: Sendable {
 
     /// Answers one request.
     public func respond(to request: HTTPRequest) async -> ImageResponse {
+        let target = request.path ?? "/"
+        let question = target.firstIndex(of: "?")
+        let path = String(target[..<(question ?? target.endIndex)])
+        let query = question.map { String(target[target.index(after: $0)...]) }
+        // A server span that continues the caller's trace (W3C `traceparent` with
+        // swift-otel's propagator); the manager's spans nest inside it.
+        let tracer = manager.tracer
+        var context = ServiceContext.current ?? .topLevel
+        tracer.extract(request.headerFields, into: &context, using: HTTPFieldsExtractor())
+        func serve<Traced: Tracer>(_ tracer: Traced) async -> ImageResponse {
+            await tracer.withSpan("\(request.method.rawValue) \(path)", context: context, ofKind: .server) { span in
+                span.attributes["http.request.method"] = request.method.rawValue
+                span.attributes["url.path"] = path
+                let response = await route(request, path: path, query: query)
+                span.attributes["http.response.status_code"] = response.status.code
+                if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
+                return response
+            }
+        }
+        return await serve(tracer)
+    }
+
+    private func route(_ request: HTTPRequest, path: String, query: String?) async -> ImageResponse {
         guard request.method == .get || request.method == .head else {
             var response = ImageResponse.error(WebImageError(.invalidArgument, "only GET and HEAD"), message: "only GET and HEAD are answered here")
             response.status = .methodNotAllowed
             response.headerFields[.allow] = "GET, HEAD"
             return response
         }
-        let target = request.path ?? "/"
-        let question = target.firstIndex(of: "?")
-        let path = String(target[..<(question ?? target.endIndex)])
-        let query = question.map { String(target[target.index(after: $0)...]) }
         var response: ImageResponse
         switch path.split(separator: "/").last {
         case "thumbnail": response = await guarded(path, query) { try await thumbnail(QueryParameters(query ?? ""), request) }
@@ -182,4 +202,11 @@ final class RequestCeiling: Sendable {
 
 extension Duration {
     var milliseconds: Double { Double(components.seconds) * 1000 + Double(components.attoseconds) / 1e15 }
+}
+
+/// Reads trace headers (`traceparent`, `tracestate`, …) from a request's fields.
+struct HTTPFieldsExtractor: Extractor {
+    func extract(key: String, from fields: HTTPFields) -> String? {
+        HTTPField.Name(key).flatMap { fields[$0] }
+    }
 }

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import HTTPTypes
+import Tracing
 import WebImage
 import WebImageConfiguration
 import WebImageHTTP
@@ -19,7 +20,7 @@ struct EndpointFixture {
     /// The samples' bytes by name (`photo-1.jpg`, `logo.png`, `oriented-6.jpg`, …).
     let samples: [String: Data]
 
-    static func make(_ settings: [String: String] = [:], presets: [String] = [],
+    static func make(_ settings: [String: String] = [:], presets: [String] = [], tracer: (any Tracer)? = nil,
                      configure: (inout ImageEndpoint.Settings) -> Void = { _ in }) async throws -> EndpointFixture {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("endpoint-\(UUID().uuidString)")
         let names = try SampleImages.write(to: directory.appendingPathComponent("samples"))
@@ -41,7 +42,9 @@ struct EndpointFixture {
             keyFamilies: ImageEndpoint.Settings.keyFamilies)
         var endpointSettings = try ImageEndpoint.Settings.standard(config: config, presetNames: presets)
         configure(&endpointSettings)
-        let manager = try ConfigLayers.manager(config: config)
+        var configuration = try ImageManager.Configuration(config: config, catalog: .standard, defaultStorePath: directory)
+        configuration.tracer = tracer
+        let manager = ImageManager(configuration: configuration)
         return EndpointFixture(origin: origin, manager: manager, endpoint: ImageEndpoint(manager: manager, settings: endpointSettings),
                                directory: directory, samples: samples)
     }

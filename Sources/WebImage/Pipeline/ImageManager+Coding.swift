@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 extension ImageManager {
     /// A decoded image, and the derived result's bytes when they were asked for.
@@ -37,6 +38,8 @@ extension ImageManager {
         let pool = configuration.pool
         let serializer = encoding ? serializer(context) : nil
         let derivedKey = plan.key, coders = configuration.coders
+        // The pool's thread has no task: its spans are started under the load's context.
+        let parent = ServiceContext.current ?? .topLevel
         return try await CancellationFlag.run { flag in
             // Each step of the chain is checked against the decode's limits before it
             // runs, and a cancelled load (its callers gone, its deadline passed) stops between steps.
@@ -45,18 +48,50 @@ extension ImageManager {
             return try await pool.run { try flag.makingCurrent {
                 let started = ContinuousClock.now
                 var image: Image
-                do { image = try coder.decode(data, options: finalOptions) } catch {
-                    throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
+                image = try self.stage("webimage.decode", parent) { span in
+                    span.attributes["webimage.bytes"] = data.count
+                    do {
+                        let image = try coder.decode(data, options: finalOptions)
+                        span.setSize("webimage.image", image.pixelSize)
+                        return image
+                    } catch {
+                        throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
+                    }
                 }
                 metrics.decoded(duration: ContinuousClock.now - started)
                 if let transformer {
-                    do { image = try budget.apply(transformer, to: image) } catch {
-                        throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+                    let input = image
+                    image = try self.stage("webimage.transform", parent) { span in
+                        span.attributes["webimage.transformer"] = transformer.key
+                        do {
+                            let output = try budget.apply(transformer, to: input)
+                            span.setSize("webimage.image", output.pixelSize)
+                            return output
+                        } catch {
+                            throw WebImageError.wrap(error, as: .transformFailed, "transforming \(key) with \(transformer.key)")
+                        }
                     }
                 }
-                let encoded = serializer.map { $0.serialize(image, derivedKey, coders) }
+                let made = image
+                let encoded = try serializer.map { serializer in
+                    try self.stage("webimage.encode", parent) { span in
+                        let bytes = serializer.serialize(made, derivedKey, coders)
+                        span.attributes["webimage.bytes"] = bytes?.count ?? 0
+                        return bytes
+                    }
+                }
                 return Decoded(image: image, encoded: encoded)
             } }
+        }
+    }
+
+    /// Runs one stage of a pool job inside a span under `parent`, its error recorded.
+    func stage<T>(_ name: String, _ parent: ServiceContext, _ body: (any Span) throws -> T) throws -> T {
+        let span = startSpan(name, context: parent)
+        defer { span.end() }
+        do { return try body(span) } catch {
+            span.recordError(error)
+            throw error
         }
     }
 

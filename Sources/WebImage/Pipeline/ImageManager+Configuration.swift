@@ -1,5 +1,6 @@
 import Foundation
 public import Logging
+public import Tracing
 
 extension ImageManager {
     /// Everything a manager is made of. Every field has a default with a reason
@@ -70,6 +71,14 @@ extension ImageManager {
         /// The bytes those writes may hold at once. Default 256 MiB.
         public var maxPendingWriteBytes = 256 << 20
         public var logger = Logger(label: "webimage")
+        /// Where the load's spans go (swift-distributed-tracing): one per stage
+        /// (`webimage.memory`, `webimage.disk` or `webimage.shared`,
+        /// `webimage.download`, `webimage.decode`, `webimage.transform`,
+        /// `webimage.encode`, `webimage.store`) inside a `webimage.load`, with the
+        /// host and sizes as attributes. Nil (the default): the process's
+        /// `InstrumentationSystem.tracer`, a no-op until the application bootstraps
+        /// one (swift-otel, docs/serving.md).
+        public var tracer: (any Tracer)?
         /// Dimensions added to every metric (swift-metrics), to tell several
         /// managers apart: `[("pipeline", "avatars")]`. Metrics: hits per tier,
         /// misses, bytes loaded, load and decode durations, errors by code, store errors.

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 extension ImageManager {
     /// The bytes from the loader, one download per URL however many jobs want it.
@@ -65,7 +66,15 @@ extension ImageManager {
         let started = ContinuousClock.now
         let response: LoadResponse
         do {
-            response = try await loader.load(request, progress: progress)
+            let loading = request
+            response = try await traced("webimage.download") { span in
+                span.attributes["server.address"] = loading.url.host ?? ""
+                span.attributes["url.scheme"] = loading.url.scheme ?? ""
+                let response = try await loader.load(loading, progress: progress)
+                span.attributes["http.response.status_code"] = response.statusCode
+                span.attributes["webimage.bytes"] = response.data.count
+                return response
+            }
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
             if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 extension ImageManager {
     func remember(_ image: Image, key: String, context: ImageContext) {
@@ -45,13 +46,26 @@ extension ImageManager {
     /// cannot write (a full disk) must not fail the load that filled it.
     func write(_ data: Data, key: String, metadata: CacheMetadata, store: any CacheStore, wait: Bool) async -> WebImageError? {
         if wait {
-            do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
+            do {
+                try await traced("webimage.store") { span in
+                    span.attributes["webimage.bytes"] = data.count
+                    try await store.setData(data, forKey: key, metadata: metadata)
+                }
+            } catch {
                 logStoreError(error, key: key)
                 return WebImageError.wrap(error, as: .storeFailed, "storing \(key)")
             }
         } else {
+            // The write outlives the load: its span is the load's child all the same.
+            let parent = ServiceContext.current ?? .topLevel
             background(bytes: data.count, key: key) {
-                do { try await store.setData(data, forKey: key, metadata: metadata) } catch { self.logStoreError(error, key: key) }
+                let span = self.startSpan("webimage.store", context: parent)
+                span.attributes["webimage.bytes"] = data.count
+                defer { span.end() }
+                do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
+                    span.recordError(error)
+                    self.logStoreError(error, key: key)
+                }
             }
         }
         return nil
@@ -67,7 +81,17 @@ extension ImageManager {
 
     /// A store that fails to read is a miss, not a failed load: the disk tier is a cache.
     func read(_ store: any CacheStore, _ key: String) async -> CacheEntry? {
-        do { return try await store.entry(forKey: key) } catch {
+        do {
+            return try await traced("webimage.disk") { span in
+                let entry = try await store.entry(forKey: key)
+                span.attributes["webimage.hit"] = entry != nil
+                if let entry {
+                    span.attributes["webimage.bytes"] = entry.data.count
+                    if entry.source == .shared { span.operationName = "webimage.shared" }
+                }
+                return entry
+            }
+        } catch {
             logStoreError(error, key: key)
             return nil
         }

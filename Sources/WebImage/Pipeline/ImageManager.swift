@@ -1,6 +1,7 @@
 public import Foundation
 import Logging
 import Synchronization
+import Tracing
 
 /// Loads images through the tiers: memory, then disk, then a loader; decodes,
 /// transforms and caches what it loads.
@@ -158,7 +159,18 @@ public final class ImageManager: Sendable {
         }
         defer { loads.leave() }
         let plan = plan(url: url, options: options, context: context)
+        return try await traced("webimage.load") { span in
+            span.attributes["server.address"] = url.host ?? ""
+            span.attributes["url.scheme"] = url.scheme ?? ""
+            let result = try await load(plan, progress: progress)
+            span.attributes["webimage.source"] = result.cacheType == .none ? "network" : result.cacheType.rawValue
+            span.attributes["webimage.bytes"] = result.data?.count ?? 0
+            return result
+        }
+    }
 
+    private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
+        let (url, options, context) = (plan.url, plan.options, plan.context)
         if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
             throw Self.blocked(url, by: failure, elsewhere: false)
         }
@@ -226,10 +238,19 @@ public final class ImageManager: Sendable {
     }
 
     private func memoryHit(_ plan: LoadPlan) async -> ImageResult? {
-        let (url, key, options, context) = (plan.url, plan.key, plan.options, plan.context)
+        let (options, context) = (plan.options, plan.context)
         guard let cache = memoryCache, context.queryCacheTiers.contains(.memory),
               options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         else { return nil }
+        return try? await traced("webimage.memory") { span in
+            let hit = await memoryLookup(plan, cache)
+            span.attributes["webimage.hit"] = hit != nil
+            return hit
+        }
+    }
+
+    private func memoryLookup(_ plan: LoadPlan, _ cache: MemoryImageCache) async -> ImageResult? {
+        let (url, key, options, context) = (plan.url, plan.key, plan.options, plan.context)
         if options.contains(.avoidDecode) {
             guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return nil }
             metrics.hit(.memory)
