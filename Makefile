@@ -122,7 +122,7 @@ fuzz-ci:
 # whose bodies block in libvips or libjpeg run off the cooperative pool
 # (.offCooperativePool, docs/testing.md).
 tsan: deps
-	TEST_TIME_SCALE=4 TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/sanitizers/tsan.supp halt_on_error=1" \
+	TEST_TIME_SCALE=4 TEST_BLOCKING_THREADS=1 VIPS_CONCURRENCY=1 TSAN_OPTIONS="suppressions=$(CURDIR)/Tests/sanitizers/tsan.supp halt_on_error=1" \
 		$(SWIFT) test --scratch-path .build-tsan --sanitize thread -Xswiftc -DWEBIMAGE_TSAN_LOCKS
 
 asan: deps

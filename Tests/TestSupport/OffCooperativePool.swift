@@ -46,7 +46,13 @@ extension Trait where Self == OffCooperativePool {
 package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
     /// Four threads, or one per core if more: enough that a test blocked in a long
     /// libvips call leaves others running, few enough not to swamp the machine.
-    package static let shared = BlockingTestExecutor(threads: max(4, ProcessInfo.processInfo.activeProcessorCount))
+    /// `TEST_BLOCKING_THREADS` sets another count (`make tsan` runs one, so that at
+    /// a sanitizer's slowdown the heavy tests, one at a time, leave the CPU to the
+    /// concurrency tests beside them).
+    package static let shared = BlockingTestExecutor(threads: {
+        if let text = ProcessInfo.processInfo.environment["TEST_BLOCKING_THREADS"], let count = Int(text), count >= 1 { return count }
+        return max(4, ProcessInfo.processInfo.activeProcessorCount)
+    }())
 
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []

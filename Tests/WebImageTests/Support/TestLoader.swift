@@ -92,7 +92,9 @@ final class TestClock: Sendable {
 /// ceiling is generous because CI runs suites in parallel on two cores; the poll
 /// returns as soon as the condition holds.
 func eventually(timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
+    // TEST_TIME_SCALE: `make tsan` stretches the bound for the sanitizer's slowdown.
+    let scale = ProcessInfo.processInfo.environment["TEST_TIME_SCALE"].flatMap(Double.init).map { max(1, $0) } ?? 1
+    let deadline = ContinuousClock.now + timeout * scale
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))
