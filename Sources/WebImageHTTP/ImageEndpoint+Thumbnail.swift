@@ -31,6 +31,12 @@ extension ImageEndpoint {
             context.cropFocus = focus
         }
         context.transformer = query.transform
+        if let maxBytes = query.maxBytes {
+            // Part of the derived key (`e=…,max=N`): each size target is its own entry.
+            var options = manager.configuration.encodeOptions
+            options.maxBytes = maxBytes
+            context.encodeOptions = options
+        }
         if let format = query.format {
             context.encodeFormat = format
         } else {

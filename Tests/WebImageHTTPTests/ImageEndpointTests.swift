@@ -245,3 +245,48 @@ struct EndpointInfoTests {
         #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
     }
 }
+
+@Suite("maxBytes: the highest quality that fits")
+struct MaxBytesTests {
+    @Test("EncodeOptions.fitting: the top quality when it fits, else the highest that fits found by bisection, else the floor's; lossless and PNG untouched")
+    func fitting() throws {
+        // A stand-in encoder whose size grows with quality: 100 bytes per step.
+        var asked: [Int] = []
+        let encode = { (options: EncodeOptions) -> Data in
+            asked.append(options.quality)
+            return Data(count: options.quality * 100)
+        }
+        var options = EncodeOptions()
+        options.quality = 90
+        options.maxBytes = 10_000
+        #expect(options.fitting(.jpeg, encode).count == 9000 && asked == [90])
+        asked = []
+        options.maxBytes = 5_050
+        #expect(options.fitting(.webp, encode).count == 5000, "q50 is the highest under 5050 bytes")
+        #expect(asked.count <= 8, "bisection, not a scan: \(asked)")
+        options.maxBytes = 100
+        #expect(options.fitting(.avif, encode).count == 3000, "nothing fits: the floor's (q30) bytes")
+        options.lossless = true
+        #expect(options.fitting(.webp, encode).count == 9000)
+        options.lossless = false
+        #expect(options.fitting(.png, encode).count == 9000)
+        #expect(options.key.contains("max=100") && EncodeOptions().key.contains("max") == false)
+    }
+
+    @Test("maxBytes=N through the endpoint: a JPEG of at most N bytes, smaller than without, cached under its own key; a bad value is 400")
+    func endpoint() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let base = "/thumbnail?url=\(f.source("photo-1.jpg"))&w=400&format=jpeg"
+        let plain = await f.get(base)
+        let target = plain.body.count * 2 / 3
+        let fitted = await f.get(base + "&maxBytes=\(target)")
+        #expect(fitted.status == .ok && ImageFormat.sniff(fitted.body) == .jpeg)
+        #expect(fitted.body.count <= target && fitted.body.count < plain.body.count, "\(fitted.body.count) of \(target)")
+        #expect(fitted.headerFields[.eTag] != plain.headerFields[.eTag])
+        let again = await f.get(base + "&maxBytes=\(target)")
+        #expect(again.headerFields[.imageSource] == "memory" && again.body == fitted.body)
+        #expect(await f.get(base + "&maxBytes=0").status == .badRequest)
+        #expect(await f.get(base + "&maxBytes=lots").status == .badRequest)
+    }
+}

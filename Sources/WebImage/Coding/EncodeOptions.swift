@@ -1,3 +1,5 @@
+public import Foundation
+
 /// What a coder is asked to do while encoding.
 ///
 /// The manager encodes derived results (thumbnails, transforms) with
@@ -31,6 +33,15 @@ public struct EncodeOptions: Hashable, Sendable {
     /// What transparent pixels become in a format without alpha (JPEG). White by
     /// default; black, libvips' own default, is what users notice.
     public var background: RGBColor = .white
+    /// A size to fit: the highest quality from ``quality`` down to
+    /// ``minimumQuality`` whose encoding is at most this many bytes, found by
+    /// bisection (about six encodes), for the lossy formats (JPEG, WebP, AVIF,
+    /// HEIF) when not ``lossless``. When even ``minimumQuality`` does not fit, its
+    /// encoding is the result: a target, not a guarantee. Nil: ``quality`` as it is.
+    public var maxBytes: Int?
+    /// The floor of the search for ``maxBytes``. Default 30: below it, JPEG and
+    /// WebP show their blocks.
+    public var minimumQuality: Int = 30
 
     /// How lossy encoders store colour.
     public enum ChromaSubsampling: String, Hashable, Sendable, CaseIterable {
@@ -80,6 +91,37 @@ public struct EncodeOptions: Hashable, Sendable {
         return format == .webp ? min(6, value) : value
     }
 
+    /// Encodes with `encode`, fitting ``maxBytes`` by the quality when it is set
+    /// and `format` is lossy (see ``maxBytes``).
+    public func fitting(_ format: ImageFormat, _ encode: (EncodeOptions) throws -> Data) rethrows -> Data {
+        guard let limit = maxBytes, !lossless, ([.jpeg, .webp, .avif, .heif] as [ImageFormat]).contains(format) else { return try encode(self) }
+        var options = self
+        let top = max(1, min(100, quality)), floor = max(1, min(top, minimumQuality))
+        options.quality = top
+        let best = try encode(options)
+        guard best.count > limit else { return best }
+        // The highest quality in floor..<top that fits; the floor's bytes if none does.
+        var low = floor, high = top - 1
+        var fit: Data?
+        var floorBytes: Data?
+        while low <= high {
+            let middle = (low + high + 1) / 2
+            options.quality = middle
+            let bytes = try encode(options)
+            if middle == floor { floorBytes = bytes }
+            if bytes.count <= limit {
+                fit = bytes
+                low = middle + 1
+            } else {
+                high = middle - 1
+            }
+        }
+        if let fit { return fit }
+        if let floorBytes { return floorBytes }
+        options.quality = floor
+        return try encode(options)
+    }
+
     /// A short, stable text of every field: part of derived cache keys
     /// (`q90,e2,prog,icc,bg=ffffff,sub=off`), fields at their defaults left out.
     public var key: String {
@@ -91,6 +133,7 @@ public struct EncodeOptions: Hashable, Sendable {
         if let effort { parts.append("e\(effort)") }
         if chromaSubsampling != .auto { parts.append("sub=\(chromaSubsampling.rawValue)") }
         if background != .white { parts.append("bg=\(background)") }
+        if let maxBytes { parts.append("max=\(maxBytes)" + (minimumQuality == 30 ? "" : ",min=q\(minimumQuality)")) }
         return parts.joined(separator: ",")
     }
 }

@@ -29,7 +29,7 @@ public struct CacheSerializer: Sendable {
         CacheSerializer { image, _, coders in
             guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil }),
                   let coder = coders.encoder(for: format) else { return nil }
-            return try? coder.encode(image, as: format, options: options)
+            return try? options.fitting(format) { try coder.encode(image, as: format, options: $0) }
         }
     }
 }
