@@ -11,6 +11,9 @@ let package = Package(
         // ordo-one's package-benchmark, with its malloc interposer for allocation counts
         // (the runtime interposer trait is left off: its package is not needed on 6.3).
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
+        // The floor of compare.py server's warm path: a bare Hummingbird route.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // Runs one scenario through the package and prints its timings as JSON, so
@@ -24,6 +27,15 @@ let package = Package(
                 .product(name: "WebImageRedis", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
+            ]
+        ),
+        // A Hummingbird route answering the same bytes from a dictionary: the floor a
+        // service on Hummingbird can reach (compare.py server).
+        .executableTarget(
+            name: "hb-floor",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         // The package-benchmark suite: `swift package benchmark` in this directory.
