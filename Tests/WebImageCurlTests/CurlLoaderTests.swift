@@ -31,7 +31,7 @@ func load(_ loader: CurlLoader, _ url: URL, _ configure: (inout LoadRequest) -> 
     return try await loader.load(request) { _ in }
 }
 
-@Suite("CurlLoader against a real HTTP server", .timeLimit(.minutes(2)))
+@Suite("CurlLoader against a real HTTP server", .timeLimit(.minutes(TestTiming.scale > 1 ? 8 : 2)))
 struct CurlLoaderTests {
     @Test("passes LoaderConformance")
     func conformance() async throws {
