@@ -80,7 +80,7 @@ bench-build: deps
 	$(SWIFT) build --package-path Benchmarks
 
 # DocC for each public module; fails on any warning (broken links, undocumented parameters).
-DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageTurboJPEG
+DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageTurboJPEG WebImageHTTP WebImageHummingbird
 docs: deps
 	@for t in $(DOC_TARGETS); do \
 		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \
