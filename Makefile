@@ -79,12 +79,16 @@ bench-suite: deps
 bench-build: deps
 	$(SWIFT) build --package-path Benchmarks
 
-# DocC for each public module; fails on any warning (broken links, undocumented parameters).
+# DocC for each public module; fails on any warning (broken links, undocumented
+# parameters) but SwiftPM's note that swift-distributed-tracing 1.7.3 ships
+# CMakeLists.txt files in its source folders, which no package depending on it can silence.
+DEPENDENCY_LAYOUT_WARNING := which are unhandled; explicitly declare them as resources
 DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageTurboJPEG WebImageHTTP WebImageHummingbird
 docs: deps
 	@for t in $(DOC_TARGETS); do \
 		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \
-		if echo "$$out" | grep -q "warning:"; then echo "$$out" | grep -A2 "warning:"; echo "DocC warnings in $$t"; exit 1; fi; \
+		ours=$$(echo "$$out" | grep -v "$(DEPENDENCY_LAYOUT_WARNING)" | grep -v "/.build/checkouts/"); \
+		if echo "$$ours" | grep -q "warning:"; then echo "$$ours" | grep -A2 "warning:"; echo "DocC warnings in $$t"; exit 1; fi; \
 		echo "docs: $$t ok"; \
 	done
 

@@ -4,7 +4,7 @@ public import WebImage
 
 extension WebImageError {
     /// The status an image service answers with for this failure (the other
-    /// direction from ``WebImageError/httpStatus(_:url:)``, which makes an error
+    /// direction from `WebImageError.httpStatus(_:url:)`, which makes an error
     /// from an origin's status):
     ///
     /// | code | status |
@@ -63,7 +63,7 @@ extension WebImageError {
     }
 
     /// `Retry-After` in whole seconds (rounded up, at least 1), when the failure
-    /// knows how long it lasts (``WebImageError/retryAfter``).
+    /// knows how long it lasts (`WebImageError.retryAfter`).
     public var retryAfterSeconds: Int? {
         guard let retryAfter, retryAfter > .zero else { return nil }
         let (seconds, attoseconds) = retryAfter.components
@@ -77,10 +77,10 @@ extension WebImageError.Code {
 }
 
 extension ImageResponse {
-    /// An error as a response: ``WebImageError/responseStatus``, a JSON body
+    /// An error as a response: `WebImageError.responseStatus`, a JSON body
     /// `{"error": CODE, "message": …}`, `Cache-Control: no-store`, and
     /// `Retry-After` when the failure knows when to retry.
-    /// - Parameter message: what the client is told; ``WebImageError/clientMessage``
+    /// - Parameter message: what the client is told; `WebImageError.clientMessage`
     ///   unless the caller knows the error's own message is the client's to see
     ///   (its query's mistakes).
     public static func error(_ error: WebImageError, message: String? = nil) -> ImageResponse {

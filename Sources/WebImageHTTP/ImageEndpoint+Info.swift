@@ -11,7 +11,7 @@ extension ImageEndpoint {
         return Self.json(["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64], maxAge: settings.cacheMaxAge)
     }
 
-    /// `info?url=…[&placeholder=1]`: ``ImageInfo/fields(scale:cacheType:placeholders:)``
+    /// `info?url=…[&placeholder=1]`: `ImageInfo/fields(scale:cacheType:placeholders:)`
     /// as JSON, from the header alone (and a 100x100 thumbnail for the placeholders).
     func info(_ parameters: QueryParameters) async throws -> ImageResponse {
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.schemes) }

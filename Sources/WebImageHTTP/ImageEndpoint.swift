@@ -7,7 +7,7 @@ public import WebImage
 
 /// An image service as a value: a request in (method, path with query, header
 /// fields), a response out (status, header fields, body bytes), over an
-/// ``ImageManager``, with no server framework.
+/// `ImageManager`, with no server framework.
 ///
 /// It answers three paths, matched by their last component so that it can be
 /// mounted under any prefix (`/img/thumbnail`):
@@ -21,10 +21,10 @@ public import WebImage
 ///   no pixels decoded; `&placeholder=1` adds the placeholders.
 ///
 /// `GET` and `HEAD` only. Every failure is a status with a JSON body whose message
-/// is safe for the client (``WebImageError/clientMessage``); the operator's
+/// is safe for the client (`WebImageError.clientMessage`); the operator's
 /// message goes to ``logger``. The policy parts work alone too: ``HostAllowList``,
-/// ``URLSigner``, ``ConditionalRequest``, ``WebImageError/responseStatus``,
-/// ``ImageResponse/error(_:message:)``, and the manager's ``InFlightCounter``.
+/// ``URLSigner``, ``ConditionalRequest``, `WebImageError.responseStatus`,
+/// ``ImageResponse/error(_:message:)``, and the manager's `InFlightCounter`.
 ///
 /// ```swift
 /// var settings = ImageEndpoint.Settings()
@@ -176,7 +176,7 @@ struct ResponseCounters: Sendable {
     }
 }
 
-/// The requests in flight (``InFlightCounter`` with the ceiling), and their metrics.
+/// The requests in flight (`InFlightCounter` with the ceiling), and their metrics.
 final class RequestCeiling: Sendable {
     private let counter: InFlightCounter
     /// `thumbnail_shed_total`: requests answered 503 at the ceiling.

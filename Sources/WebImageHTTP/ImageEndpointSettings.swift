@@ -74,8 +74,10 @@ extension ImageEndpoint {
         public static let keyFamilies: Set<String> = ["thumbnail.presets"]
 
         /// Reads the settings from `config`.
-        /// - Parameter presetNames: the names under `thumbnail.presets` (a reader
-        ///   cannot list its keys; `ConfigLayers.names(in:flags:file:environment:)` finds them).
+        /// - Parameters:
+        ///   - config: the layered configuration (swift-configuration).
+        ///   - presetNames: the names under `thumbnail.presets` (a reader cannot
+        ///     list its keys; `ConfigLayers.names(in:flags:file:environment:)` finds them).
         /// - Throws: `WebImageError(.invalidArgument)` naming the key of a bad value,
         ///   including a preset whose query does not parse.
         public init(config: ConfigReader, presetNames: [String] = []) throws {

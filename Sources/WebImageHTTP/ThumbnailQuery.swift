@@ -11,7 +11,7 @@ public import WebImage
 /// | `crop` | `centre`, `attention`, `entropy` or `fp:X:Y`: fill the `w`x`h` box exactly, cropping to that part (needs both sides) |
 /// | `dpr` | 0.1 to 5: multiplies `w` and `h` (and the sizes in `t`) for high-density screens |
 /// | `t` | transformers after the thumbnail (`sharpen;round:12`), when the endpoint has a parser for them |
-/// | `maxBytes` | the highest quality (down to a floor) whose JPEG, WebP or AVIF fits in this many bytes (``EncodeOptions/maxBytes``) |
+/// | `maxBytes` | the highest quality (down to a floor) whose JPEG, WebP or AVIF fits in this many bytes (`EncodeOptions.maxBytes`) |
 /// | `preset` | a named set of the parameters above (`thumbnail.presets.NAME`); the request's own parameters win over the preset's |
 /// | `s` | the signature, when the endpoint signs (``URLSigner``) |
 ///
@@ -25,7 +25,7 @@ public struct ThumbnailQuery: Sendable {
     public var transform: (any ImageTransformer)?
     /// The preset the request named, if any.
     public var preset: String?
-    /// `maxBytes=`: the size the encoding should fit (``EncodeOptions/maxBytes``).
+    /// `maxBytes=`: the size the encoding should fit (`EncodeOptions.maxBytes`).
     public var maxBytes: Int?
 
     /// The largest `maxBytes` accepted (64 MiB, the loader's default response limit).

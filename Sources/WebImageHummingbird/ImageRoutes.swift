@@ -4,7 +4,7 @@ import NIOCore
 public import WebImageHTTP
 
 extension RouterMethods {
-    /// Mounts an ``ImageEndpoint`` in a Hummingbird 2 router: `GET` and `HEAD` of
+    /// Mounts an `ImageEndpoint` in a Hummingbird 2 router: `GET` and `HEAD` of
     /// `thumbnail`, `placeholder` and `info` under `path`.
     ///
     /// ```swift
@@ -31,7 +31,7 @@ extension RouterMethods {
 }
 
 extension Response {
-    /// An ``ImageResponse`` as Hummingbird's response (the bytes are copied once,
+    /// An `ImageResponse` as Hummingbird's response (the bytes are copied once,
     /// into the buffer the server writes).
     public init(_ response: ImageResponse) {
         self.init(status: response.status, headers: response.headerFields,

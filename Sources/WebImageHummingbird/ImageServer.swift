@@ -8,7 +8,7 @@ import UnixSignals
 import WebImage
 public import WebImageHTTP
 
-/// A standalone image server: an ``ImageEndpoint`` at `/thumbnail`,
+/// A standalone image server: an `ImageEndpoint` at `/thumbnail`,
 /// `/placeholder` and `/info`, `/health`, and `/metrics` when given a renderer,
 /// on Hummingbird 2, with a graceful stop. `webimage serve` is this.
 ///

@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// A key holds an image, its encoded bytes, or both: a server that answers with
 /// bytes (``ImageOptions/avoidDecode``) caches the bytes it serves, and an app that
-/// draws caches images. ``setImage(_:forKey:)`` and ``setData(_:forKey:)`` each
+/// draws caches images. ``setImage(_:forKey:)`` and ``setData(_:forKey:checksum:madeAt:)`` each
 /// replace their own half and keep the other.
 ///
 /// Limits are hard: after every insertion the cache is within both its cost and
