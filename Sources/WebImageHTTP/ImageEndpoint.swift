@@ -62,15 +62,15 @@ public struct ImageEndpoint: Sendable {
         let query = question.map { String(target[target.index(after: $0)...]) }
         // A server span that continues the caller's trace (W3C `traceparent` with
         // swift-otel's propagator); the manager's spans nest inside it.
-        let tracer = manager.tracer
+        guard let tracer = manager.activeTracer else { return await route(request, path: path, query: query) }
         var context = ServiceContext.current ?? .topLevel
         tracer.extract(request.headerFields, into: &context, using: HTTPFieldsExtractor())
         func serve<Traced: Tracer>(_ tracer: Traced) async -> ImageResponse {
             await tracer.withSpan("\(request.method.rawValue) \(path)", context: context, ofKind: .server) { span in
-                span.attributes["http.request.method"] = request.method.rawValue
-                span.attributes["url.path"] = path
+                span.set("http.request.method", request.method.rawValue)
+                span.set("url.path", path)
                 let response = await route(request, path: path, query: query)
-                span.attributes["http.response.status_code"] = response.status.code
+                span.set("http.response.status_code", response.status.code)
                 if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
                 return response
             }

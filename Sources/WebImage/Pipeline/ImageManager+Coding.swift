@@ -49,7 +49,7 @@ extension ImageManager {
                 let started = ContinuousClock.now
                 var image: Image
                 image = try self.stage("webimage.decode", parent) { span in
-                    span.attributes["webimage.bytes"] = data.count
+                    span.set("webimage.bytes", data.count)
                     do {
                         let image = try coder.decode(data, options: finalOptions)
                         span.setSize("webimage.image", image.pixelSize)
@@ -62,7 +62,7 @@ extension ImageManager {
                 if let transformer {
                     let input = image
                     image = try self.stage("webimage.transform", parent) { span in
-                        span.attributes["webimage.transformer"] = transformer.key
+                        span.set("webimage.transformer", transformer.key)
                         do {
                             let output = try budget.apply(transformer, to: input)
                             span.setSize("webimage.image", output.pixelSize)
@@ -76,7 +76,7 @@ extension ImageManager {
                 let encoded = try serializer.map { serializer in
                     try self.stage("webimage.encode", parent) { span in
                         let bytes = serializer.serialize(made, derivedKey, coders)
-                        span.attributes["webimage.bytes"] = bytes?.count ?? 0
+                        span.set("webimage.bytes", bytes?.count ?? 0)
                         return bytes
                     }
                 }

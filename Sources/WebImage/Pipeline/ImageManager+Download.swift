@@ -68,11 +68,11 @@ extension ImageManager {
         do {
             let loading = request
             response = try await traced("webimage.download") { span in
-                span.attributes["server.address"] = loading.url.host ?? ""
-                span.attributes["url.scheme"] = loading.url.scheme ?? ""
+                span.set("server.address", loading.url.host ?? "")
+                span.set("url.scheme", loading.url.scheme ?? "")
                 let response = try await loader.load(loading, progress: progress)
-                span.attributes["http.response.status_code"] = response.statusCode
-                span.attributes["webimage.bytes"] = response.data.count
+                span.set("http.response.status_code", response.statusCode)
+                span.set("webimage.bytes", response.data.count)
                 return response
             }
         } catch {

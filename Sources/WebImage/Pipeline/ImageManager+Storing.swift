@@ -48,7 +48,7 @@ extension ImageManager {
         if wait {
             do {
                 try await traced("webimage.store") { span in
-                    span.attributes["webimage.bytes"] = data.count
+                    span.set("webimage.bytes", data.count)
                     try await store.setData(data, forKey: key, metadata: metadata)
                 }
             } catch {
@@ -60,7 +60,7 @@ extension ImageManager {
             let parent = ServiceContext.current ?? .topLevel
             background(bytes: data.count, key: key) {
                 let span = self.startSpan("webimage.store", context: parent)
-                span.attributes["webimage.bytes"] = data.count
+                span.set("webimage.bytes", data.count)
                 defer { span.end() }
                 do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
                     span.recordError(error)
@@ -84,9 +84,9 @@ extension ImageManager {
         do {
             return try await traced("webimage.disk") { span in
                 let entry = try await store.entry(forKey: key)
-                span.attributes["webimage.hit"] = entry != nil
+                span.set("webimage.hit", entry != nil)
                 if let entry {
-                    span.attributes["webimage.bytes"] = entry.data.count
+                    span.set("webimage.bytes", entry.data.count)
                     if entry.source == .shared { span.operationName = "webimage.shared" }
                 }
                 return entry

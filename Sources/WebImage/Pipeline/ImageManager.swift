@@ -160,11 +160,11 @@ public final class ImageManager: Sendable {
         defer { loads.leave() }
         let plan = plan(url: url, options: options, context: context)
         return try await traced("webimage.load") { span in
-            span.attributes["server.address"] = url.host ?? ""
-            span.attributes["url.scheme"] = url.scheme ?? ""
+            span.set("server.address", url.host ?? "")
+            span.set("url.scheme", url.scheme ?? "")
             let result = try await load(plan, progress: progress)
-            span.attributes["webimage.source"] = result.cacheType == .none ? "network" : result.cacheType.rawValue
-            span.attributes["webimage.bytes"] = result.data?.count ?? 0
+            span.set("webimage.source", result.cacheType == .none ? "network" : result.cacheType.rawValue)
+            span.set("webimage.bytes", result.data?.count ?? 0)
             return result
         }
     }
@@ -244,7 +244,7 @@ public final class ImageManager: Sendable {
         else { return nil }
         return try? await traced("webimage.memory") { span in
             let hit = await memoryLookup(plan, cache)
-            span.attributes["webimage.hit"] = hit != nil
+            span.set("webimage.hit", hit != nil)
             return hit
         }
     }
