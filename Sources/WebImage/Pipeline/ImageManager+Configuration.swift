@@ -76,8 +76,9 @@ extension ImageManager {
         /// `webimage.download`, `webimage.decode`, `webimage.transform`,
         /// `webimage.encode`, `webimage.store`) inside a `webimage.load`, with the
         /// host and sizes as attributes. Nil (the default): the process's
-        /// `InstrumentationSystem.tracer`, a no-op until the application bootstraps
-        /// one (swift-otel, docs/serving.md).
+        /// `InstrumentationSystem.tracer` as it is when the manager is made (bootstrap
+        /// it first), a no-op until the application bootstraps one (swift-otel,
+        /// docs/serving.md).
         public var tracer: (any Tracer)?
         /// Dimensions added to every metric (swift-metrics), to tell several
         /// managers apart: `[("pipeline", "avatars")]`. Metrics: hits per tier,

@@ -2,16 +2,11 @@ import Foundation
 package import Tracing
 
 extension ImageManager {
-    /// The configured tracer, else the process's (read on each use, so that a
-    /// tracer bootstrapped after the manager was made is seen).
-    package var tracer: any Tracer { configuration.tracer ?? InstrumentationSystem.tracer }
-
     /// The tracer, unless it is the no-op one: then no span is made at all (a memory
     /// hit would otherwise pay for three spans and their attributes' dictionaries).
-    package var activeTracer: (any Tracer)? {
-        let tracer = tracer
-        return tracer is NoOpTracer ? nil : tracer
-    }
+    /// Read when the manager is made (a lookup per span cost a lock each): bootstrap
+    /// the process's tracer before making managers, or set ``Configuration/tracer``.
+    package var activeTracer: (any Tracer)? { spanTracer }
 
     /// Runs `body` inside a span named `name` (a child of the task's current span),
     /// ended when `body` returns or throws (the error recorded on it).

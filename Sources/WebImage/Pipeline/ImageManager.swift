@@ -48,12 +48,17 @@ public final class ImageManager: Sendable {
     let writes: BackgroundWork
     /// Downloaded originals waiting for, or in, their decode (``Configuration/originalsBudget``).
     let originals: ByteBudget
+    /// The tracer spans go to, nil for the no-op one (``Configuration/tracer``,
+    /// else the process's as it was when the manager was made).
+    let spanTracer: (any Tracer)?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.metrics = PipelineMetrics(dimensions: configuration.metricsDimensions)
         self.writes = BackgroundWork(maxPending: configuration.maxPendingWrites, maxPendingBytes: configuration.maxPendingWriteBytes)
         self.originals = ByteBudget(limit: configuration.originalsBudget)
+        let tracer = configuration.tracer ?? InstrumentationSystem.tracer
+        self.spanTracer = tracer is NoOpTracer ? nil : tracer
     }
 
     /// Bytes of downloaded originals reserved now (``Configuration/originalsBudget``),
