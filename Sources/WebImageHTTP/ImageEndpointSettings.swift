@@ -140,7 +140,7 @@ extension ImageEndpoint {
         public func validatePresets() throws {
             let placeholder = URL(string: "https://preset.invalid/")!
             for (name, parameters) in presets.sorted(by: { $0.key < $1.key }) {
-                if let extra = parameters.names.first(where: { ["url", "preset", "s"].contains($0) }) {
+                if let extra = parameters.names.first(where: ThumbnailQuery.presetOnlyParameters.contains) {
                     throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): \(extra)= cannot be part of a preset")
                 }
                 do {

@@ -10,6 +10,20 @@ extension ImageEndpoint.Settings {
     /// endpoint's own, plus `thumbnail.watermarks`.
     public static let standardKeys: Set<String> = keys.union(["thumbnail.watermarks"])
 
+    /// The pipeline defaults of a service that loads URLs its users choose, to put
+    /// below every configuration layer (`ConfigLayers.reader(defaults:)`): the SSRF
+    /// guard on; four downloads per origin at once (an origin that accepts
+    /// connections and never answers holds at most four slots); an origin answered
+    /// 503 at once for 30 s after five transient failures in a row; and 64 MiB of
+    /// memory tier for finished thumbnails' bytes (the endpoint loads bytes only,
+    /// so no decoded image is kept). `webimage serve` and the example use them.
+    public static let serviceDefaults: [String: String] = [
+        "loader.blockPrivateAddresses": "true",
+        "loader.maxConcurrentPerHost": "4",
+        "loader.circuitBreaker.failures": "5",
+        "memory.costLimit": "64MiB",
+    ]
+
     /// The endpoint's settings with the standard plugins' parts: `t=` in
     /// ``TransformSpec``'s grammar, libvips' placeholders, and
     /// `thumbnail.watermarks` (a directory of PNGs that `t=watermark:NAME` may

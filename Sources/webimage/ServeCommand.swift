@@ -24,16 +24,6 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    /// The server's own defaults, below every layer: the SSRF guard on, four
-    /// downloads per origin at once, an origin's circuit opened after five
-    /// transient failures in a row, and a memory tier for finished thumbnails'
-    /// bytes (the endpoint loads bytes only).
-    static let defaults: [String: String] = [
-        "loader.blockPrivateAddresses": "true",
-        "loader.maxConcurrentPerHost": "4",
-        "loader.circuitBreaker.failures": "5",
-        "memory.costLimit": "64MiB",
-    ]
     static let keys: Set<String> = ["http.host", "http.port"]
 
     func run() async throws {
@@ -45,7 +35,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             let flags = try global.flags()
             let config = try await ConfigLayers.reader(
-                flags: flags, file: global.configFile, defaults: Self.defaults,
+                flags: flags, file: global.configFile, defaults: ImageEndpoint.Settings.serviceDefaults,
                 knownKeys: PluginCatalog.standard.knownKeys.union(ImageEndpoint.Settings.standardKeys).union(Self.keys),
                 keyFamilies: ImageEndpoint.Settings.keyFamilies)
             let presets = try ConfigLayers.names(in: "thumbnail.presets", flags: flags, file: global.configFile)

@@ -69,20 +69,12 @@ public struct ThumbnailSettings: Sendable {
         if let path = values.text("samples.path") { samplesDirectory = URL(fileURLWithPath: path) }
     }
 
-    /// The service's defaults, below every layer but the library's.
-    static let defaults: [String: String] = [
-        "loader.blockPrivateAddresses": "true",
-        // An origin that accepts connections and never answers holds at most
-        // four download slots until their timeouts; other origins go on.
-        "loader.maxConcurrentPerHost": "4",
-        // An origin that failed transiently five times in a row (down, timing
-        // out, 5xx) is answered 503 at once for 30 s, then tried once.
-        "loader.circuitBreaker.failures": "5",
-        // The manager's memory tier holds the finished thumbnails' bytes (the
-        // service loads bytes only, so no decoded image is kept).
-        "memory.costLimit": "64MiB",
+    /// The service's defaults, below every layer but the library's: the library's
+    /// defaults for a service (`ImageEndpoint.Settings.serviceDefaults`), and a
+    /// cache directory of its own.
+    static let defaults: [String: String] = ImageEndpoint.Settings.serviceDefaults.merging([
         "store.path": WebImageKit.defaultCacheDirectory.deletingLastPathComponent().appendingPathComponent("thumbnail-server").path,
-    ]
+    ]) { _, own in own }
 
     /// The layers a deployment configures the service with, highest precedence
     /// first: `flags` (values set in code, by key), `WEBIMAGE_*` environment
