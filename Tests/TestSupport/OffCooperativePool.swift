@@ -44,14 +44,15 @@ extension Trait where Self == OffCooperativePool {
 /// Jobs run in the order they arrive. Its lock is `NSCondition` (a pthread mutex and
 /// condition), which ThreadSanitizer sees.
 package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
-    /// Four threads, or one per core if more: enough that a test blocked in a long
-    /// libvips call leaves others running, few enough not to swamp the machine.
+    /// One thread per core: as many heavy tests at once as the cooperative pool ran
+    /// before, so that on a busy machine (two CPU burners beside `make test`) the
+    /// concurrency tests still get the CPU their 30 s waits need; four swamped it.
     /// `TEST_BLOCKING_THREADS` sets another count (`make tsan` runs one, so that at
     /// a sanitizer's slowdown the heavy tests, one at a time, leave the CPU to the
     /// concurrency tests beside them).
     package static let shared = BlockingTestExecutor(threads: {
         if let text = ProcessInfo.processInfo.environment["TEST_BLOCKING_THREADS"], let count = Int(text), count >= 1 { return count }
-        return max(4, ProcessInfo.processInfo.activeProcessorCount)
+        return max(1, ProcessInfo.processInfo.activeProcessorCount)
     }())
 
     private let condition = NSCondition()
