@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "WebImageVips", targets: ["WebImageVips"]),
         .library(name: "WebImageCurl", targets: ["WebImageCurl"]),
         .library(name: "WebImageRedis", targets: ["WebImageRedis"]),
+        .library(name: "WebImageS3", targets: ["WebImageS3"]),
         .library(name: "WebImageTurboJPEG", targets: ["WebImageTurboJPEG"]),
         .library(name: "WebImageConfiguration", targets: ["WebImageConfiguration"]),
         .library(name: "WebImageKit", targets: ["WebImageKit"]),
@@ -128,6 +129,11 @@ let package = Package(
         ),
         .target(name: "WebImageRedis", dependencies: ["WebImage", "CHiredis"], path: "Plugins/WebImageRedis", swiftSettings: upcoming),
 
+        // s3:// loading and a bucket as the shared tier, signed (SigV4) by libcurl
+        // over the curl loader's transfers; SHA-256 of uploads from swift-crypto.
+        .target(name: "WebImageS3", dependencies: ["WebImage", "WebImageCurl", .product(name: "Crypto", package: "swift-crypto")],
+                path: "Plugins/WebImageS3", swiftSettings: upcoming),
+
         // Pipelines built from configuration (swift-configuration), by plugin name.
         .target(
             name: "WebImageConfiguration",
@@ -160,7 +166,7 @@ let package = Package(
         // Everything together: the standard plugin catalog.
         .target(
             name: "WebImageKit",
-            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageTurboJPEG", "WebImageLMDB", "WebImageCurl", "WebImageRedis", "WebImageHTTP",
+            dependencies: ["WebImageConfiguration", "WebImageVips", "WebImageTurboJPEG", "WebImageLMDB", "WebImageCurl", "WebImageRedis", "WebImageS3", "WebImageHTTP",
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "SystemPackage", package: "swift-system"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,6 +239,13 @@ let package = Package(
             name: "WebImageRedisTests",
             dependencies: ["WebImageRedis", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageSamples", "WebImageConfiguration",
                            .product(name: "Configuration", package: "swift-configuration")],
+            swiftSettings: upcoming
+        ),
+        .testTarget(
+            name: "WebImageS3Tests",
+            dependencies: ["WebImageS3", "WebImageCurl", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageSamples", "WebImageConfiguration",
+                           "WebImageLMDB", "WebImageHTTP", "webimage", .product(name: "Configuration", package: "swift-configuration"),
+                           .product(name: "Crypto", package: "swift-crypto"), .product(name: "HTTPTypes", package: "swift-http-types")],
             swiftSettings: upcoming
         ),
         .testTarget(

@@ -157,9 +157,19 @@ public final class CurlLoader: Loader {
         }
     }
 
-    private func transfer(_ request: LoadRequest, followsRedirects: Bool, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+    /// One request of another shape (a method, a body, an AWS signature) on this
+    /// loader's transfers: its limits, its SSRF guard and its queue. Redirects are
+    /// not followed. For the S3 client.
+    package func perform(_ request: LoadRequest, call: CurlCall,
+                         progress: @escaping @Sendable (LoadProgress) -> Void = { _ in }) async throws -> LoadResponse {
+        if configuration.blockPrivateAddresses && configuration.proxy != nil { try await checkTarget(request.url, original: nil) }
+        return try await transfer(request, followsRedirects: false, call: call, progress: progress)
+    }
+
+    private func transfer(_ request: LoadRequest, followsRedirects: Bool, call: CurlCall = CurlCall(),
+                          progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         try Task.checkCancellation()
-        let transfer = CurlTransfer(request: request, configuration: configuration, followsRedirects: followsRedirects, progress: progress)
+        let transfer = CurlTransfer(request: request, configuration: configuration, followsRedirects: followsRedirects, call: call, progress: progress)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.attach(continuation)

@@ -12,6 +12,8 @@ import WebImage
 final class CurlTransfer: @unchecked Sendable {
     let request: LoadRequest
     let configuration: CurlLoader.Configuration
+    /// What this request sends beyond a plain GET (a method, a body, a signature).
+    let call: CurlCall
     private let progress: @Sendable (LoadProgress) -> Void
     private let continuation = Mutex<CheckedContinuation<LoadResponse, any Error>?>(nil)
     private let cancelled = Atomic<Bool>(false)
@@ -37,10 +39,11 @@ final class CurlTransfer: @unchecked Sendable {
     /// whole wait is counted from here.
     let created = ContinuousClock.now
 
-    init(request: LoadRequest, configuration: CurlLoader.Configuration, followsRedirects: Bool = true,
+    init(request: LoadRequest, configuration: CurlLoader.Configuration, followsRedirects: Bool = true, call: CurlCall = CurlCall(),
          progress: @escaping @Sendable (LoadProgress) -> Void) {
         self.request = request
         self.configuration = configuration
+        self.call = call
         self.followsRedirects = followsRedirects
         self.progress = progress
     }
@@ -134,6 +137,7 @@ final class CurlTransfer: @unchecked Sendable {
                 return Unmanaged<CurlTransfer>.fromOpaque(context).takeUnretainedValue().openSocket(address)
             }, context)
         }
+        try call.apply(to: easy)
         var fields = request.headers
         if let etag = request.ifNoneMatch { fields["If-None-Match"] = etag }
         if let date = request.ifModifiedSince { fields["If-Modified-Since"] = date }
@@ -226,6 +230,11 @@ final class CurlTransfer: @unchecked Sendable {
         } ?? request.url
         guard code == CURLE_OK else {
             finish(.failure(error(for: code, status: status, url: url, target: finalURL.absoluteString)))
+            return
+        }
+        if call.acceptsAnyStatus, !(200..<300).contains(status) {
+            // The caller reads the answer itself (an S3 error document).
+            finish(.success(LoadResponse(data: body, statusCode: status, headers: headers, url: finalURL)))
             return
         }
         if !followsRedirects, (300..<400).contains(status), status != 304 {

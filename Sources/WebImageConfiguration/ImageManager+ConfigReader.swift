@@ -29,7 +29,7 @@ extension ImageManager.Configuration {
     /// Keys (docs/configuration.md has the full reference):
     /// `store.kind` (`lmdb`, `filesystem`, `memory`, `none`, or a registered name),
     /// `store.path`, `store.maxSize`, `store.maxAge`, `store.sweepInterval`,
-    /// `store.shared.kind` (`none`, or `redis` for a shared tier behind the store:
+    /// `store.shared.kind` (`none`, or `redis` or `s3` for a shared tier behind the store:
     /// a ``TieredCacheStore``), `store.shared.url`, `store.shared.prefix`, `store.shared.timeout`,
     /// `memory.costLimit`, `memory.countLimit`, `coders` (names, first asked first),
     /// `loaders`, `loader.maxConcurrent`, `loader.timeout`, `loader.maxResponseSize`,
@@ -69,7 +69,7 @@ extension ImageManager.Configuration {
             }
             let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
             var extra: [String: String] = [:]
-            for key in catalog.stores.extraKeys(forStoreNamed: kind) { extra[key] = values.text("store.\(key)") }
+            for key in catalog.stores.extraKeys(forStoreNamed: kind) { extra[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
             do {
                 store = try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: path, limits: limits, extra: extra))
             } catch let error as WebImageError {
@@ -85,6 +85,7 @@ extension ImageManager.Configuration {
                 throw WebImageError(.invalidArgument, "store.shared.kind: unknown store '\(sharedKind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
             }
             var extra: [String: String] = [:]
+            for key in catalog.stores.extraKeys(forStoreNamed: sharedKind) { extra[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
             extra["url"] = values.list("store.shared.url")?.joined(separator: ",")
             extra["prefix"] = values.text("store.shared.prefix")
             if let timeout = try values.duration("store.shared.timeout") {
@@ -100,7 +101,7 @@ extension ImageManager.Configuration {
             store = TieredCacheStore(local: store, shared: shared)
             sharedFailures = shared as? any SharedFailureStore
         } else if values.text("store.shared.url") != nil {
-            throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis")
+            throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis or s3")
         }
 
         // Coders, first listed asked first.

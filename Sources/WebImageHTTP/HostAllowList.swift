@@ -2,7 +2,10 @@ public import Foundation
 
 /// The hosts the service fetches from: `images.example.com` (any port),
 /// `images.example.com:8443` (that port only), `*.example.com` (any subdomain,
-/// not the domain itself), or `*` (any host). Empty refuses everything.
+/// not the domain itself), or `*` (any host); and the buckets it loads `s3://`
+/// URLs from: `s3://photos` (that bucket), or `s3://*` (any bucket the
+/// credentials reach). Host entries never match an `s3://` URL, nor bucket
+/// entries an http one. Empty refuses everything.
 ///
 /// The list is checked against the URL a client asks for, before any network
 /// access. It complements the loader's SSRF guard, which checks the address each
@@ -12,6 +15,8 @@ public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
         case any
         case suffix(String)
         case host(String, port: Int?)
+        case bucket(String)
+        case anyBucket
     }
 
     let entries: [Entry]
@@ -24,6 +29,14 @@ public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
         for raw in patterns {
             let pattern = raw.trimmingCharacters(in: .whitespaces).lowercased()
             if pattern == "*" { entries.append(.any); continue }
+            if pattern.hasPrefix("s3://") {
+                let bucket = String(pattern.dropFirst(5))
+                if bucket == "*" { entries.append(.anyBucket); continue }
+                guard !bucket.isEmpty, bucket.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F })
+                else { return nil }
+                entries.append(.bucket(bucket))
+                continue
+            }
             if pattern.hasPrefix("*.") {
                 let suffix = String(pattern.dropFirst(1))
                 guard suffix.count > 1, !suffix.contains(":"), !suffix.contains("*") else { return nil }
@@ -50,9 +63,23 @@ public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
         self.patterns = patterns
     }
 
-    /// Whether `url`'s host (and port) is on the list.
+    /// Whether the list names any bucket (so that `s3://` URLs may be asked for).
+    public var namesBuckets: Bool {
+        entries.contains { if case .bucket = $0 { true } else if case .anyBucket = $0 { true } else { false } }
+    }
+
+    /// Whether `url`'s host (and port) is on the list; for an `s3://` URL, its bucket.
     public func allows(_ url: URL) -> Bool {
         guard var host = url.host?.lowercased(), !host.isEmpty else { return false }
+        if url.scheme?.lowercased() == "s3" {
+            return entries.contains { entry in
+                switch entry {
+                case .anyBucket: true
+                case .bucket(let name): name == host
+                default: false
+                }
+            }
+        }
         if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }   // Foundation strips an IPv6 literal's brackets
         let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
         return entries.contains { entry in
@@ -60,6 +87,7 @@ public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
             case .any: true
             case .suffix(let suffix): host.hasSuffix(suffix) && host.count > suffix.count
             case .host(let name, let only): name == host && (only == nil || only == port)
+            case .bucket, .anyBucket: false
             }
         }
     }

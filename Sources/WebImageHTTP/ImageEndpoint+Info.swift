@@ -6,7 +6,7 @@ extension ImageEndpoint {
     /// `placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}` from a 100x100
     /// thumbnail the manager caches like any other.
     func placeholder(_ parameters: QueryParameters) async throws -> ImageResponse {
-        let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.schemes) }
+        let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let placeholders = try await makePlaceholders(url, try context(for: url))
         return Self.json(["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64], maxAge: settings.cacheMaxAge)
     }
@@ -14,7 +14,7 @@ extension ImageEndpoint {
     /// `info?url=…[&placeholder=1]`: `ImageInfo/fields(scale:cacheType:placeholders:)`
     /// as JSON, from the header alone (and a 100x100 thumbnail for the placeholders).
     func info(_ parameters: QueryParameters) async throws -> ImageResponse {
-        let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.schemes) }
+        let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let wantsPlaceholders = try parse { () throws -> Bool in
             switch parameters["placeholder"] {
             case nil, "0", "false": return false

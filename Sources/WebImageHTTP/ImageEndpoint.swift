@@ -135,7 +135,8 @@ public struct ImageEndpoint: Sendable {
     /// allowed origin cannot send the service to a host that is not allowed.
     func context(for url: URL) throws -> ImageContext {
         guard settings.allowedHosts.allows(url) else {
-            throw RequestError(WebImageError(.forbidden, "\(url.host ?? "the host") is not a host this service fetches from"))
+            let what = url.scheme?.lowercased() == "s3" ? "bucket \(url.host ?? "")" : url.host ?? "the host"
+            throw RequestError(WebImageError(.forbidden, "\(what) is not a \(url.scheme?.lowercased() == "s3" ? "bucket" : "host") this service fetches from"))
         }
         let list = settings.allowedHosts
         var context = ImageContext()

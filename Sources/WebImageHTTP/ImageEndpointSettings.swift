@@ -59,8 +59,12 @@ extension ImageEndpoint {
         /// How `placeholder` and `info?…&placeholder=1` make placeholders; nil
         /// answers them 404.
         public var placeholderMaker: PlaceholderMaker?
-        /// The URL schemes `url=` may name.
+        /// The URL schemes `url=` may name; `s3` is added by itself when
+        /// ``allowedHosts`` names a bucket (``sourceSchemes``).
         public var schemes: Set<String> = ["http", "https"]
+
+        /// The schemes `url=` may name: ``schemes``, and `s3` when the allow-list names a bucket.
+        public var sourceSchemes: Set<String> { allowedHosts.namesBuckets ? schemes.union(["s3"]) : schemes }
 
         public init() {}
 
@@ -84,7 +88,7 @@ extension ImageEndpoint {
             let values = ConfigValues(config)
             if let patterns = values.list("thumbnail.allowedHosts") {
                 guard let list = HostAllowList(patterns) else {
-                    throw values.invalid("thumbnail.allowedHosts", patterns.joined(separator: ","), "a list of host, host:port, *.domain or *")
+                    throw values.invalid("thumbnail.allowedHosts", patterns.joined(separator: ","), "a list of host, host:port, *.domain, *, s3://bucket or s3://*")
                 }
                 allowedHosts = list
             }

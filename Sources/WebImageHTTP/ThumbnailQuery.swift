@@ -78,7 +78,7 @@ public struct ThumbnailQuery: Sendable {
     /// Parses a request's parameters (after ``resolve(_:settings:)``).
     public init(_ parameters: QueryParameters, settings: ImageEndpoint.Settings) throws {
         let parameters = try Self.resolve(parameters, settings: settings)
-        try self.init(sizing: parameters, url: try Self.sourceURL(parameters, schemes: settings.schemes), settings: settings)
+        try self.init(sizing: parameters, url: try Self.sourceURL(parameters, schemes: settings.sourceSchemes), settings: settings)
         preset = parameters["preset"]
     }
 

@@ -5,17 +5,20 @@ public import WebImageConfiguration
 import WebImageCurl
 import WebImageLMDB
 import WebImageRedis
+import WebImageS3
 import WebImageTurboJPEG
 import WebImageVips
 
 extension PluginCatalog {
     /// Every plugin in the package: stores `lmdb`, `filesystem`, `memory`, and
-    /// `redis` for the shared tier; coders `turbojpeg` (JPEG thumbnails on
-    /// libjpeg-turbo, asked first) and `vips`; loaders `curl` (http, https) and `file`.
+    /// `redis` and `s3` for the shared tier; coders `turbojpeg` (JPEG thumbnails on
+    /// libjpeg-turbo, asked first) and `vips`; loaders `curl` (http, https), `s3`
+    /// (s3://, signed) and `file`.
     public static var standard: PluginCatalog {
         var catalog = PluginCatalog.core
         catalog.stores.registerLMDB()
         catalog.stores.registerRedis()
+        catalog.stores.registerS3()
         // Listed first, so asked first: JPEG thumbnails. It hands what it declines
         // to a VipsImageCoder of its own, made with the same vips.* options.
         catalog.registerCoder(name: "turbojpeg") { config in
@@ -31,29 +34,42 @@ extension PluginCatalog {
             "loader.maxConcurrent", "loader.maxConcurrentPerHost", "loader.timeout", "loader.maxResponseSize", "loader.blockPrivateAddresses",
             "loader.exemptAddresses", "loader.proxy", "loader.order",
         ]) { config in
+            CurlLoader(configuration: try curlConfiguration(ConfigValues(config)))
+        }
+        // s3:// over its own curl transfers with the same loader.* settings (the
+        // SSRF guard judges the endpoint); the s3.* keys are the bucket store's too.
+        catalog.registerLoader(name: "s3", schemes: ["s3"], keys: Set(S3Configuration.configurationKeys)) { config in
             let values = ConfigValues(config)
-            var configuration = CurlLoader.Configuration()
-            if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }
-            if let count = try values.int("loader.maxConcurrentPerHost", minimum: 1) { configuration.maxConcurrentDownloadsPerHost = count }
-            if let timeout = try values.loaderTimeout() { configuration.timeout = timeout }
-            if let size = try values.loaderMaxResponseSize() { configuration.maxResponseSize = size }
-            if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }
-            if let ranges = values.list("loader.exemptAddresses") {
-                configuration.exemptAddresses = try ranges.map { text in
-                    guard let range = CurlLoader.AddressRange(text) else {
-                        throw values.invalid("loader.exemptAddresses", text, "an address or CIDR range such as 10.0.0.0/8 or fd00::/8")
-                    }
-                    return range
-                }
-            }
-            if let proxy = values.text("loader.proxy"), !proxy.isEmpty { configuration.proxy = proxy }
-            if let order = values.text("loader.order") {
-                guard let parsed = CurlLoader.Order(rawValue: order.lowercased()) else { throw values.invalid("loader.order", order, "fifo or lifo") }
-                configuration.order = parsed
-            }
-            return CurlLoader(configuration: configuration)
+            var settings: [String: String] = [:]
+            for key in S3Configuration.configurationKeys { settings[key] = values.text(key) }
+            return try S3Loader(configuration: try S3Configuration(settings: settings),
+                                curl: CurlLoader(configuration: try curlConfiguration(values)))
         }
         return catalog
+    }
+
+    /// The curl loader's settings from the `loader.*` keys.
+    private static func curlConfiguration(_ values: ConfigValues) throws -> CurlLoader.Configuration {
+        var configuration = CurlLoader.Configuration()
+        if let count = try values.int("loader.maxConcurrent", minimum: 1) { configuration.maxConcurrentDownloads = count }
+        if let count = try values.int("loader.maxConcurrentPerHost", minimum: 1) { configuration.maxConcurrentDownloadsPerHost = count }
+        if let timeout = try values.loaderTimeout() { configuration.timeout = timeout }
+        if let size = try values.loaderMaxResponseSize() { configuration.maxResponseSize = size }
+        if let block = try values.bool("loader.blockPrivateAddresses") { configuration.blockPrivateAddresses = block }
+        if let ranges = values.list("loader.exemptAddresses") {
+            configuration.exemptAddresses = try ranges.map { text in
+                guard let range = CurlLoader.AddressRange(text) else {
+                    throw values.invalid("loader.exemptAddresses", text, "an address or CIDR range such as 10.0.0.0/8 or fd00::/8")
+                }
+                return range
+            }
+        }
+        if let proxy = values.text("loader.proxy"), !proxy.isEmpty { configuration.proxy = proxy }
+        if let order = values.text("loader.order") {
+            guard let parsed = CurlLoader.Order(rawValue: order.lowercased()) else { throw values.invalid("loader.order", order, "fifo or lifo") }
+            configuration.order = parsed
+        }
+        return configuration
     }
 }
 

@@ -1,0 +1,55 @@
+public import Foundation
+import WebImage
+
+/// An object in a bucket, as an `s3://BUCKET/KEY` URL names it.
+public struct S3Location: Sendable, Hashable, CustomStringConvertible {
+    public var bucket: String
+    /// The object's key, decoded (`photos/a b.jpg`).
+    public var key: String
+
+    /// - Throws: ``WebImageError/Code/invalidURL`` for a bucket name S3 does not
+    ///   allow or a key that is empty or over 1024 bytes.
+    public init(bucket: String, key: String) throws {
+        try Self.validate(bucket: bucket)
+        guard !key.isEmpty else { throw WebImageError(.invalidURL, "s3://\(bucket)/ names no object key") }
+        guard key.utf8.count <= 1024 else { throw WebImageError(.invalidURL, "s3://\(bucket)/…: the key is \(key.utf8.count) bytes; S3 allows 1024") }
+        self.bucket = bucket
+        self.key = key
+    }
+
+    /// The object an `s3://BUCKET/KEY` URL names; percent escapes in the key are decoded.
+    /// - Throws: ``WebImageError/Code/invalidURL`` saying what is wrong with it.
+    public init(url: URL) throws {
+        guard url.scheme?.lowercased() == "s3" else {
+            throw WebImageError(.invalidURL, "\(url.absoluteString) is not an s3:// URL")
+        }
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false), let bucket = components.host, !bucket.isEmpty else {
+            throw WebImageError(.invalidURL, "\(url.absoluteString) names no bucket (s3://BUCKET/KEY)")
+        }
+        guard components.query == nil, components.fragment == nil, components.user == nil, components.port == nil else {
+            throw WebImageError(.invalidURL, "\(url.absoluteString): an s3:// URL is s3://BUCKET/KEY, with no port, user, query or fragment")
+        }
+        let path = components.percentEncodedPath
+        guard let key = path.hasPrefix("/") ? String(path.dropFirst()).removingPercentEncoding : nil else {
+            throw WebImageError(.invalidURL, "\(url.absoluteString) has a key that is not valid percent-encoded UTF-8")
+        }
+        try self.init(bucket: bucket, key: key)
+    }
+
+    /// Bucket names as S3 and its compatibles allow them: 3 to 63 characters of
+    /// lower-case letters, digits, dots, dashes (and underscores, which Google
+    /// Cloud Storage allows), beginning and ending with a letter or digit.
+    public static func validate(bucket: String) throws {
+        let bytes = Array(bucket.utf8)
+        func isAlphanumeric(_ byte: UInt8) -> Bool { (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) }
+        guard (3...63).contains(bytes.count), isAlphanumeric(bytes.first!), isAlphanumeric(bytes.last!),
+              bytes.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") })
+        else {
+            throw WebImageError(.invalidURL, "'\(bucket)' is not a bucket name: 3 to 63 lower-case letters, digits, dots and dashes, beginning and ending with a letter or digit")
+        }
+    }
+
+    /// `s3://BUCKET/KEY`, the key percent-encoded.
+    public var url: URL { URL(string: "s3://\(bucket)/\(S3Request.encodePath(key))")! }
+    public var description: String { "s3://\(bucket)/\(key)" }
+}
