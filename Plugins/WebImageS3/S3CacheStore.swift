@@ -104,8 +104,8 @@ public final class S3CacheStore: CacheStore {
             throw WebImageError.wrap(error, as: .storeFailed, "s3 \(what)").asStoreFailure("s3 \(what)")
         }
         guard (200..<300).contains(response.statusCode) || allowed.contains(response.statusCode) else {
-            let error = S3Answer.error(status: response.statusCode, body: response.data, headers: response.headers, what: what)
-            throw error.asStoreFailure("s3")
+            let error = S3Answer.error(status: response.statusCode, body: response.data, headers: response.headers, what: "s3 \(what)")
+            throw error.asStoreFailure("s3 \(what)")
         }
         return response
     }

@@ -11,6 +11,10 @@ package final class MotoServer: Sendable {
     package struct Key: Decodable, Sendable {
         package let accessKeyID: String
         package let secretAccessKey: String
+        package init(accessKeyID: String, secretAccessKey: String) {
+            self.accessKeyID = accessKeyID
+            self.secretAccessKey = secretAccessKey
+        }
     }
     private struct Announcement: Decodable {
         let endpoint: String
@@ -110,5 +114,6 @@ package final class MotoServer: Sendable {
 
 package struct PeerError: Error, CustomStringConvertible {
     package let message: String
+    package init(message: String) { self.message = message }
     package var description: String { message }
 }

@@ -189,6 +189,10 @@ package final class TestHTTPServer: Sendable {
             case "status":
                 let retryAfter = parts.count > 2 ? [("Retry-After", parts[2...].joined(separator: "/").removingPercentEncoding ?? "")] : []
                 send(context, status: HTTPResponseStatus(statusCode: Int(parts[1]) ?? 500), headers: retryAfter, body: Data("status".utf8))
+            case "s3-slowdown":
+                // An S3 endpoint asking for a pause: 503 SlowDown with Retry-After (seconds).
+                let document = Data("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>".utf8)
+                send(context, status: .serviceUnavailable, headers: [("Content-Type", "application/xml"), ("Retry-After", parts.count > 1 ? parts[1] : "1")], body: document)
             case "redirect":
                 let hops = Int(parts[1]) ?? 0
                 send(context, status: .found, headers: [("Location", hops > 1 ? "/redirect/\(hops - 1)" : "/bytes/100")])
