@@ -7,7 +7,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhi
 # GNU time measures the tool's peak memory in its tests.
 EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time
 
-.PHONY: deps example-deps apt-install test build demo serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
+.PHONY: deps example-deps s3-peer apt-install test build demo serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -16,6 +16,15 @@ deps:
 # What the tests need beyond the libraries (Redis servers they start, a headless browser).
 example-deps:
 	@$(MAKE) --no-print-directory apt-install PACKAGES="$(EXAMPLE_APT_PACKAGES)"
+
+# The S3 tests' endpoint: moto's server (PyPI `moto[server]`) in a venv of the
+# build's own, which the tests start on loopback with its access control on.
+# The venv sees the system's packages, so a machine that has moto installs nothing.
+S3_VENV := .build/s3-venv
+s3-peer:
+	@$(S3_VENV)/bin/python3 -c "import moto.server, boto3" 2>/dev/null || { \
+		echo "making $(S3_VENV) with moto[server]"; \
+		python3 -m venv --system-site-packages $(S3_VENV) && $(S3_VENV)/bin/python3 -m pip install -q 'moto[server]'; }
 
 apt-install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -42,7 +51,7 @@ demo: deps
 
 # The package's tests, then each example's (examples are packages of their own).
 # .ci/swift-test repeats what failed at the end of the output.
-test: deps example-deps
+test: deps example-deps s3-peer
 	SWIFT=$(SWIFT) .ci/swift-test
 	cd Examples/CustomCoder && SWIFT=$(SWIFT) ../../.ci/swift-test
 	cd Examples/ThumbnailServer && SWIFT=$(SWIFT) ../../.ci/swift-test
