@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "WebImageLMDB", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
                 .product(name: "WebImageRedis", package: "swift-web-image"),
+                .product(name: "WebImageS3", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
             ]

@@ -8,6 +8,7 @@
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
     python3 Benchmarks/compare/compare.py shared     [--rounds 5] [--entries 2000] [--gets 20000]
+    python3 Benchmarks/compare/compare.py s3         [--rounds 5] [--entries 500] [--gets 2000]
     python3 Benchmarks/compare/compare.py plots      (PNG charts of the results, into docs/images)
 
 Each comparison runs the same work through this package (webimage-bench, built
@@ -663,6 +664,54 @@ def shared(args):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def s3(args):
+    """A bucket hit through the manager (S3CacheStore, bytes) against curl
+    --aws-sigv4 fetching the same objects in one process (a connection reused,
+    each request signed), from the same endpoint: moto's server with its access
+    control on (Tests/Peers/moto_peer.py, from the venv `make s3-peer` makes)."""
+    ensure_apt("curl")
+    subprocess.run(["make", "-s", "-C", ROOT, "s3-peer"], check=True)
+    bench = build_bench()
+    python = os.path.join(ROOT, ".build", "s3-venv", "bin", "python3")
+    peer = subprocess.Popen([python, os.path.join(ROOT, "Tests", "Peers", "moto_peer.py")], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    work = tempfile.mkdtemp(prefix="webimage-s3-")
+    try:
+        moto = json.loads(peer.stdout.readline())
+        key, secret = moto["full"]["accessKeyID"], moto["full"]["secretAccessKey"]
+        env = {**os.environ, "S3_ENDPOINT": moto["endpoint"], "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        url = f"s3://{moto['bucket']}/bench/"
+        n, gets = str(args.entries), args.gets
+        run([bench, "store-fill", "s3", url, n, str(args.size), "8"], env=env)
+        keys = run([bench, "s3-keys", url, n]).split()
+        # The same random sequence of objects for both.
+        import random
+        chosen = [random.Random(7).choice(keys) for _ in range(gets)]
+        config = os.path.join(work, "curl.conf")
+        with open(config, "w") as f:
+            for k in chosen:
+                f.write(f'url = "{moto["endpoint"]}/{moto["bucket"]}/{k}"\noutput = "/dev/null"\n')
+        curl = ["curl", "-s", "-f", "--aws-sigv4", "aws:amz:us-east-1:s3", "-u", f"{key}:{secret}",
+                "-H", "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "--config", config]
+        results = {"curl --aws-sigv4, one process": [], "ImageManager bucket hit (S3CacheStore, bytes)": []}
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            subprocess.run(curl, check=True)
+            results["curl --aws-sigv4, one process"].append((time.perf_counter() - started) / gets * 1e6)
+            ns = as_json(run([bench, "manager-hit", "s3", url, n, str(gets)], env=env))["nsPerGet"]
+            results["ImageManager bucket hit (S3CacheStore, bytes)"].append(ns / 1000)
+        rows = [(name, values, "µs/get") for name, values in results.items()]
+        med = {name: statistics.median(v) for name, v in results.items()}
+        ratio = med["curl --aws-sigv4, one process"] / med["ImageManager bucket hit (S3CacheStore, bytes)"]
+        report(f"Bucket hits: {args.entries} entries of {args.size} bytes in moto on loopback, {gets} random gets, {args.rounds} rounds interleaved",
+               rows, "s3", {"ratios": {"bucket hit speed / curl loop": ratio}, "entries": args.entries, "size": args.size, "gets": gets})
+        print(f"  bucket hit speed / curl loop: {ratio:.2f}x  (target: at least 0.9x)")
+    finally:
+        peer.stdin.close()
+        peer.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def plots(args):
     """PNG charts of Benchmarks/results/*.json, into docs/images."""
     try:
@@ -764,6 +813,11 @@ def main():
     sh.add_argument("--entries", type=int, default=2000)
     sh.add_argument("--size", type=int, default=32768)
     sh.add_argument("--gets", type=int, default=20000)
+    s3p = sub.add_parser("s3")
+    s3p.add_argument("--rounds", type=int, default=5)
+    s3p.add_argument("--entries", type=int, default=500)
+    s3p.add_argument("--size", type=int, default=32768)
+    s3p.add_argument("--gets", type=int, default=2000)
     enc = sub.add_parser("encoders")
     enc.add_argument("--rounds", type=int, default=3)
     enc.add_argument("--repeats", type=int, default=3)
@@ -771,7 +825,7 @@ def main():
     enc.add_argument("--photo", help="a photo to scale to 2400x1600 instead of the tool's synthetic sample")
     sub.add_parser("plots")
     args = parser.parse_args()
-    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "shared": shared, "encoders": encoders, "plots": plots}[args.comparison](args)
+    {"cache-hits": cache_hits, "downloads": downloads, "thumbnails": thumbnails, "scaling": scaling, "server": server, "shared": shared, "s3": s3, "encoders": encoders, "plots": plots}[args.comparison](args)
 
 
 if __name__ == "__main__":

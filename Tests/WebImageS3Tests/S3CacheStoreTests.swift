@@ -189,3 +189,38 @@ struct S3SharedTierTests {
         #expect(result.data == photo)
     }
 }
+
+@Suite("memory → local → Redis → bucket: two TieredCacheStores")
+struct S3ChainTests {
+    /// Until neither tier has background writes left (30 s at most, stretched under a sanitizer).
+    func settled(_ tiers: TieredCacheStore...) async throws {
+        let deadline = ContinuousClock.now + .seconds(30 * TestTiming.scale)
+        while tiers.contains(where: { $0.pendingWrites.count > 0 }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    @Test("a bucket hit is copied into both inner tiers; a write reaches all three; a remove reaches all three")
+    func chain() async throws {
+        let moto = try await MotoServer.shared()
+        // The inner shared tier stands in for Redis (tested on its own elsewhere): the chain is TieredCacheStore's logic.
+        let local = MemoryCacheStore(), redis = MemoryCacheStore()
+        let bucket = try S3CacheStore(url: "s3://\(moto.bucket)/\(S3Fixtures.unique("chain"))/", configuration: S3Fixtures.configuration(moto), limits: .unlimited)
+        let hot = TieredCacheStore(local: local, shared: redis)
+        let chain = TieredCacheStore(local: hot, shared: bucket)
+        try await bucket.setData(Data([1, 2, 3]), forKey: "from-another-host", metadata: CacheMetadata())
+        let hit = try #require(try await chain.entry(forKey: "from-another-host"))
+        #expect(hit.source == .shared && hit.data == Data([1, 2, 3]))
+        try await settled(chain, hot)
+        let (copiedLocally, copiedToRedis) = (try await local.data(forKey: "from-another-host"), try await redis.data(forKey: "from-another-host"))
+        #expect(copiedLocally == Data([1, 2, 3]) && copiedToRedis == Data([1, 2, 3]))
+
+        try await chain.setData(Data([4]), forKey: "made-here", metadata: CacheMetadata())
+        try await settled(chain, hot)
+        let written = [try await local.data(forKey: "made-here"), try await redis.data(forKey: "made-here"), try await bucket.data(forKey: "made-here")]
+        #expect(written == [Data([4]), Data([4]), Data([4])])
+        try await chain.removeData(forKey: "made-here")
+        let removed = [try await local.data(forKey: "made-here"), try await redis.data(forKey: "made-here"), try await bucket.data(forKey: "made-here")]
+        #expect(removed == [nil, nil, nil])
+    }
+}

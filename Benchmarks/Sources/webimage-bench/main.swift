@@ -3,8 +3,10 @@
 //   webimage-bench store-fill   lmdb|files DIR COUNT SIZE      write COUNT values of SIZE bytes (keys k0…)
 //   webimage-bench store-get    lmdb|files DIR COUNT GETS      warm gets of random keys; ns per get
 //   webimage-bench manager-hit  memory|lmdb|files DIR COUNT GETS   hits through ImageManager (avoidDecode for disk)
-//                               (KIND also lmdb-pooled; redis with DIR a redis:// URL; tiered with DIR "LMDBDIR|URL")
+//                               (KIND also lmdb-pooled; redis with DIR a redis:// URL; tiered with DIR "LMDBDIR|URL";
+//                                s3 with DIR s3://BUCKET/PREFIX/, the endpoint in S3_ENDPOINT, the key in AWS_*)
 //   webimage-bench redis-keys   COUNT                          the Redis keys of k0… (for the C peer)
+//   webimage-bench s3-keys      URL COUNT                      the object keys of k0… under s3://BUCKET/PREFIX/ (for curl)
 //   webimage-bench download     URLLIST CONCURRENCY            load every URL with CurlLoader; seconds
 //   webimage-bench encode       FILE QUALITY REPEATS           encode FILE's pixels in every format and effort; ms and bytes each
 import Foundation
@@ -12,6 +14,7 @@ import WebImage
 import WebImageCurl
 import WebImageLMDB
 import WebImageRedis
+import WebImageS3
 import WebImageTurboJPEG
 import WebImageVips
 
@@ -27,6 +30,10 @@ func store(_ kind: String, _ directory: String) throws -> any CacheStore {
     case "lmdb-pooled": return try LMDBCacheStore(directory: url, limits: .unlimited, options: .init(mapSize: 4 << 30, readsOnCallingThread: false))
     case "files": return try FileCacheStore(directory: url, limits: .unlimited)
     case "redis": return try RedisCacheStore(configuration: .init(urls: [directory]), limits: .unlimited)
+    case "s3":
+        let environment = ProcessInfo.processInfo.environment
+        let s3 = try S3Configuration(settings: ["s3.endpoint": environment["S3_ENDPOINT"] ?? "", "s3.region": environment["S3_REGION"] ?? "us-east-1"])
+        return try S3CacheStore(url: directory, configuration: s3, limits: .unlimited)
     case "tiered":
         let parts = directory.split(separator: "|").map(String.init)
         return TieredCacheStore(local: try store("lmdb", parts[0]), shared: try store("redis", parts[1]))
@@ -76,10 +83,12 @@ case "store-get", "manager-hit":
     var generator = SystemRandomNumberGenerator()
     let keys = (0..<gets).map { _ in "k\(Int.random(in: 0..<count, using: &generator))" }
     var bytes = 0
+    // A bucket on a network endpoint: fewer warm-up gets (each is a request).
+    let warm = arguments[2] == "s3" ? 50 : 1000
     let started: ContinuousClock.Instant
     if arguments[1] == "store-get" {
         let store = try store(arguments[2], arguments[3])
-        for key in keys.prefix(1000) { bytes &+= try await store.data(forKey: key)?.count ?? 0 }  // warm
+        for key in keys.prefix(warm) { bytes &+= try await store.data(forKey: key)?.count ?? 0 }  // warm
         started = ContinuousClock.now
         for key in keys { bytes &+= try await store.data(forKey: key)?.count ?? 0 }
     } else {
@@ -97,7 +106,7 @@ case "store-get", "manager-hit":
         let manager = ImageManager(configuration: configuration)
         let urls = keys.map { URL(string: arguments[2] == "memory" ? "bench://x/\($0)" : $0)! }
         let options: ImageOptions = arguments[2] == "memory" ? [] : [.avoidDecode, .fromCacheOnly]
-        for url in urls.prefix(1000) { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
+        for url in urls.prefix(warm) { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
         started = ContinuousClock.now
         for url in urls { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
     }
@@ -131,6 +140,11 @@ case "redis-keys":
     guard arguments.count == 3, let count = Int(arguments[2]) else { fail("redis-keys COUNT") }
     let naming = try RedisCacheStore(configuration: .init(urls: ["redis://127.0.0.1"]))
     print((0..<count).map { naming.redisKey(for: "k\($0)") }.joined(separator: "\n"))
+
+case "s3-keys":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("s3-keys URL COUNT") }
+    let naming = try S3CacheStore(url: arguments[2], configuration: S3Configuration())
+    print((0..<count).map { naming.objectKey(for: "k\($0)") }.joined(separator: "\n"))
 
 case "download":
     guard arguments.count == 4, let concurrency = Int(arguments[3]) else { fail("download URLLIST CONCURRENCY") }
