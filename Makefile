@@ -92,7 +92,7 @@ bench-build: deps
 # parameters) but SwiftPM's note that swift-distributed-tracing 1.7.3 ships
 # CMakeLists.txt files in its source folders, which no package depending on it can silence.
 DEPENDENCY_LAYOUT_WARNING := which are unhandled; explicitly declare them as resources
-DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageTurboJPEG WebImageHTTP WebImageHummingbird
+DOC_TARGETS := WebImage WebImageVips WebImageLMDB WebImageCurl WebImageRedis WebImageS3 WebImageTurboJPEG WebImageHTTP WebImageHummingbird
 docs: deps
 	@for t in $(DOC_TARGETS); do \
 		out=$$($(SWIFT) package generate-documentation --target $$t 2>&1) || { echo "$$out"; exit 1; }; \
