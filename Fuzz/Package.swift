@@ -20,6 +20,7 @@ let package = Package(
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
                 .product(name: "WebImageCurl", package: "swift-web-image"),
+                .product(name: "WebImageS3", package: "swift-web-image"),
                 .product(name: "WebImageConfiguration", package: "swift-web-image"),
                 .product(name: "WebImageKit", package: "swift-web-image"),
                 .product(name: "WebImageSamples", package: "swift-web-image"),

@@ -108,6 +108,15 @@ def main():
         write(os.path.join(out, 'negotiate'), f'{index:02}', text)
     write(os.path.join(out, 'negotiate'), 'thumbhash', bytes([0x5E, 0x08, 0x06, 0x25, 0x82, 0x77, 0x70, 0x78, 0x86, 0x88, 0x78, 0x87, 0x07, 0x88]))
 
+    # What an S3 endpoint answers (error documents, a listing page) and s3:// URLs.
+    s3 = ['<?xml version="1.0" encoding="UTF-8"?><Error><Code>SignatureDoesNotMatch</Code><Message>The request signature &amp; more</Message></Error>',
+          '<Error><Code>PermanentRedirect</Code><Region>eu-west-1</Region></Error>',
+          '<ListBucketResult><IsTruncated>true</IsTruncated><Contents><Key>v1/ab&#x41;c</Key><Size>120</Size></Contents>'
+          '<Contents><Key>v1/&lt;x&gt;</Key><Size>-5</Size></Contents></ListBucketResult>',
+          's3://photos/2026/a%20b+c.jpg', 's3://my.bucket/k%C3%A9y', 's3://b/%FF', '\x03120']
+    for index, text in enumerate(s3):
+        write(os.path.join(out, 's3'), f'{index:02}', text)
+
 
 if __name__ == '__main__':
     main()

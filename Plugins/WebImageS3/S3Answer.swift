@@ -48,6 +48,22 @@ public enum S3Answer {
     }
 }
 
+/// One ListObjectsV2 page: each object's key and size, and whether more follow.
+@_spi(Internals) public struct S3ListPage: Sendable {
+    public let objects: [(key: String, size: Int)]
+    public let isTruncated: Bool
+
+    /// Parses a page; elements it does not find are absent (no key: no object; no size: 0).
+    public init(_ data: Data) {
+        let page = S3XML(data)
+        objects = page.all("Contents").compactMap { contents in
+            let object = S3XML(contents)
+            return object.first("Key").map { ($0, object.first("Size").flatMap(Int.init) ?? 0) }
+        }
+        isTruncated = page.first("IsTruncated") == "true"
+    }
+}
+
 /// The few elements this module reads from S3's XML answers (error documents,
 /// ListObjectsV2 pages): a scanner for `<Name>text</Name>`, entities decoded.
 /// S3's documents have no attributes on these elements and no CDATA.

@@ -228,15 +228,13 @@ public final class S3CacheStore: CacheStore {
             if let after { query.append(("start-after", after)) }
             let what = "LIST s3://\(bucket)/\(prefix)"
             let response = try await send(S3Request(method: "GET", bucket: bucket, key: nil, query: query, configuration: s3), what)
-            let page = S3XML(response.data)
-            let contents = page.all("Contents").map(S3XML.init)
-            let keys = contents.compactMap { $0.first("Key") }
-            let objects = zip(contents, keys).compactMap { content, key -> Object? in
-                guard key.hasPrefix(prefix), Self.isEntryName(key.dropFirst(prefix.count)) else { return nil }
-                return Object(key: key, size: content.first("Size").flatMap(Int.init) ?? 0)
+            let page = S3ListPage(response.data)
+            let objects = page.objects.compactMap { object -> Object? in
+                guard object.key.hasPrefix(prefix), Self.isEntryName(object.key.dropFirst(prefix.count)) else { return nil }
+                return Object(key: object.key, size: object.size)
             }
             if !objects.isEmpty { try await body(objects) }
-            guard page.first("IsTruncated") == "true", let last = keys.last else { return }
+            guard page.isTruncated, let last = page.objects.last?.key, last != after else { return }
             after = last
         }
     }

@@ -3,6 +3,7 @@ import WebImage
 @_spi(Internals) import WebImageConfiguration
 import WebImageCurl
 @_spi(Internals) import WebImageKit
+@_spi(Internals) import WebImageS3
 import WebImageSamples
 import WebImageTurboJPEG
 @_spi(Internals) import WebImageVips
@@ -20,7 +21,31 @@ enum FuzzTargets {
         "turbojpeg": turboJPEG,
         "negotiate": negotiate,
         "transform": transform,
+        "s3": s3,
     ]
+
+    /// What an S3 endpoint, or a user's URL, hands the S3 plugin: error documents
+    /// and listing pages from a hostile endpoint, s3:// URLs, keys to encode. An
+    /// answer is always an error (with a positive pause if any); a location
+    /// survives its own URL; an encoded key is canonical and decodes back.
+    static func s3(_ data: Data) {
+        let text = String(decoding: data, as: UTF8.self)
+        let statuses = [301, 307, 400, 403, 404, 410, 429, 500, 503]
+        let status = statuses[Int(data.first ?? 0) % statuses.count]
+        let error = S3Answer.error(status: status, body: data, headers: ["retry-after": String(text.prefix(40)), "x-amz-bucket-region": String(text.prefix(20))],
+                                   what: "GET s3://b/k")
+        if let pause = error.retryAfter { precondition(pause > .zero, "a pause of \(pause)") }
+        // Every object in a page came from a <Key> element; a page never names more than the bytes could hold.
+        let page = S3ListPage(data)
+        precondition(page.objects.count <= data.count / 11, "\(page.objects.count) objects from \(data.count) bytes")
+        if let url = URL(string: text), let location = try? S3Location(url: url) {
+            precondition((try? S3Location(url: location.url)) == location, "\(location) did not survive its URL \(location.url)")
+        }
+        let encoded = S3Request.encodePath(text)
+        precondition(encoded.utf8.allSatisfy { $0 < 0x80 && $0 != UInt8(ascii: " ") }, "an encoded key holds \(encoded)")
+        precondition(encoded.removingPercentEncoding == text, "\(text.debugDescription) encoded as \(encoded) does not decode back")
+        _ = S3Request.canonicalQuery([(text, text), ("list-type", "2")])
+    }
 
     /// Format sniffing by magic bytes.
     static func sniff(_ data: Data) {
