@@ -693,18 +693,31 @@ def s3(args):
                 f.write(f'url = "{moto["endpoint"]}/{moto["bucket"]}/{k}"\noutput = "/dev/null"\n')
         curl = ["curl", "-s", "-f", "--aws-sigv4", "aws:amz:us-east-1:s3", "-u", f"{key}:{secret}",
                 "-H", "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "--config", config]
-        results = {"curl --aws-sigv4, one process": [], "ImageManager bucket hit (S3CacheStore, bytes)": []}
+        import resource
+
+        def children_cpu():
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return usage.ru_utime + usage.ru_stime
+
+        wall = {"curl --aws-sigv4, one process": [], "ImageManager bucket hit (S3CacheStore, bytes)": []}
+        cpu = {"curl CPU (process start included)": [], "webimage-bench CPU (start and 50 warm-up gets included)": []}
         for _ in range(args.rounds):
-            started = time.perf_counter()
+            before, started = children_cpu(), time.perf_counter()
             subprocess.run(curl, check=True)
-            results["curl --aws-sigv4, one process"].append((time.perf_counter() - started) / gets * 1e6)
+            wall["curl --aws-sigv4, one process"].append((time.perf_counter() - started) / gets * 1e6)
+            cpu["curl CPU (process start included)"].append((children_cpu() - before) / gets * 1e6)
+            before = children_cpu()
             ns = as_json(run([bench, "manager-hit", "s3", url, n, str(gets)], env=env))["nsPerGet"]
-            results["ImageManager bucket hit (S3CacheStore, bytes)"].append(ns / 1000)
-        rows = [(name, values, "µs/get") for name, values in results.items()]
-        med = {name: statistics.median(v) for name, v in results.items()}
+            wall["ImageManager bucket hit (S3CacheStore, bytes)"].append(ns / 1000)
+            cpu["webimage-bench CPU (start and 50 warm-up gets included)"].append((children_cpu() - before) / (gets + 50) * 1e6)
+        rows = [(name, values, "µs/get") for name, values in wall.items()] + [(name, values, "µs CPU/get") for name, values in cpu.items()]
+        med = {name: statistics.median(v) for name, v in {**wall, **cpu}.items()}
         ratio = med["curl --aws-sigv4, one process"] / med["ImageManager bucket hit (S3CacheStore, bytes)"]
+        cpu_ratio = med["webimage-bench CPU (start and 50 warm-up gets included)"] / med["curl CPU (process start included)"]
         report(f"Bucket hits: {args.entries} entries of {args.size} bytes in moto on loopback, {gets} random gets, {args.rounds} rounds interleaved",
-               rows, "s3", {"ratios": {"bucket hit speed / curl loop": ratio}, "entries": args.entries, "size": args.size, "gets": gets})
+               rows, "s3", {"ratios": {"bucket hit speed / curl loop": ratio, "client CPU / curl CPU": cpu_ratio},
+                            "entries": args.entries, "size": args.size, "gets": gets})
+        print(f"  client CPU per get / curl's: {cpu_ratio:.2f}x")
         print(f"  bucket hit speed / curl loop: {ratio:.2f}x  (target: at least 0.9x)")
     finally:
         peer.stdin.close()
