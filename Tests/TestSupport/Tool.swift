@@ -60,6 +60,17 @@ package struct Tool: Sendable {
 
         package func signal(_ number: Int32) { _ = kill(pid, number) }
 
+        /// The address `webimage serve` prints once it listens (`http://127.0.0.1:PORT`),
+        /// waited for (bounded by the calling suite's time limit).
+        package func listeningAddress() async throws -> String {
+            while true {
+                if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
+                    return String(line.dropFirst("listening on ".count))
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+
         /// Waits for it on a thread of its own, so that waiting never blocks a thread
         /// of Swift's cooperative pool (other suites run meanwhile).
         package func wait() async throws -> Result {

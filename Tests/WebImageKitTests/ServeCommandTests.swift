@@ -23,15 +23,7 @@ struct ServeCommandTests {
                                       "--set", "thumbnail.presets.small=w=48&h=48"])
         defer { running.signal(SIGKILL) }
         // The port it bound, from its first line (bounded by the suite's time limit).
-        var base: String?
-        while base == nil {
-            if let line = running.stdout.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-                base = String(line.dropFirst("listening on ".count))
-            } else {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let server = try #require(base)
+        let server = try await running.listeningAddress()
         let loader = CurlLoader()
         func get(_ path: String, accept: String? = nil) async throws -> LoadResponse {
             var request = LoadRequest(url: URL(string: server + path)!)

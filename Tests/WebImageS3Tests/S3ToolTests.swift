@@ -49,15 +49,7 @@ struct S3ToolTests {
                                       "--set", "thumbnail.allowedHosts=s3://\(moto.bucket)",
                                       "--set", "loader.exemptAddresses=127.0.0.0/8"], environment: environment(moto))
         defer { running.signal(SIGKILL) }
-        var base: String?
-        while base == nil {
-            if let line = running.stdout.split(separator: "\n").first(where: { $0.hasPrefix("listening on ") }) {
-                base = String(line.dropFirst("listening on ".count))
-            } else {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let server = try #require(base)
+        let server = try await running.listeningAddress()
         let client = CurlLoader()
         func status(_ source: String) async throws -> (Int, Data) {
             let encoded = source.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
