@@ -59,7 +59,7 @@ public final class S3CacheStore: CacheStore {
     ///   - limits: `maxAge` is checked on every read; the size limit is not used.
     ///   - store: the store's own transfers.
     ///   - clock: the time ages are measured against.
-    /// - Throws: ``WebImageError/Code/invalidArgument`` for a URL, region or endpoint it cannot use.
+    /// - Throws: `WebImageError` `.invalidArgument` for a URL, region or endpoint it cannot use.
     public init(url: String, configuration: S3Configuration, limits: CacheLimits = CacheLimits(),
                 store: Configuration = Configuration(), clock: @escaping @Sendable () -> Date = { Date() }) throws {
         guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "s3",

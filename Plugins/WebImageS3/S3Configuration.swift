@@ -22,7 +22,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     /// `localhost` always gets path-style URLs, since no bucket name can go before it.
     public var pathStyle: Bool
     /// The key that signs every request; nil for none (every request then fails
-    /// with ``WebImageError/Code/forbidden`` before it is sent).
+    /// with `WebImageError` `.forbidden` before it is sent).
     public var credentials: S3Credentials?
 
     public init(endpoint: URL? = nil, region: String = "us-east-1", pathStyle: Bool = false, credentials: S3Credentials? = nil) {
@@ -39,7 +39,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
 
     /// Checks what a request needs: a region of letters, digits and dashes, and an
     /// endpoint with an http(s) scheme, a host and no query.
-    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the setting.
+    /// - Throws: `WebImageError` `.invalidArgument` naming the setting.
     public func validate() throws {
         guard !region.isEmpty, region.utf8.count <= 64,
               region.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || $0 == "-" }) else {
@@ -78,7 +78,7 @@ public struct S3Credentials: Sendable, Hashable, CustomStringConvertible {
 
     /// The key from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
     /// `AWS_SESSION_TOKEN`; nil when neither of the first two is set.
-    /// - Throws: ``WebImageError/Code/invalidArgument`` when one of the two is set without the other.
+    /// - Throws: `WebImageError` `.invalidArgument` when one of the two is set without the other.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> S3Credentials? {
         func value(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let id = value("AWS_ACCESS_KEY_ID"), secret = value("AWS_SECRET_ACCESS_KEY")
@@ -104,7 +104,7 @@ extension S3Configuration {
     /// A configuration from those keys' values (absent keys: defaults), the
     /// credentials from `s3.accessKeyID` and `s3.secretAccessKey` or else the
     /// `AWS_*` variables of `environment`.
-    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key whose value is wrong.
+    /// - Throws: `WebImageError` `.invalidArgument` naming the key whose value is wrong.
     public init(settings: [String: String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.init()
         func value(_ key: String) -> String? { settings[key].flatMap { $0.isEmpty ? nil : $0 } }

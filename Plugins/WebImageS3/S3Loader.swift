@@ -3,7 +3,7 @@ public import WebImage
 public import WebImageCurl
 
 /// Loads `s3://BUCKET/KEY` URLs from a private bucket: each request signed with
-/// AWS Signature V4 by libcurl, sent over a ``WebImageCurl/CurlLoader``'s
+/// AWS Signature V4 by libcurl, sent over a `CurlLoader`'s
 /// transfers (its concurrency, timeouts, size limit and SSRF guard, which judges
 /// the endpoint's address).
 ///
@@ -30,7 +30,7 @@ public final class S3Loader: Loader {
     ///   - configuration: endpoint, region and credentials.
     ///   - curl: the transfers to send on. Pass the pipeline's `http` loader to
     ///     share its limits and guard; by default one of its own, with the guard off.
-    /// - Throws: ``WebImageError/Code/invalidArgument`` for a region or endpoint it cannot use.
+    /// - Throws: `WebImageError` `.invalidArgument` for a region or endpoint it cannot use.
     public init(configuration: S3Configuration, curl: CurlLoader = CurlLoader()) throws {
         self.configuration = configuration
         self.client = try S3Client(configuration: configuration, curl: curl)

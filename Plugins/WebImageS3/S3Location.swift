@@ -7,7 +7,7 @@ public struct S3Location: Sendable, Hashable, CustomStringConvertible {
     /// The object's key, decoded (`photos/a b.jpg`).
     public var key: String
 
-    /// - Throws: ``WebImageError/Code/invalidURL`` for a bucket name S3 does not
+    /// - Throws: `WebImageError` `.invalidURL` for a bucket name S3 does not
     ///   allow or a key that is empty or over 1024 bytes.
     public init(bucket: String, key: String) throws {
         try Self.validate(bucket: bucket)
@@ -18,7 +18,7 @@ public struct S3Location: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The object an `s3://BUCKET/KEY` URL names; percent escapes in the key are decoded.
-    /// - Throws: ``WebImageError/Code/invalidURL`` saying what is wrong with it.
+    /// - Throws: `WebImageError` `.invalidURL` saying what is wrong with it.
     public init(url: URL) throws {
         guard url.scheme?.lowercased() == "s3" else {
             throw WebImageError(.invalidURL, "\(url.absoluteString) is not an s3:// URL")
