@@ -45,7 +45,9 @@ package final class MotoServer: Sendable {
         var task: Task<MotoServer, any Error>?
         func server() async throws -> MotoServer {
             if let task { return try await task.value }
-            let task = Task.detached { try MotoServer() }
+            // Starting it waits for moto (seconds, more on a busy machine): on a
+            // thread of its own, never one of the cooperative pool's two.
+            let task = Task { try await onThread { try MotoServer() } }
             self.task = task
             return try await task.value
         }
@@ -109,6 +111,15 @@ package final class MotoServer: Sendable {
 
     private static func pathCandidates() -> [String] {
         (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/python3" }
+    }
+}
+
+/// Runs `body` on a thread of its own and returns its result: for set-up that
+/// blocks (a child process's output, libvips), which must not hold one of the
+/// cooperative pool's threads while other suites' loads need them.
+package func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 

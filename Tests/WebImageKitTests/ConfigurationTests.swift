@@ -29,7 +29,7 @@ func configuration(flags: [String: String] = [:], file: [String: Any]? = nil, en
 
 @Suite("Configuration")
 struct ConfigurationTests {
-    @Test("defaults: LMDB in the default directory, turbojpeg then vips, curl and file")
+    @Test("defaults: LMDB in the default directory, turbojpeg then vips, curl, s3 and file")
     func defaults() async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -43,8 +43,9 @@ struct ConfigurationTests {
         #expect(configuration.coders.decoder(for: png) is VipsImageCoder)
         #expect(configuration.coders.encoder(for: .jpeg) is TurboJPEGCoder, "small JPEG thumbnails are written by libjpeg-turbo")
         #expect(configuration.coders.encoder(for: .png) is VipsImageCoder)
-        #expect(Set(configuration.loaders.names) == ["curl", "file"])
+        #expect(Set(configuration.loaders.names) == ["curl", "s3", "file"])
         #expect(configuration.loaders.loader(for: URL(string: "https://x.com/a.png")!) != nil)
+        #expect(configuration.loaders.loader(for: URL(string: "s3://photos/a.png")!) != nil, "s3:// has the s3 loader")
     }
 
     @Test("each backend is selectable by file, by environment and by flag")

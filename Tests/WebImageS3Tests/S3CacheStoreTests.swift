@@ -132,7 +132,7 @@ struct S3SharedTierTests {
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
         let prefix = S3Fixtures.unique("fleet")
-        let photos = Array(S3Fixtures.photos.prefix(4))
+        let photos = Array(try await S3Fixtures.photos().prefix(4))
         try #require(photos.count >= 2)
         let urls = photos.indices.map { origin.url("/photo-\($0).jpg") }
         for (url, photo) in zip(urls, photos) { origin.serve(url.path, photo, contentType: "image/jpeg") }
@@ -165,7 +165,7 @@ struct S3SharedTierTests {
         let moto = try await MotoServer.shared()
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
-        let photo = try #require(S3Fixtures.photos.first)
+        let photo = try #require(try await S3Fixtures.photos().first)
         origin.serve("/a.jpg", photo, contentType: "image/jpeg")
         var down = flags(moto, prefix: "down", local: nil)
         down["s3.endpoint"] = "http://127.0.0.1:\(try RedisServer.freePort())"
@@ -181,7 +181,7 @@ struct S3SharedTierTests {
     func loaderFromConfiguration() async throws {
         let moto = try await MotoServer.shared()
         let key = S3Fixtures.unique("config") + ".jpg"
-        let photo = try #require(S3Fixtures.photos.first)
+        let photo = try #require(try await S3Fixtures.photos().first)
         try await S3Fixtures.put(moto, key, photo)
         let manager = try await manager(["store.kind": "memory", "s3.endpoint": moto.endpoint.absoluteString,
                                          "s3.accessKeyID": moto.full.accessKeyID, "s3.secretAccessKey": moto.full.secretAccessKey])

@@ -31,13 +31,18 @@ enum S3Fixtures {
         return (response.statusCode, response.data)
     }
 
-    /// The demo's JPEG photos (libvips-made), written once per process.
-    static let photos: [Data] = {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("s3-samples-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let names = (try? SampleImages.write(to: directory)) ?? []
-        return names.filter { $0.hasSuffix(".jpg") }.sorted().compactMap { try? Data(contentsOf: directory.appendingPathComponent($0)) }
-    }()
+    /// The demo's JPEG photos (libvips-made), written once per process, on a
+    /// thread of their own (libvips blocks; the cooperative pool has two threads).
+    static func photos() async throws -> [Data] { try await madePhotos.value }
+
+    private static let madePhotos = Task {
+        try await onThread { () throws -> [Data] in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("s3-samples-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let names = try SampleImages.write(to: directory)
+            return try names.filter { $0.hasSuffix(".jpg") }.sorted().map { try Data(contentsOf: directory.appendingPathComponent($0)) }
+        }
+    }
 
     /// A name no other test uses.
     static func unique(_ stem: String) -> String { "\(stem)-\(UUID().uuidString.prefix(8).lowercased())" }

@@ -24,7 +24,7 @@ struct S3LoaderTests {
     @Test("an s3:// URL loads signed: the bytes, content type and ETag come back, and the manager decodes them")
     func loads() async throws {
         let moto = try await MotoServer.shared()
-        let photo = try #require(S3Fixtures.photos.first)
+        let photo = try #require(try await S3Fixtures.photos().first)
         let key = S3Fixtures.unique("photos/cat") + ".jpg"
         try await S3Fixtures.put(moto, key, photo)
         let url = URL(string: "s3://\(moto.bucket)/\(key)")!
@@ -39,7 +39,7 @@ struct S3LoaderTests {
     func wrongSecret() async throws {
         let moto = try await MotoServer.shared()
         let key = S3Fixtures.unique("wrong-secret") + ".jpg"
-        try await S3Fixtures.put(moto, key, try #require(S3Fixtures.photos.first))
+        try await S3Fixtures.put(moto, key, try #require(try await S3Fixtures.photos().first))
         let url = URL(string: "s3://\(moto.bucket)/\(key)")!
         let wrong = "not-the-secret-\(UUID().uuidString)"
         let error = await #expect(throws: WebImageError.self) { try await self.loader(moto, secret: wrong).load(LoadRequest(url: url)) { _ in } }

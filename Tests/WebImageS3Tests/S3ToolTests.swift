@@ -15,7 +15,7 @@ struct S3ToolTests {
     func load() async throws {
         let moto = try await MotoServer.shared()
         let key = S3Fixtures.unique("tool/photo") + ".jpg"
-        try await S3Fixtures.put(moto, key, try #require(S3Fixtures.photos.first))
+        try await S3Fixtures.put(moto, key, try #require(try await S3Fixtures.photos().first))
         let url = "s3://\(moto.bucket)/\(key)"
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -40,7 +40,7 @@ struct S3ToolTests {
     func serve() async throws {
         let moto = try await MotoServer.shared()
         let key = S3Fixtures.unique("serve/photo") + ".jpg"
-        try await S3Fixtures.put(moto, key, try #require(S3Fixtures.photos.first))
+        try await S3Fixtures.put(moto, key, try #require(try await S3Fixtures.photos().first))
         let tool = Tool()
         defer { tool.cleanUp() }
         // The service turns the SSRF guard on; moto is on loopback, as a MinIO on a
