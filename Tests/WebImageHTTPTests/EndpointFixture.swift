@@ -34,9 +34,11 @@ struct EndpointFixture {
         var flags: [String: String] = [
             "store.kind": "lmdb", "store.path": directory.appendingPathComponent("cache").path,
             "thumbnail.allowedHosts": "127.0.0.1:\(origin.port)",
-            // Stretched under a sanitizer (TestTiming), where a cold thumbnail can take seconds.
-            "loader.timeout": "\(Int(15 * TestTiming.scale))s",
-            "thumbnail.deadline": "\(Int(30 * TestTiming.scale))s",
+            // Generous, as every wait in the tests is: beside two CPU burners a cold
+            // thumbnail in the full parallel suite once took past 30 s. Stretched
+            // further under a sanitizer (TestTiming).
+            "loader.timeout": "\(Int(30 * TestTiming.scale))s",
+            "thumbnail.deadline": "\(Int(60 * TestTiming.scale))s",
         ]
         flags.merge(settings) { _, new in new }
         let config = try await ConfigLayers.reader(

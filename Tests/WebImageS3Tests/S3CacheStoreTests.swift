@@ -9,7 +9,7 @@ import WebImageKit
 import WebImageTestSupport
 import WebImageTesting
 
-@Suite("S3CacheStore against moto, which checks every signature")
+@Suite("S3CacheStore against moto, which checks every signature", .serialized)
 struct S3CacheStoreTests {
     func store(_ moto: MotoServer, prefix: String? = nil, limits: CacheLimits = .unlimited, key: MotoServer.Key? = nil,
                clock: @escaping @Sendable () -> Date = { Date() }) throws -> S3CacheStore {
@@ -95,7 +95,7 @@ struct S3CacheStoreTests {
     }
 }
 
-@Suite("A bucket as the shared tier, from configuration")
+@Suite("A bucket as the shared tier, from configuration", .serialized)
 struct S3SharedTierTests {
     func flags(_ moto: MotoServer, prefix: String, local: URL?, secret: String? = nil) -> [String: String] {
         var flags = ["store.shared.kind": "s3", "store.shared.url": "s3://\(moto.bucket)/\(prefix)/",

@@ -7,7 +7,7 @@ import WebImageCurl
 import WebImageTestSupport
 import WebImageVips
 
-@Suite("S3Loader against moto, which checks every signature")
+@Suite("S3Loader against moto, which checks every signature", .serialized)
 struct S3LoaderTests {
     func loader(_ moto: MotoServer, key: MotoServer.Key? = nil, secret: String? = nil, curl: CurlLoader = CurlLoader()) throws -> S3Loader {
         try S3Loader(configuration: S3Fixtures.configuration(moto, key: key, secret: secret), curl: curl)
