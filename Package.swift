@@ -98,7 +98,8 @@ let package = Package(
         .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps"),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
-        // JPEG thumbnails on libjpeg-turbo's scaled decode; libvips finishes them.
+        // JPEG thumbnails on libjpeg-turbo's scaled decode, finished by our C (small
+        // results) or by libvips.
         .systemLibrary(
             name: "CJPEGTurbo",
             path: "Plugins/CJPEGTurbo",
@@ -106,8 +107,11 @@ let package = Package(
             providers: [.apt(["libjpeg62-turbo-dev"])]
         ),
         // Our C over libjpeg-turbo, compiled (and optimised) by SwiftPM: every libjpeg
-        // call inside a setjmp, the EXIF and ICC readers, and the DC-only decoders.
-        .target(name: "CJPEGTurboOps", dependencies: ["CJPEGTurbo"], path: "Plugins/CJPEGTurboOps"),
+        // call inside a setjmp, the EXIF and ICC readers, the DC-only decoders and scan
+        // filter, and the direct path's resample, orientation and lcms2 colour
+        // conversion (lcms2 from liblcms2-dev, which libvips links anyway).
+        .target(name: "CJPEGTurboOps", dependencies: ["CJPEGTurbo"], path: "Plugins/CJPEGTurboOps",
+                linkerSettings: [.linkedLibrary("lcms2"), .linkedLibrary("m")]),
         .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo", "CJPEGTurboOps"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
 
         // libcurl loader; the C shim has typed setters for curl_easy_setopt.

@@ -393,8 +393,11 @@ done:
     return result;
 }
 
+/// See CJPEGTurboOps.h.
+size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) { return CJT_scan_filter(in, length, out, 0); }
+
 /// See CJPEGTurboOps.h. The same marker scan as the decoder's skips the entropy-coded data.
-size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) {
+size_t CJT_scan_filter(const unsigned char *in, size_t length, unsigned char *out, int keepFirstAC) {
     if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return 0;
     size_t i = 2, o = 0;
     int progressive = 0, scans = 0;
@@ -427,9 +430,10 @@ size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) {
         unsigned int components = in[i + 4];
         if (components < 1 || components > 4 || segment != 6 + 2 * components) return 0;
         unsigned int ss = in[i + 5 + 2 * components];
+        unsigned int ah = in[i + 7 + 2 * components] >> 4;
         size_t end = CJT_dc_next_marker(in, i + 2 + segment, length);
         if (end + 1 >= length) return 0;  // no marker after the scan: truncated
-        if (ss == 0) {
+        if (ss == 0 || (keepFirstAC && ah == 0)) {
             memcpy(out + o, in + i, end - i);
             o += end - i;
             scans++;

@@ -54,10 +54,19 @@ public struct TurboJPEGCoder: ImageCoder {
     /// The largest image (in pixels) this coder encodes itself; larger ones go to
     /// libvips, whose save pipeline is threaded.
     public let encodePixelLimit: Int
+    /// The largest thumbnail (in pixels) finished on the direct path; larger
+    /// ones are finished by libvips, whose resize runs on several threads when
+    /// `VipsImageCoder.concurrency` allows.
+    public let directPixelLimit: Int
 
-    public init(fallback: VipsImageCoder = VipsImageCoder(), encodePixelLimit: Int = 1_000_000) {
+    /// 1 MP: up to about 1000 x 1000, past every usual thumbnail and preview size.
+    public static let defaultDirectPixelLimit = 1_000_000
+
+    public init(fallback: VipsImageCoder = VipsImageCoder(), encodePixelLimit: Int = 1_000_000,
+                directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit) {
         self.fallback = fallback
         self.encodePixelLimit = encodePixelLimit
+        self.directPixelLimit = directPixelLimit
     }
 
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
@@ -80,10 +89,15 @@ public struct TurboJPEGCoder: ImageCoder {
 
     /// The pixels to encode directly, or nil to hand the image to libvips.
     func directPixels(_ image: Image, options: EncodeOptions) throws -> PixelBuffer? {
-        guard !options.keepMetadata, !options.keepColorProfile, !image.isAnimated, !image.hasAlpha, image.pixelSize.area <= encodePixelLimit,
-              let storage = image.storage(as: VipsStorage.self)
+        guard !options.keepMetadata, !options.keepColorProfile, !image.isAnimated, !image.hasAlpha, image.pixelSize.area <= encodePixelLimit
         else { return nil }
-        return try storage.plainEightBitPixels(maxPixels: encodePixelLimit)
+        if let buffer = image.storage(as: PixelBuffer.self) {
+            // The direct decode's thumbnails, and pixels made in Swift: one frame of grey or RGB.
+            guard buffer.channels == 1 || buffer.channels == 3, buffer.size == image.pixelSize,
+                  buffer.bytes.count == buffer.size.area * buffer.channels else { return nil }
+            return buffer
+        }
+        return try image.storage(as: VipsStorage.self)?.plainEightBitPixels(maxPixels: encodePixelLimit)
     }
 
     public func info(_ data: Data) throws -> ImageInfo { try fallback.info(data) }
@@ -91,7 +105,7 @@ public struct TurboJPEGCoder: ImageCoder {
     public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
         guard let box = options.thumbnailPixelSize, canDecode(data) else { return try fallback.decode(data, options: options) }
         let outcome = try data.withUnsafeBytes { raw -> Image? in
-            try TurboJPEGDecode(bytes: raw, options: options, box: box).thumbnail()
+            try TurboJPEGDecode(bytes: raw, options: options, box: box, directPixelLimit: directPixelLimit).thumbnail()
         }
         return try outcome ?? fallback.decode(data, options: options)
     }
@@ -103,11 +117,13 @@ package struct TurboJPEGDecode {
     let bytes: UnsafeRawBufferPointer
     let options: DecodeOptions
     let box: PixelSize
+    let directPixelLimit: Int
 
-    package init(bytes: UnsafeRawBufferPointer, options: DecodeOptions, box: PixelSize) {
+    package init(bytes: UnsafeRawBufferPointer, options: DecodeOptions, box: PixelSize, directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit) {
         self.bytes = bytes
         self.options = options
         self.box = box
+        self.directPixelLimit = directPixelLimit
     }
 
     /// Why a decode was handed to the fallback.
@@ -123,13 +139,26 @@ package struct TurboJPEGDecode {
         /// libjpeg on a copy of a progressive file without its AC scans (1/8
         /// scale, a layout `CJT_dc_decode` does not take, such as 4:2:2).
         case dcScans
+        /// libjpeg on a copy of a progressive file without its AC refinement
+        /// scans (`CJT_scan_filter`), at 2/8, 3/8 and 4/8.
+        case firstPasses
         /// libjpeg on the whole file.
         case whole
+    }
+
+    /// What finished the thumbnail after the scaled decode.
+    package enum Finish: Equatable, Sendable {
+        /// `DirectFinish`: our resample, orientation and crop, lcms2 for a profile.
+        case direct
+        /// libvips (`VipsImageCoder.thumbnail(fromPixels:…)`): large results, smart
+        /// crops, kept profiles, profiles lcms2 does not take as RGB.
+        case vips
     }
 
     package struct Decoded {
         package let image: Image
         package let path: Path
+        package let finish: Finish
     }
 
     /// Scaled pixels from libjpeg-turbo or the DC decoder, malloc'd (free with `CJT_free`).
@@ -198,15 +227,24 @@ package struct TurboJPEGDecode {
         let pixels = decoded.pixels
         defer { CJT_free(pixels) }
         let (w, h, bands) = (decoded.width, decoded.height, decoded.bands)
+        let raw = UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands))
+        let orientation = options.keepOrientation ? .up : storedOrientation
+        if target.area <= directPixelLimit,
+           let transform = DirectFinish.transform(profile: profile, bands: Int(bands), focus: options.cropFocus, keepColorProfile: options.keepColorProfile) {
+            let buffer = try DirectFinish(pixels: raw, size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands), target: target, box: box,
+                                          fill: fill, orientation: orientation, focus: options.cropFocus, transform: transform).run()
+            let image = Image(pixelSize: buffer.size, scale: options.scale, orientation: orientation == .up ? storedOrientation : .up,
+                              storedOrientation: storedOrientation, format: .jpeg, hasAlpha: false, storage: buffer)
+            return .success(Decoded(image: image, path: decoded.path, finish: .direct))
+        }
         let image = try VipsImageCoder.thumbnail(
-            fromPixels: UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands)),
-            size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
+            fromPixels: raw, size: PixelSize(width: Int(w), height: Int(h)), bands: Int(bands),
             target: target, box: box, fill: fill,
-            orientation: options.keepOrientation ? .up : storedOrientation, storedOrientation: storedOrientation,
+            orientation: orientation, storedOrientation: storedOrientation,
             format: .jpeg, scale: options.scale, loadShrink: max(1, 8 / Int(numerator)), focus: options.cropFocus,
             colorProfile: profile, keepColorProfile: options.keepColorProfile
         )
-        return .success(Decoded(image: image, path: decoded.path))
+        return .success(Decoded(image: image, path: decoded.path, finish: .vips))
     }
 }
 
@@ -230,6 +268,15 @@ extension TurboJPEGDecode {
         }
         if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
             if let stream = dcOnlyStream(bytes), let pixels = stream.withUnsafeBytes({ libjpegDecode($0, numerator: 1, path: .dcScans) }) {
+                return pixels
+            }
+        }
+        if (2...4).contains(numerator), header.progressive != 0, header.arithmetic == 0 {
+            // The refinement scans carry the AC coefficients' low bits, which a
+            // 1/4 or 1/2 scale image barely shows; skipping them saves most of a
+            // progressive decode's entropy decoding (docs/coder.md).
+            if let stream = scanFiltered(bytes, keepFirstAC: true),
+               let pixels = stream.withUnsafeBytes({ libjpegDecode($0, numerator: numerator, path: .firstPasses) }) {
                 return pixels
             }
         }
@@ -282,6 +329,8 @@ extension TurboJPEGDecode {
             pixels = dcDecode(bytes, header: header)
         case .dcScans:
             pixels = dcOnlyStream(bytes).flatMap { stream in stream.withUnsafeBytes { libjpegDecode($0, numerator: 1, path: .dcScans) } }
+        case .firstPasses:
+            pixels = scanFiltered(bytes, keepFirstAC: true).flatMap { stream in stream.withUnsafeBytes { libjpegDecode($0, numerator: 1, path: .firstPasses) } }
         case .whole:
             pixels = libjpegDecode(bytes, numerator: 1, path: .whole)
         }
@@ -294,10 +343,15 @@ extension TurboJPEGDecode {
 
     /// The file without its AC scans (see `CJT_dc_only`), or nil when it is not a
     /// progressive Huffman JPEG or its structure is unusual.
-    package static func dcOnlyStream(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+    package static func dcOnlyStream(_ bytes: UnsafeRawBufferPointer) -> [UInt8]? { scanFiltered(bytes, keepFirstAC: false) }
+
+    /// The file without its AC scans, or (`keepFirstAC`) without its AC
+    /// refinement scans only (see `CJT_scan_filter`); nil when it is not a
+    /// progressive Huffman JPEG or its structure is unusual.
+    package static func scanFiltered(_ bytes: UnsafeRawBufferPointer, keepFirstAC: Bool) -> [UInt8]? {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count >= 4 else { return nil }
         var out = [UInt8](repeating: 0, count: bytes.count)
-        let length = out.withUnsafeMutableBufferPointer { CJT_dc_only(base, bytes.count, $0.baseAddress!) }
+        let length = out.withUnsafeMutableBufferPointer { CJT_scan_filter(base, bytes.count, $0.baseAddress!, keepFirstAC ? 1 : 0) }
         guard length > 0 else { return nil }
         out.removeSubrange(length...)
         return out

@@ -52,6 +52,14 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
 /// not parse): the caller then decodes the original.
 size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out);
 
+/// `CJT_dc_only` with `keepFirstAC` 0; with 1 it also keeps every AC scan that
+/// is a first pass over its band (Ah = 0) and drops only the AC refinement scans
+/// (Ah > 0), which carry the low bits of AC coefficients. libjpeg decodes the copy
+/// as a file whose progression stopped early: every coefficient is there, the AC
+/// ones rounded towards zero by the first scans' point transform. For the 1/4 and
+/// 1/2 scale decodes of progressive files (docs/coder.md gives the quality).
+size_t CJT_scan_filter(const unsigned char *in, size_t length, unsigned char *out, int keepFirstAC);
+
 // 2. libjpeg calls (libjpeg_calls.c). Functions return 0 on success and -1 on
 // failure, with the reason in the context's message.
 
@@ -110,5 +118,30 @@ typedef struct {
 /// buffer it mallocs (free with CJT_free). Returns 0, or -1 with the reason in `message`.
 int CJT_encode(const unsigned char *pixels, int width, int height, int bands, const CJT_encode_options *options,
                unsigned char **out, unsigned long *outLength, char *message, size_t messageSize);
+
+// 3. The direct thumbnail path (resample.c, colour.c): what follows a scaled
+// decode, without libvips.
+
+/// Resamples 8-bit interleaved pixels (1 to 4 bands) from sw x sh to dw x dh into
+/// `dst` (dw * dh * bands bytes) with one separable Lanczos-3 pass per axis. When
+/// reducing, the kernel widens by the factor, so it averages what the smaller
+/// grid cannot hold; edges repeat. Vertical first, into floats, then horizontal.
+/// Returns 0, or -1 for bad sizes or no memory.
+int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh);
+
+/// Writes the upright pixels of a w x h image stored with EXIF `orientation`
+/// (1...8) into `dst`, which is h x w for 5...8 and w x h otherwise.
+void CJT_orient(const unsigned char *src, int w, int h, int bands, int orientation, unsigned char *dst);
+
+/// Copies the cw x ch rectangle at (left, top) of a w-wide image into `dst`.
+void CJT_crop(const unsigned char *src, int w, int bands, int left, int top, int cw, int ch, unsigned char *dst);
+
+/// An lcms2 transform from an RGB ICC profile to sRGB for 8-bit RGB pixels,
+/// relative colorimetric (the vips path's intent); NULL when lcms2 cannot read
+/// the profile or it is not an RGB input profile. Free with `CJT_icc_free`.
+/// `CJT_icc_apply` keeps no state, so threads may share a transform.
+void *CJT_icc_to_srgb(const unsigned char *profile, size_t length);
+void CJT_icc_apply(void *transform, const unsigned char *in, unsigned char *out, size_t pixels);
+void CJT_icc_free(void *transform);
 
 #endif

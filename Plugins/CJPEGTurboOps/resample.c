@@ -1,0 +1,217 @@
+// The direct thumbnail path's pixel work (see include/CJPEGTurboOps.h, part 3):
+// one separable Lanczos-3 resample, the EXIF orientation, a crop. Plain C that
+// the compiler vectorises: the vertical pass runs along whole rows, so its inner
+// loop is a multiply-add over contiguous floats.
+#include "CJPEGTurboOps.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double CJT_sinc(double x) {
+    if (x == 0) return 1;
+    x *= M_PI;
+    return sin(x) / x;
+}
+
+static double CJT_lanczos3(double x) {
+    if (x < 0) x = -x;
+    return x < 3 ? CJT_sinc(x) * CJT_sinc(x / 3) : 0;
+}
+
+/// Per output index: `taps` source indices (clamped to the edge, which repeats
+/// edge pixels as libvips' reduce does) and their weights, normalised to 1.
+typedef struct {
+    int taps;
+    int *index;
+    float *weight;
+} CJT_kernel;
+
+static int CJT_kernel_make(CJT_kernel *kernel, int in, int out) {
+    double scale = (double) in / out;
+    // Reducing: the kernel widens with the factor, so it filters out what the
+    // smaller grid cannot hold. Enlarging: plain Lanczos-3 interpolation.
+    double stretch = scale > 1 ? scale : 1;
+    double support = 3 * stretch;
+    int taps = (int) ceil(support) * 2 + 1;
+    kernel->taps = taps;
+    kernel->index = malloc(sizeof(int) * (size_t) taps * (size_t) out);
+    kernel->weight = malloc(sizeof(float) * (size_t) taps * (size_t) out);
+    double *scratch = malloc(sizeof(double) * (size_t) taps);
+    if (!kernel->index || !kernel->weight || !scratch) { free(scratch); return -1; }
+    for (int i = 0; i < out; i++) {
+        // Pixel centres line up: output i covers source [i * scale, (i + 1) * scale).
+        double centre = (i + 0.5) * scale - 0.5;
+        int first = (int) floor(centre - support) + 1;
+        double sum = 0;
+        double *w = scratch;
+        for (int t = 0; t < taps; t++) {
+            w[t] = CJT_lanczos3((first + t - centre) / stretch);
+            sum += w[t];
+        }
+        for (int t = 0; t < taps; t++) {
+            int j = first + t;
+            kernel->index[(size_t) i * (size_t) taps + (size_t) t] = j < 0 ? 0 : (j >= in ? in - 1 : j);
+            kernel->weight[(size_t) i * (size_t) taps + (size_t) t] = (float) (sum != 0 ? w[t] / sum : (t == taps / 2));
+        }
+    }
+    free(scratch);
+    return 0;
+}
+
+static void CJT_kernel_free(CJT_kernel *kernel) {
+    free(kernel->index);
+    free(kernel->weight);
+}
+
+static inline unsigned char CJT_clamp_byte(float value) {
+    // Integer comparisons compile to conditional moves: no branch per sample.
+    int rounded = (int) (value + 0.5f);
+    rounded = rounded < 0 ? 0 : rounded;
+    return (unsigned char) (rounded > 255 ? 255 : rounded);
+}
+
+/// Four floats in one SSE register (GCC and Clang vector extensions): one RGB
+/// pixel plus a lane that is computed and never stored.
+typedef float CJT_v4 __attribute__((vector_size(16)));
+
+int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh) {
+    if (sw < 1 || sh < 1 || dw < 1 || dh < 1 || bands < 1 || bands > 4) return -1;
+    size_t row = (size_t) sw * (size_t) bands;
+    CJT_kernel vertical = {0}, horizontal = {0};
+    int status = -1;
+    float *middle = NULL, *ring = NULL;
+    int *ringRow = NULL;
+    const float **lines = NULL;
+    if (CJT_kernel_make(&vertical, sh, dh) || CJT_kernel_make(&horizontal, sw, dw)) goto done;
+    // One spare float at the end: the horizontal pass loads 4 floats per RGB pixel.
+    middle = malloc(sizeof(float) * (row * (size_t) dh + 1));
+    // Source rows converted to float once each: the windows of successive output
+    // rows overlap and move down, so a ring of `taps` rows holds every window.
+    int slots = vertical.taps;
+    ring = malloc(sizeof(float) * row * (size_t) slots);
+    ringRow = malloc(sizeof(int) * (size_t) slots);
+    lines = malloc(sizeof(float *) * (size_t) slots);
+    if (!middle || !ring || !ringRow || !lines) goto done;
+    for (int i = 0; i < slots; i++) ringRow[i] = -1;
+
+    // Vertical pass first: each output row is a weighted sum of whole source
+    // rows, eight floats at a time held in registers across the taps.
+    for (int y = 0; y < dh; y++) {
+        float *out = middle + row * (size_t) y;
+        const int *index = vertical.index + (size_t) y * (size_t) vertical.taps;
+        const float *weight = vertical.weight + (size_t) y * (size_t) vertical.taps;
+        for (int t = 0; t < vertical.taps; t++) {
+            int r = index[t];
+            float *line = ring + row * (size_t) (r % slots);
+            if (ringRow[r % slots] != r) {
+                const unsigned char *in = src + row * (size_t) r;
+                for (size_t k = 0; k < row; k++) line[k] = (float) in[k];
+                ringRow[r % slots] = r;
+            }
+            lines[t] = line;
+        }
+        // Four independent sums of 4 floats: one chain of adds would wait on
+        // each add's latency, tap after tap.
+        size_t k = 0;
+        for (; k + 16 <= row; k += 16) {
+            CJT_v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
+            for (int t = 0; t < vertical.taps; t++) {
+                CJT_v4 p, q, r, u;
+                const float *line = lines[t] + k;
+                memcpy(&p, line, sizeof p);
+                memcpy(&q, line + 4, sizeof q);
+                memcpy(&r, line + 8, sizeof r);
+                memcpy(&u, line + 12, sizeof u);
+                float w = weight[t];
+                a += p * w; b += q * w; c += r * w; d += u * w;
+            }
+            memcpy(out + k, &a, sizeof a);
+            memcpy(out + k + 4, &b, sizeof b);
+            memcpy(out + k + 8, &c, sizeof c);
+            memcpy(out + k + 12, &d, sizeof d);
+        }
+        for (; k < row; k++) {
+            float sum = 0;
+            for (int t = 0; t < vertical.taps; t++) sum += weight[t] * lines[t][k];
+            out[k] = sum;
+        }
+    }
+    middle[row * (size_t) dh] = 0;
+
+    // Horizontal pass, from the float rows to bytes.
+    int taps = horizontal.taps;
+    for (int y = 0; y < dh; y++) {
+        const float *in = middle + row * (size_t) y;
+        unsigned char *out = dst + (size_t) y * (size_t) dw * (size_t) bands;
+        for (int x = 0; x < dw; x++) {
+            const int *index = horizontal.index + (size_t) x * (size_t) taps;
+            const float *weight = horizontal.weight + (size_t) x * (size_t) taps;
+            if (bands == 3) {
+                // Two sums (even and odd taps) halve the chain of dependent adds.
+                CJT_v4 even = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
+                int t = 0;
+                for (; t + 2 <= taps; t += 2) {
+                    CJT_v4 p, q;
+                    memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
+                    memcpy(&q, in + (size_t) index[t + 1] * 3, sizeof q);
+                    even += p * weight[t];
+                    odd += q * weight[t + 1];
+                }
+                if (t < taps) {
+                    CJT_v4 p;
+                    memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
+                    even += p * weight[t];
+                }
+                CJT_v4 sum = even + odd;
+                out[x * 3] = CJT_clamp_byte(sum[0]);
+                out[x * 3 + 1] = CJT_clamp_byte(sum[1]);
+                out[x * 3 + 2] = CJT_clamp_byte(sum[2]);
+            } else {
+                for (int c = 0; c < bands; c++) {
+                    float sum = 0;
+                    for (int t = 0; t < taps; t++) sum += weight[t] * in[(size_t) index[t] * (size_t) bands + (size_t) c];
+                    out[x * bands + c] = CJT_clamp_byte(sum);
+                }
+            }
+        }
+    }
+    status = 0;
+done:
+    free(middle);
+    free(ring);
+    free(ringRow);
+    free(lines);
+    CJT_kernel_free(&vertical);
+    CJT_kernel_free(&horizontal);
+    return status;
+}
+
+void CJT_orient(const unsigned char *src, int w, int h, int bands, int orientation, unsigned char *dst) {
+    int swap = orientation >= 5 && orientation <= 8;
+    int ow = swap ? h : w, oh = swap ? w : h;
+    for (int y = 0; y < oh; y++) {
+        unsigned char *out = dst + (size_t) y * (size_t) ow * (size_t) bands;
+        for (int x = 0; x < ow; x++) {
+            // The stored pixel shown at (x, y) once upright.
+            int sx, sy;
+            switch (orientation) {
+            case 2: sx = w - 1 - x; sy = y; break;
+            case 3: sx = w - 1 - x; sy = h - 1 - y; break;
+            case 4: sx = x; sy = h - 1 - y; break;
+            case 5: sx = y; sy = x; break;
+            case 6: sx = y; sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y; sy = h - 1 - x; break;
+            case 8: sx = w - 1 - y; sy = x; break;
+            default: sx = x; sy = y; break;
+            }
+            memcpy(out + (size_t) x * (size_t) bands, src + ((size_t) sy * (size_t) w + (size_t) sx) * (size_t) bands, (size_t) bands);
+        }
+    }
+}
+
+void CJT_crop(const unsigned char *src, int w, int bands, int left, int top, int cw, int ch, unsigned char *dst) {
+    size_t line = (size_t) cw * (size_t) bands;
+    for (int y = 0; y < ch; y++)
+        memcpy(dst + (size_t) y * line, src + (((size_t) (top + y) * (size_t) w) + (size_t) left) * (size_t) bands, line);
+}
