@@ -3,7 +3,7 @@
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
-    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24] [--progressive]
+    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24] [--progressive] [--megapixels 2|12]
     python3 Benchmarks/compare/compare.py encoders [--rounds 3] [--repeats 3] [--quality 80] [--photo PATH]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
@@ -177,31 +177,60 @@ def timed(cmd):
     return float(seconds), int(rss), float(user) + float(system)
 
 
-# libjpeg-turbo's own scaled decode of the same files in a C loop (jpeg_scaled_loop.c).
-REFERENCE = "C loop: libjpeg-turbo scaled decode, one core (decode only)"
+# The C reference (jpeg_thumb_loop.c): the direct path's decode, resample and
+# encode with the coder's own C, one process, one core, nothing else.
+REFERENCE = "C reference: decode + resample + encode, one core"
+OURS = "webimage load --thumbnail 256x256"
+PILLOW_ONE = "Pillow thumbnail() + draft, one process"
+
+
+def pixel_difference(ours_dir, vips_dir):
+    """Mean absolute and mean signed difference (levels) of our thumbnails from
+    vipsthumbnail's, over every file: both written as PNG, so no encoder error."""
+    import pyvips
+    absolute, signed = [], []
+    for name in sorted(os.listdir(vips_dir)):
+        stem = name.rsplit(".", 1)[0]
+        mine = [f for f in os.listdir(ours_dir) if f.rsplit(".", 1)[0] == stem]
+        a = pyvips.Image.new_from_file(os.path.join(vips_dir, name)).cast("float")
+        b = pyvips.Image.new_from_file(os.path.join(ours_dir, mine[0])).cast("float")
+        if (a.width, a.height, a.bands) != (b.width, b.height, b.bands):
+            raise RuntimeError(f"{name}: {a.width}x{a.height} against {b.width}x{b.height}")
+        absolute.append((a - b).abs().avg())
+        signed.append((b - a).avg())
+    return statistics.mean(absolute), statistics.mean(signed)
 
 
 def thumbnails(args):
-    ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs", "libjpeg62-turbo-dev")
+    ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs", "libjpeg62-turbo-dev", "liblcms2-dev")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pillow", "pyvips"], check=True)
     print("building webimage (release)...", file=sys.stderr)
     subprocess.run(["swift", "build", "-c", "release", "--package-path", ROOT, "--product", "webimage"], check=True)
     tool = os.path.join(run(["swift", "build", "-c", "release", "--package-path", ROOT, "--show-bin-path"]).strip(), "webimage")
     work = tempfile.mkdtemp(prefix="webimage-thumbs-")
     try:
-        # Photo-sized inputs: the tool's own sample photos, scaled up to about 12 MP.
+        # Photo-sized inputs: the tool's own sample photos, scaled to about 2 MP
+        # (1200 x 1800, portrait) or about 12 MP (4000 x 3000).
         samples = os.path.join(work, "samples")
         run([tool, "samples", samples])
         inputs = os.path.join(work, "in")
         os.makedirs(inputs)
         sources = [os.path.join(samples, f"photo-{i}.jpg") for i in (1, 2, 3)]
+        options = "Q=90,interlace" if args.progressive else "Q=90"
         for i in range(args.images):
-            source = sources[i % 3]
-            options = "Q=90,interlace" if args.progressive else "Q=90"
-            run(["vips", "resize", source, os.path.join(inputs, f"img{i:03}.jpg[{options}]"), str(2.5 + (i % 5) * 0.1)])
+            target = os.path.join(inputs, f"img{i:03}.jpg[{options}]")
+            if args.megapixels == 2:
+                width, height = 1200 + (i % 5) * 8, 1800
+            else:
+                width, height = 4000 + (i % 5) * 40, 3000
+            run(["vips", "thumbnail", sources[i % 3], target, str(width), "--height", str(height), "--size", "force"])
         files = sorted(os.path.join(inputs, f) for f in os.listdir(inputs))
         cores = os.cpu_count() or 2
-        reference = compile_c("jpeg_scaled_loop", "-ljpeg")
+        ops = os.path.join(ROOT, "Plugins", "CJPEGTurboOps")
+        reference = os.path.join(work, "jpeg_thumb_loop")
+        # Clang, as SwiftPM compiles the coder's C, at -O2 as in a release build.
+        subprocess.run(["clang", "-O2", "-I", os.path.join(ops, "include"), "-o", reference, os.path.join(HERE, "jpeg_thumb_loop.c"),
+                        *(os.path.join(ops, f) for f in ("resample.c", "dc_decode.c", "libjpeg_calls.c")), "-ljpeg", "-lm"], check=True)
         here = os.path.dirname(os.path.abspath(__file__))
 
         def out(name):
@@ -211,15 +240,15 @@ def thumbnails(args):
             return directory
 
         scenarios = [
-            ("webimage load --thumbnail 256x256", lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85",
-                                                            "--out", out("webimage"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
+            (OURS, lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85",
+                            "--out", out("webimage"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
             ("webimage, coders=vips (libvips' JPEG loader)", lambda: [tool, "load", "--thumbnail", "256x256", "--format", "jpeg", "--quality", "85", "--set", "coders=vips",
                                                             "--out", out("webimage-vips"), "--store", "none", "--quiet", "--concurrency", str(cores), *files]),
             ("vipsthumbnail -s 256", lambda: ["vipsthumbnail", "-s", "256", "-o", os.path.join(out("vips"), "%s.jpg[Q=85]"), *files]),
             (f"Pillow thumbnail() + draft, {cores} processes", lambda: [sys.executable, os.path.join(here, "pillow_thumbs.py"), out("pillow"), str(cores), *files]),
+            (PILLOW_ONE, lambda: [sys.executable, os.path.join(here, "pillow_thumbs.py"), out("pillow1"), "1", *files]),
             ("pyvips thumbnail", lambda: [sys.executable, os.path.join(here, "pyvips_thumbs.py"), out("pyvips"), *files]),
-            ("djpeg -scale 1/8, one process (decode only)", lambda: ["sh", "-c", " ".join(f"djpeg -scale 1/8 {f} > /dev/null &&" for f in files) + " true"]),
-            (REFERENCE, lambda: [reference, "256", *files]),
+            (REFERENCE, lambda: [reference, "256", out("reference"), *files]),
         ]
         times = {name: [] for name, _ in scenarios}
         rss = {name: [] for name, _ in scenarios}
@@ -233,21 +262,32 @@ def thumbnails(args):
         rows = [(name, values, "images/s") for name, values in times.items()] + [(name + " (peak RSS)", rss[name], "MiB") for name in rss] \
             + [(name + " (CPU per image)", cpu[name], "ms") for name in cpu]
         med = {name: statistics.median(v) for name, v in times.items()}
-        ours = med["webimage load --thumbnail 256x256"]
+        cpu_med = {name: statistics.median(v) for name, v in cpu.items()}
+        rss_med = {name: statistics.median(v) for name, v in rss.items()}
+        ours = med[OURS]
         ratios = {f"webimage / {name}": ours / value for name, value in med.items() if not name.startswith("webimage")}
-        # Against the physical reference, per image: our wall time on every core and
-        # CPU time, against its decode alone on one core.
-        ref_ms = statistics.median(cpu[REFERENCE])
-        per_image = {"webimage wall ms per image": 1000 / ours, "webimage CPU ms per image": statistics.median(cpu["webimage load --thumbnail 256x256"]),
-                     "reference ms per image (CPU, one core)": ref_ms}
+        # CPU per image (lower is better), against Pillow in one process and the C reference.
+        ratios["CPU per image: webimage / " + PILLOW_ONE] = cpu_med[OURS] / cpu_med[PILLOW_ONE]
+        ratios["CPU per image: webimage / " + REFERENCE] = cpu_med[OURS] / cpu_med[REFERENCE]
+        ratios["peak RSS: webimage / vipsthumbnail"] = rss_med[OURS] / rss_med["vipsthumbnail -s 256"]
+        # Pixels: the same thumbnails as PNG from both, compared.
+        png_ours, png_vips = out("png-webimage"), out("png-vips")
+        run([tool, "load", "--thumbnail", "256x256", "--format", "png", "--out", png_ours, "--store", "none", "--quiet", *files])
+        subprocess.run(["vipsthumbnail", "-s", "256", "-o", os.path.join(png_vips, "%s.png"), *files], check=True)
+        mean_abs, mean_signed = pixel_difference(png_ours, png_vips)
+        per_image = {"webimage wall ms per image": 1000 / ours, "webimage CPU ms per image": cpu_med[OURS],
+                     "Pillow (one process) CPU ms per image": cpu_med[PILLOW_ONE], "C reference CPU ms per image": cpu_med[REFERENCE]}
         for name, value in per_image.items():
-            print(f"  {name:<60} {value:.1f} ms")
-        print(f"  ratio {'webimage CPU per image / reference':<54} {per_image['webimage CPU ms per image'] / ref_ms:.2f}x")
+            print(f"  {name:<60} {value:.2f} ms")
         kind = "progressive" if args.progressive else "baseline"
-        report(f"Thumbnails: {len(files)} {kind} JPEGs of about 12 MP to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
-               rows, "thumbnails-progressive" if args.progressive else "thumbnails", {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive})
+        label = f"{args.megapixels} MP"
+        report(f"Thumbnails: {len(files)} {kind} JPEGs of about {label} to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
+               rows, f"thumbnails-{args.megapixels}mp" + ("-progressive" if args.progressive else ""),
+               {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive, "megapixels": args.megapixels,
+                "pixels": {"meanAbsoluteDifferenceFromVipsthumbnail": mean_abs, "meanSignedDifference": mean_signed}})
         for name, ratio in ratios.items():
-            print(f"  ratio {name:<60} {ratio:.2f}x")
+            print(f"  ratio {name:<70} {ratio:.2f}x")
+        print(f"  pixels: mean |difference| from vipsthumbnail {mean_abs:.2f} levels, mean signed {mean_signed:+.2f} (targets: at most 2, no tone shift)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -755,7 +795,8 @@ def plots(args):
             ax.text(v, i, f" {v:.1f}", va="center", fontsize=8)
 
     written = []
-    for name, kind in (("thumbnails", "baseline"), ("thumbnails-progressive", "progressive")):
+    for name, kind in (("thumbnails-12mp", "12 MP baseline"), ("thumbnails-12mp-progressive", "12 MP progressive"),
+                       ("thumbnails-2mp", "2 MP baseline"), ("thumbnails-2mp-progressive", "2 MP progressive")):
         data = load(name)
         if data:
             speed = [r for r in data["rows"] if r["unit"] == "images/s"]
@@ -810,6 +851,7 @@ def main():
     thumbs.add_argument("--rounds", type=int, default=3)
     thumbs.add_argument("--images", type=int, default=24)
     thumbs.add_argument("--progressive", action="store_true", help="progressive JPEG inputs (interlace)")
+    thumbs.add_argument("--megapixels", type=int, choices=(2, 12), default=12, help="photo size: 1200x1800 or 4000x3000")
     scale = sub.add_parser("scaling")
     scale.add_argument("--rounds", type=int, default=3)
     scale.add_argument("--max-entries", type=int, default=1_000_000)

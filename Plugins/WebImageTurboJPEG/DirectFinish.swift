@@ -23,14 +23,16 @@ struct DirectFinish {
     /// Made from the file's ICC profile, or nil when it has none.
     let transform: ColourTransform?
 
-    /// Whether this path gives what the libvips finish would: 8-bit grey or RGB,
-    /// a crop it can place without looking at the pixels, and a profile that lcms2
-    /// reads as RGB (`transform` non-nil) or none. `nil` means "finish with libvips".
+    /// Whether this path gives what the libvips finish would, and with which
+    /// conversion: `nil` means "finish with libvips" (a kept profile, a smart
+    /// crop, a grey file with a profile); `.some(nil)` means no conversion (no
+    /// profile, or one lcms2 cannot read as an RGB input profile, which libvips
+    /// also ignores: its `vips_icc_is_compatible_profile`).
     static func transform(profile: Data?, bands: Int, focus: CropFocus, keepColorProfile: Bool) -> ColourTransform?? {
         guard !keepColorProfile, !focus.isSmart, bands == 1 || bands == 3 else { return nil }
         guard let profile else { return .some(nil) }
-        guard bands == 3, let transform = ColourTransform.cached(for: profile) else { return nil }
-        return .some(transform)
+        guard bands == 3 else { return nil }
+        return .some(ColourTransform.cached(for: profile))
     }
 
     func run() throws -> PixelBuffer {

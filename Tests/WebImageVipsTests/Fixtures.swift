@@ -98,7 +98,9 @@ enum Fixtures {
         return sums.map { $0 / Double(x.count * y.count) }
     }
 
+    /// The pixels of a libvips image, or of the direct JPEG path's `PixelBuffer`.
     static func pixels(_ image: Image) throws -> PixelBuffer {
+        if let buffer = image.storage(as: PixelBuffer.self) { return buffer }
         guard let storage = image.storage(as: VipsStorage.self) else { throw Failure("not a vips image") }
         return try storage.pixels(frameHeight: image.pixelSize.height)
     }

@@ -88,8 +88,72 @@ struct TurboJPEGCoderTests {
         #expect(ours.format == .jpeg && !ours.hasAlpha && ours.storedOrientation == .up && ours.orientation == .up)
         let (mean, largest) = try Self.difference(ours, theirs)
         #expect(mean < 1.5 && largest < 48, "mean difference \(mean), largest \(largest)")
-        let storage = try #require(ours.storage(as: VipsStorage.self))
-        #expect(storage.loadShrink >= (box.0 <= 256 ? 4 : 1), "shrank on load by \(storage.loadShrink)")
+        #expect(ours.storage(as: PixelBuffer.self) != nil, "finished on the direct path, without libvips")
+        let attempt = try data.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: options.thumbnailPixelSize!).attempt() }
+        let decoded = try attempt.get()
+        #expect(decoded.finish == .direct)
+        // Progressive files at 1/8 to 4/8 skip scans (5/8 for the 1000 box reads them all).
+        #expect(progressive && box.0 < 1000 ? decoded.path != .whole : decoded.path == .whole, "took \(decoded.path)")
+    }
+
+    @Test("the direct finish agrees with libvips' finish of the same scaled decode: fit and fill, every orientation, a point focus",
+          arguments: 1...8)
+    func directAgreesWithVipsFinish(_ tag: Int) throws {
+        let data = try Fixtures.orientedJPEG(tag, width: 1200, height: 800)
+        for (box, fill, focus) in [(PixelSize(256), false, CropFocus.centre), (PixelSize(width: 200, height: 120), true, .centre),
+                                   (PixelSize(150), true, .point(x: 0.2, y: 0.8))] {
+            var options = DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: !fill)
+            options.cropFocus = focus
+            let (direct, viaVips) = try data.withUnsafeBytes { raw in
+                (try TurboJPEGDecode(bytes: raw, options: options, box: box).attempt().get(),
+                 try TurboJPEGDecode(bytes: raw, options: options, box: box, directPixelLimit: 0).attempt().get())
+            }
+            #expect(direct.finish == .direct && viaVips.finish == .vips)
+            #expect(direct.image.pixelSize == viaVips.image.pixelSize, "\(box) fill \(fill): \(direct.image.pixelSize) against \(viaVips.image.pixelSize)")
+            #expect(direct.image.orientation == viaVips.image.orientation && direct.image.storedOrientation == viaVips.image.storedOrientation)
+            let (mean, _) = try Self.difference(direct.image, viaVips.image)
+            #expect(mean < 1, "tag \(tag) \(box) fill \(fill) \(focus): mean difference \(mean) from libvips' finish")
+            // No tone shift: the averages agree to a fraction of a level.
+            let a = try Fixtures.pixels(direct.image), b = try Fixtures.pixels(viaVips.image)
+            let meanA = Fixtures.mean(a, x: 0..<a.size.width, y: 0..<a.size.height), meanB = Fixtures.mean(b, x: 0..<b.size.width, y: 0..<b.size.height)
+            #expect(zip(meanA, meanB).allSatisfy { abs($0 - $1) < 0.5 }, "averages \(meanA) against \(meanB)")
+        }
+    }
+
+    @Test("handed to libvips' finish: results over the direct limit, smart crops, kept profiles")
+    func directDeclines() throws {
+        let data = try Self.jpeg(Self.smooth(width: 1600, height: 1200))
+        func finish(_ options: DecodeOptions, limit: Int = TurboJPEGCoder.defaultDirectPixelLimit) throws -> TurboJPEGDecode.Finish {
+            try data.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: options.thumbnailPixelSize!, directPixelLimit: limit).attempt().get().finish }
+        }
+        #expect(try finish(DecodeOptions(thumbnailPixelSize: PixelSize(256))) == .direct)
+        #expect(try finish(DecodeOptions(thumbnailPixelSize: PixelSize(256)), limit: 256 * 191) == .vips)
+        var smart = DecodeOptions(thumbnailPixelSize: PixelSize(256), preserveAspectRatio: false)
+        smart.cropFocus = .attention
+        #expect(try finish(smart) == .vips)
+        #expect(try finish(DecodeOptions(thumbnailPixelSize: PixelSize(256), keepColorProfile: true)) == .vips)
+        let image = try TurboJPEGCoder(directPixelLimit: 0).decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(256)))
+        #expect(image.storage(as: VipsStorage.self) != nil)
+    }
+
+    @Test("progressive at 1/4 and 1/2: the AC refinement scans are dropped, the result stays close to the full file's")
+    func firstPasses() throws {
+        let progressive = try Self.jpeg(Self.smooth(width: 1600, height: 1200), progressive: true)
+        let baseline = try Self.jpeg(Self.smooth(width: 1600, height: 1200))
+        let stream = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.scanFiltered($0, keepFirstAC: true) })
+        let dcOnly = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) })
+        #expect(stream.count < progressive.count && stream.count > dcOnly.count, "\(stream.count) of \(progressive.count) bytes kept, DC alone \(dcOnly.count)")
+        #expect(baseline.withUnsafeBytes { TurboJPEGDecode.scanFiltered($0, keepFirstAC: true) } == nil, "a baseline file is decoded whole")
+        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { TurboJPEGDecode.scanFiltered(UnsafeRawBufferPointer(rebasing: $0[...]), keepFirstAC: true) } == nil,
+                "a truncated file is decoded whole, so that truncation is reported")
+        for box in [PixelSize(400), PixelSize(800)] {  // 2/8 and 4/8 of 1600 x 1200
+            let options = DecodeOptions(thumbnailPixelSize: box)
+            let decoded = try progressive.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: box).attempt().get() }
+            #expect(decoded.path == .firstPasses)
+            let full = try vips.decode(progressive, options: options)
+            let (mean, _) = try Self.difference(decoded.image, full)
+            #expect(mean < 1.5, "\(box): mean difference \(mean) from libvips' decode of every scan")
+        }
     }
 
     @Test("each EXIF orientation: upright thumbnails, the same as the vips path's; keepOrientation keeps them as stored", arguments: 1...8)
@@ -277,7 +341,7 @@ struct TurboJPEGCoderTests {
         let options = DecodeOptions(thumbnailPixelSize: PixelSize(200))
         #expect(try Self.decline(data, options) == nil)
         let image = try turbo.decode(data, options: options)
-        #expect(try #require(image.storage(as: VipsStorage.self)).bands == 1)
+        #expect(try Fixtures.pixels(image).channels == 1)
         #expect(image.pixelSize == PixelSize(width: 200, height: 150))
     }
 
