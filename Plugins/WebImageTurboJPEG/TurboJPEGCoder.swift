@@ -72,7 +72,10 @@ public struct TurboJPEGCoder: ImageCoder {
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
 
     /// JPEG only: the registry asks the next coder (libvips) for other formats.
-    public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg && fallback.canEncode(.jpeg) }
+    /// Answered without asking libvips, so that a batch of thumbnails that all
+    /// take the direct path never starts libvips (its start-up loads every
+    /// module, ImageMagick and poppler among them: about 30 MiB and 40 ms).
+    public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg }
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
         guard format == .jpeg, let pixels = try directPixels(image, options: options) else {
