@@ -14,21 +14,26 @@ public import WebImageVips
 ///
 /// A thumbnail decode (`DecodeOptions/thumbnailPixelSize` set) of a JPEG reads
 /// the header with libjpeg, picks the smallest DCT-domain scale (1/8, 2/8 … 8/8)
-/// that keeps the image at least as large as the result, decodes at that scale
-/// (block smoothing off), then applies the EXIF orientation, one Lanczos resize to
-/// the exact size, a fill's crop and the colour conversion (an embedded ICC
-/// profile, assembled by libjpeg-turbo, converted to sRGB as the vips path does)
-/// through libvips, so the result is the `VipsStorage` image `VipsImageCoder`
-/// would have made. Photos from phones carry Display P3 profiles; they take this
-/// path too. libvips' own JPEG
-/// loader does the same shrink-on-load through its pipeline, which costs about a
-/// quarter more (docs/performance.md); libvips also stops at 1/2, 1/4, 1/8 where
-/// this coder can use 3/8 or 5/8 and leave less to the resize.
+/// that keeps the image at least as large as the result, and decodes at that
+/// scale (block smoothing off). A result of at most ``directPixelLimit`` pixels
+/// is then finished on the direct path: one Lanczos-3 resample in C of ours, the
+/// EXIF orientation, a fill's crop and an embedded ICC profile's conversion to
+/// sRGB by lcms2, into a `PixelBuffer`, with no libvips image, operation or
+/// thread. Larger results, smart crops, `keepColorProfile` and grey files with a
+/// profile are finished by libvips instead, into the `VipsStorage` image
+/// `VipsImageCoder` would have made. Both agree within about 1/255 on average
+/// (docs/coder.md). libvips' own JPEG loader does the same shrink-on-load
+/// through its pipeline, which costs more (docs/performance.md); libvips also
+/// stops at 1/2, 1/4, 1/8 where this coder can use 3/8 or 5/8 and leave less to
+/// the resize.
 ///
 /// A progressive file at 1/8 is decoded from its DC scans alone by
 /// `CJT_dc_decode`, which skips the AC scans unread and keeps one value per
 /// block (libjpeg would hold all 64 coefficients of every block): the same
 /// pixels as libjpeg-turbo's decode of those scans, byte for byte (docs/coder.md).
+/// At 2/8 to 4/8 a progressive file is decoded without its AC refinement scans,
+/// the slowest part of its decode, which move a 1/4 or 1/2 scale image by a
+/// fraction of a level.
 ///
 /// Handed to the fallback (`VipsImageCoder`), whose result is then exactly
 /// the vips path's:
@@ -41,7 +46,7 @@ public import WebImageVips
 /// `DecodeOptions/allowTruncated`; corrupt data is an error with libjpeg's message.
 ///
 /// It also writes JPEG: images of at most ``encodePixelLimit`` pixels that are
-/// 8-bit sRGB or grey, still, without alpha, and written without metadata (the
+/// 8-bit sRGB or grey (libvips images, or one-frame grey or RGB `PixelBuffer`s), still, without alpha, and written without metadata (the
 /// usual thumbnail) go straight to libjpeg-turbo's encoder, with the settings
 /// libvips' `jpegsave` would use (optimised Huffman tables, no chroma
 /// subsampling from quality 90 up, progressive if asked). That skips the libvips
