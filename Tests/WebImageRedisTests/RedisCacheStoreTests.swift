@@ -203,11 +203,14 @@ struct RedisFaultTests {
         server.pause()
         defer { server.resume() }
         await #expect(throws: WebImageError.self) { try await store.data(forKey: "a") }
-        // Marked down: 50 more calls fail without waiting for the timeout each. A
-        // generous bound, far from the 15 s that 50 timeouts would take.
-        let started = ContinuousClock.now
-        for _ in 0..<50 { _ = try? await store.data(forKey: "a") }
-        #expect(ContinuousClock.now - started < timeout * 50 * 2 / 3)
+        // Marked down: 50 more calls fail without touching the server, so without
+        // waiting for a timeout each. Only the marked-down path says "unavailable"
+        // (a timeout says what timed out); asserting that, not a wall-clock bound,
+        // keeps the test true on a busy machine where every hop can be slow.
+        for call in 0..<50 {
+            let error = await #expect(throws: WebImageError.self) { try await store.data(forKey: "a") }
+            #expect(error?.message.contains("is unavailable") == true, "call \(call) waited on the server: \(String(describing: error))")
+        }
     }
 }
 
