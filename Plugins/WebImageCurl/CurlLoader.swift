@@ -78,18 +78,33 @@ public final class CurlLoader: Loader {
     }
 
     public let configuration: Configuration
-    private let driver: CurlDriver
+    /// Made by the first transfer: a process that never loads a URL (a batch of
+    /// files, a cache-only service) starts no driver thread and never runs
+    /// `curl_global_init`, which initialises OpenSSL (a few milliseconds and a few
+    /// MiB of resident library pages per process).
+    private let startedDriver = Mutex<CurlDriver?>(nil)
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.driver = CurlDriver(maxConcurrent: configuration.maxConcurrentDownloads,
-                                 maxPerHost: configuration.maxConcurrentDownloadsPerHost, order: configuration.order)
     }
 
-    deinit { driver.shutdown() }
+    deinit { startedDriver.withLock { $0 }?.shutdown() }
+
+    private var driver: CurlDriver {
+        startedDriver.withLock { started in
+            if let started { return started }
+            let driver = CurlDriver(maxConcurrent: configuration.maxConcurrentDownloads,
+                                    maxPerHost: configuration.maxConcurrentDownloadsPerHost, order: configuration.order)
+            started = driver
+            return driver
+        }
+    }
+
+    /// Whether a transfer has started the driver (its thread and libcurl's global state).
+    package var isStarted: Bool { startedDriver.withLock { $0 != nil } }
 
     /// Transfers waiting for a slot, and transfers running: for metrics and tests.
-    public var statistics: (queued: Int, active: Int) { driver.counts.withLock { $0 } }
+    public var statistics: (queued: Int, active: Int) { startedDriver.withLock { $0 }?.counts.withLock { $0 } ?? (0, 0) }
 
     public func canLoad(_ url: URL) -> Bool {
         guard let scheme = url.scheme?.lowercased() else { return false }
@@ -169,6 +184,7 @@ public final class CurlLoader: Loader {
     private func transfer(_ request: LoadRequest, followsRedirects: Bool, call: CurlCall = CurlCall(),
                           progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         try Task.checkCancellation()
+        let driver = self.driver  // first: curl_global_init runs before any easy handle is made
         let transfer = CurlTransfer(request: request, configuration: configuration, followsRedirects: followsRedirects, call: call, progress: progress)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in

@@ -46,6 +46,17 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("a loader starts its driver thread and libcurl with its first transfer, not when it is made")
+    func startsOnFirstTransfer() async throws {
+        try await withServer { server in
+            let loader = CurlLoader()
+            #expect(!loader.isStarted, "a process that only reads files must not pay for curl_global_init")
+            let response = try await load(loader, server.url("/bytes/100"))
+            #expect(response.data == TestHTTPServer.bytes(100))
+            #expect(loader.isStarted)
+        }
+    }
+
     @Test("200 with and without Content-Length, chunked, gzip")
     func bodies() async throws {
         try await withServer { server in
