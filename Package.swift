@@ -59,6 +59,7 @@ let package = Package(
         .target(
             name: "WebImage",
             dependencies: [
+                "CWebImageSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -66,6 +67,8 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
+        // The few libc calls Swift's Glibc module does not declare (preadv2).
+        .target(name: "CWebImageSystem"),
         // Conformance suites for plugin authors; framework-agnostic (they throw).
         .target(name: "WebImageTesting", dependencies: ["WebImage"], swiftSettings: upcoming),
 

@@ -7,12 +7,7 @@ extension CacheStoreRegistry {
     public func registerLMDB(name: String = "lmdb") -> RegistrationToken {
         register(name: name, extraKeys: ["lmdb.mapSize", "lmdb.maxMapSize", "lmdb.readsOnCallingThread"]) { settings in
             var options = LMDBCacheStore.Options()
-            if let text = settings.extra["lmdb.readsOnCallingThread"] {
-                guard let flag = ["true": true, "false": false, "1": true, "0": false][text.lowercased()] else {
-                    throw WebImageError(.invalidArgument, "lmdb.readsOnCallingThread: '\(text)' is not true or false")
-                }
-                options.readsOnCallingThread = flag
-            }
+            if let flag = try settings.flag("lmdb.readsOnCallingThread") { options.readsOnCallingThread = flag }
             for (key, apply) in [("lmdb.mapSize", { (v: Int) in options.mapSize = v }), ("lmdb.maxMapSize", { options.maxMapSize = $0 })] {
                 guard let text = settings.extra[key] else { continue }
                 guard let value = ByteCount.parse(text), value > 0 else {

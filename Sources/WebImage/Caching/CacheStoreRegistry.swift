@@ -25,8 +25,9 @@ public final class CacheStoreRegistry: Sendable {
         registry.register(name: "memory") { settings in
             MemoryCacheStore(limits: settings.limits)
         }
-        registry.register(name: "filesystem") { settings in
-            try FileCacheStore(directory: settings.requireDirectory(), limits: settings.limits)
+        registry.register(name: "filesystem", extraKeys: ["filesystem.readsOnCallingThread"]) { settings in
+            try FileCacheStore(directory: settings.requireDirectory(), limits: settings.limits,
+                               readsOnCallingThread: settings.flag("filesystem.readsOnCallingThread") ?? true)
         }
         return registry
     }
@@ -74,6 +75,16 @@ public struct CacheStoreSettings: Sendable {
         self.directory = directory
         self.limits = limits
         self.extra = extra
+    }
+
+    /// A true/false setting from ``extra`` (`true`, `false`, `1`, `0`), nil when unset.
+    /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key for any other text.
+    public func flag(_ key: String) throws -> Bool? {
+        guard let text = extra[key] else { return nil }
+        guard let flag = ["true": true, "false": false, "1": true, "0": false][text.lowercased()] else {
+            throw WebImageError(.invalidArgument, "\(key): '\(text)' is not true or false")
+        }
+        return flag
     }
 
     /// The directory, or an error saying the store needs one.

@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+import CWebImageSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,6 +15,15 @@ import Glibc
 /// (the record's length and the magic `WEBIMGF1`). The bytes come first, so an
 /// image viewer opens the file (decoders stop at the image's own end); a hit is one
 /// `open`, `fstat`, `read` and `close` (`CacheEntryCodec` has the format).
+///
+/// ## Where reads run
+/// A hit whose bytes are all in the page cache is read on the calling task: the
+/// read is `preadv2` with `RWF_NOWAIT`, which takes bytes from the page cache or
+/// refuses, so it never waits for the disk, and it saves the hop to a pool
+/// thread and back, which costs several times the read (docs/performance.md).
+/// Everything that could wait runs on the I/O pool instead: a read the page
+/// cache cannot satisfy, moving the access date, removing a damaged entry, and
+/// every write and sweep. See ``init(directory:limits:pool:readsOnCallingThread:clock:)``.
 ///
 /// No key, however hostile (`../../etc/passwd`, NUL bytes, 10 kB), can name a
 /// path outside the directory: names are hex digests. The directory is created
@@ -43,6 +53,8 @@ public final class FileCacheStore: CacheStore {
     private let directoryPrefix: String
     private let limits: CacheLimits
     private let pool: BlockingThreadPool
+    /// Whether hits try the calling task first (the option, on a local filesystem).
+    private let readsInline: Bool
     private let clock: @Sendable () -> Date
     /// Bytes written since the last sweep measured the directory; a write that
     /// takes the estimate over the limit starts a sweep.
@@ -59,6 +71,14 @@ public final class FileCacheStore: CacheStore {
     ///   - limits: the size, age and sweep limits the store enforces.
     ///   - pool: where its file I/O runs; the I/O pool by default, so that
     ///     a hit never queues behind decodes.
+    ///   - readsOnCallingThread: read a hit on the calling task when its bytes are
+    ///     all in the page cache (on by default; see "Where reads run"). It applies
+    ///     only on local filesystems (ext4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs,
+    ///     overlayfs): on NFS, SMB or FUSE even `open` waits on a server, so there
+    ///     every read runs on the pool. The one wait left on the calling task is
+    ///     the path lookup of `open`, which reads the disk only when the
+    ///     directory's own blocks have left memory; turn this off if the cache
+    ///     directory is much larger than the memory left for the page cache.
     ///   - clock: the time used for access dates and expiry; tests pass a fake one.
     /// - Throws: ``WebImageError/Code/storeFailed`` if the directory cannot be
     ///   created or is not a writable directory.
@@ -66,6 +86,7 @@ public final class FileCacheStore: CacheStore {
         directory: URL,
         limits: CacheLimits = CacheLimits(),
         pool: BlockingThreadPool = .io,
+        readsOnCallingThread: Bool = true,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
         self.directory = directory.standardizedFileURL
@@ -74,14 +95,21 @@ public final class FileCacheStore: CacheStore {
         self.pool = pool
         self.clock = clock
         try FileCacheStore.prepare(self.directory)
+        self.readsInline = readsOnCallingThread && Self.isLocalFilesystem(self.directory.path)
         sweeper.withLock { $0 = .removingExpired(from: self, every: limits.sweepInterval) }
     }
 
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        try await pool.run { [self] in readEntry(forKey: key, withData: true) }
+        if readsInline, case .read(let entry) = readEntry(atPath: path(forKey: key), key: key, withData: true, mayWait: false) {
+            return entry
+        }
+        return try await pool.run { [self] in readEntry(forKey: key, withData: true) }
     }
+
+    /// Whether hits may be read on the calling task (the option and the filesystem).
+    package var readsOnCallingThread: Bool { readsInline }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
         try await pool.run { [self] in readEntry(forKey: key, withData: false)?.metadata }
@@ -196,43 +224,64 @@ extension FileCacheStore {
         readEntry(atPath: path(forKey: key), key: key, withData: withData)
     }
 
+    private func readEntry(atPath path: String, key: String, withData: Bool) -> CacheEntry? {
+        guard case .read(let entry) = readEntry(atPath: path, key: key, withData: withData, mayWait: true) else {
+            preconditionFailure("a read that may wait always finishes")
+        }
+        return entry
+    }
+
+    private enum ReadOutcome {
+        /// The entry, or nil: missing, malformed, or another key's.
+        case read(CacheEntry?)
+        /// Finishing would wait for the disk (bytes not in the page cache, the
+        /// access date to move, a damaged file to remove): do it on the pool.
+        case wouldWait
+    }
+
     /// Reads an entry file: with its bytes, one `read` into a buffer of the file's
     /// size; without, the footer and record by `pread`. Nil when the file is
     /// missing, malformed, or holds another key. A hit moves the access date
-    /// (see ``accessGranularity``).
-    private func readEntry(atPath path: String, key: String, withData: Bool) -> CacheEntry? {
+    /// (see ``accessGranularity``). With `mayWait` false, the bytes come only from
+    /// the page cache, and anything that would write gives up instead.
+    private func readEntry(atPath path: String, key: String, withData: Bool, mayWait: Bool) -> ReadOutcome {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
+        guard descriptor >= 0 else { return .read(nil) }
         defer { Glibc.close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .read(nil) }
         let fileSize = Int(info.st_size)
-        guard fileSize >= CacheEntryCodec.footerSize else { return nil }
+        guard fileSize >= CacheEntryCodec.footerSize else { return .read(nil) }
 
         var data = Data()
         var checksum: UInt64?
         let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
         if withData {
             data = Data(count: fileSize)
-            let filled = data.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: nil) }
-            guard filled == fileSize else { return nil }
+            if mayWait {
+                let filled = data.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: nil) }
+                guard filled == fileSize else { return .read(nil) }
+            } else {
+                guard data.withUnsafeMutableBytes({ FileIO.readFullyIfCached(descriptor, into: $0, at: 0) }) else { return .wouldWait }
+            }
             switch CacheEntryCodec.decode(data, key: key) {
             case .entry(let entry):
                 data = entry.data
                 checksum = entry.checksum
                 parsed = (key, entry.metadata, fileSize - CacheEntryCodec.footerSize - entry.data.count)
             case .otherKey:
-                return nil
+                return .read(nil)
             case .damaged(let reason):
+                guard mayWait else { return .wouldWait }
                 // Never served as wrong bytes: removed, so that the load fetches it again.
                 unlink(path)
                 damaged.report(key: key, reason: reason)
-                return nil
+                return .read(nil)
             }
         } else {
             parsed = Self.readRecord(descriptor, fileSize: fileSize).flatMap { $0.key == key ? $0 : nil }
         }
-        guard let parsed else { return nil }
+        guard let parsed else { return .read(nil) }
         let dataSize = fileSize - CacheEntryCodec.footerSize - parsed.recordLength
         var metadata = parsed.metadata
         metadata.size = dataSize
@@ -240,12 +289,32 @@ extension FileCacheStore {
         if withData {
             let now = clock()
             if now.timeIntervalSince(metadata.accessedAt) > Self.accessGranularity {
+                // An inode update can wait on the filesystem's journal.
+                guard mayWait else { return .wouldWait }
                 var times = Self.timespecs(now)
                 _ = futimens(descriptor, &times)
             }
             metadata.accessedAt = now
         }
-        return CacheEntry(data: data, metadata: metadata, checksum: checksum)
+        return .read(CacheEntry(data: data, metadata: metadata, checksum: checksum))
+    }
+
+    /// Whether `path` is on a filesystem whose page-cache reads never wait on a
+    /// server: the local ones, by `statfs` magic number. Unknown ones count as remote.
+    static func isLocalFilesystem(_ path: String) -> Bool {
+        let type = CWI_filesystem_type(path)
+        guard type >= 0 else { return false }
+        let local: Set<UInt64> = [
+            0xEF53,      // ext2/3/4
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0xF2F5_2010, // F2FS
+            0x2FC1_2FC1, // ZFS
+            0xCA45_1A4E, // bcachefs
+            0x794C_7630, // overlayfs (containers)
+        ]
+        return local.contains(UInt64(UInt32(truncatingIfNeeded: type)))
     }
 
     /// The footer and record of an open entry file, by `pread`.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CWebImageSystem
 
 /// The package's one home for reading and writing file descriptors: every call
 /// retried when a signal interrupts it (`EINTR`), short reads and writes continued.
@@ -26,6 +27,21 @@ package enum FileIO {
             filled += n
         }
         return filled
+    }
+
+    /// Fills `buffer` from `offset` only from the page cache (`preadv2` with
+    /// `RWF_NOWAIT`): true when every byte was there; false when any would have
+    /// waited for the disk, the file ended early, or the filesystem or kernel
+    /// cannot read without waiting. Never blocks on the disk.
+    package static func readFullyIfCached(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
+        var filled = 0
+        while filled < buffer.count {
+            let n = CWI_pread_if_cached(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            filled += n
+        }
+        return true
     }
 
     /// Writes all of `bytes`: 0, or the `errno` of the failure.

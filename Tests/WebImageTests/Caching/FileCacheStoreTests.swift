@@ -127,6 +127,57 @@ struct FileCacheStoreTests {
         #expect(updated.data == Data([7]) && updated.metadata.etag == "b")
     }
 
+    @Test("a hit whose bytes are in the page cache is read on the calling task; bytes not in memory and a stale access date are read on the pool")
+    func readsOnCallingThread() async throws {
+        // Beside the package, on the disk the checkout is on: pages of a file there
+        // can be dropped from memory (a tmpfs /tmp keeps every page).
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../../.build/test-file-store-\(UUID().uuidString.prefix(8))").standardizedFileURL
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let pool = BlockingThreadPool(threadCount: 1, name: "test.file-io")
+        defer { pool.shutdown() }
+        let clock = TestClock()
+        let store = try FileCacheStore(directory: directory, limits: .unlimited, pool: pool, clock: clock.source)
+        try #require(store.readsOnCallingThread, "\(directory.path) is on a local filesystem")
+        #expect(try FileCacheStore(directory: directory, pool: pool, readsOnCallingThread: false).readsOnCallingThread == false)
+        let bytes = Data((0..<100_000).map { UInt8($0 % 251) })
+        try await store.setData(bytes, forKey: "k")
+
+        // The pool's only thread is held: what completes meanwhile did not use it.
+        let gate = DispatchSemaphore(value: 0)
+        let running = Tally()
+        let blocker = Task { try await pool.run { running.increment(); gate.wait() } }
+        try #require(await eventually { running.value == 1 })
+        #expect(try await store.data(forKey: "k") == bytes, "a cached hit is read without the pool")
+        #expect(try await store.data(forKey: "missing") == nil, "so is a miss")
+
+        // The file's pages dropped from memory: the read would wait for the disk,
+        // so it queues on the pool and finishes when the pool runs it.
+        let file = directory.appendingPathComponent(SHA256Digest.hex("k"))
+        let descriptor = open(file.path, O_RDONLY)
+        try #require(descriptor >= 0)
+        fsync(descriptor)
+        posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
+        close(descriptor)
+        let cold = Task { try await store.data(forKey: "k") }
+        try #require(await eventually { pool.queuedJobs == 1 }, "the uncached read waits for the pool")
+        gate.signal()
+        try await blocker.value
+        #expect(try await cold.value == bytes)
+
+        // A stale access date is moved on the pool too (an inode write can wait).
+        let touched = try #require(try await store.metadata(forKey: "k")).accessedAt
+        let blocker2 = Task { try await pool.run { running.increment(); gate.wait() } }
+        try #require(await eventually { running.value == 2 })
+        clock.advance(by: 100)
+        let stale = Task { try await store.entry(forKey: "k") }
+        try #require(await eventually { pool.queuedJobs == 1 }, "the access date waits for the pool")
+        gate.signal()
+        try await blocker2.value
+        #expect(try await stale.value?.data == bytes)
+        #expect(try #require(try await store.metadata(forKey: "k")).accessedAt > touched, "the file's date moved")
+    }
+
     @Test("a path that is a file, or an unwritable directory, is a typed error")
     func badDirectories() throws {
         let root = temporaryDirectory()

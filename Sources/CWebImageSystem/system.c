@@ -1,0 +1,15 @@
+#define _GNU_SOURCE
+#include <sys/uio.h>
+#include <sys/vfs.h>
+#include "CWebImageSystem.h"
+
+ssize_t CWI_pread_if_cached(int descriptor, void *buffer, size_t count, off_t offset) {
+    struct iovec vector = { .iov_base = buffer, .iov_len = count };
+    return preadv2(descriptor, &vector, 1, offset, RWF_NOWAIT);
+}
+
+long long CWI_filesystem_type(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (long long) info.f_type;
+}
