@@ -3,9 +3,9 @@
 #include <sys/vfs.h>
 #include "CWebImageSystem.h"
 
-ssize_t CWI_pread_if_cached(int descriptor, void *buffer, size_t count, off_t offset) {
+long CWI_pread_if_cached(int descriptor, void *buffer, unsigned long count, long long offset) {
     struct iovec vector = { .iov_base = buffer, .iov_len = count };
-    return preadv2(descriptor, &vector, 1, offset, RWF_NOWAIT);
+    return (long) preadv2(descriptor, &vector, 1, (off_t) offset, RWF_NOWAIT);
 }
 
 long long CWI_filesystem_type(const char *path) {

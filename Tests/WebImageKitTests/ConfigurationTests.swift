@@ -168,6 +168,8 @@ struct ConfigurationTests {
         (["decode.memoryLimit": "much"], "decode.memoryLimit"),
         (["loader.originalsBudget": "0"], "loader.originalsBudget"),
         (["store.kind": "lmdb", "store.lmdb.mapSize": "huge"], "lmdb.mapSize"),
+        (["store.kind": "lmdb", "store.lmdb.readsOnCallingThread": "sometimes"], "lmdb.readsOnCallingThread"),
+        (["store.kind": "filesystem", "store.filesystem.readsOnCallingThread": "maybe"], "filesystem.readsOnCallingThread"),
         (["encode.quality": "0"], "encode.quality"),
         (["encode.quality": "101"], "encode.quality"),
         (["encode.effort": "10"], "encode.effort"),

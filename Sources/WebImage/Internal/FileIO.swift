@@ -36,7 +36,7 @@ package enum FileIO {
     package static func readFullyIfCached(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Bool {
         var filled = 0
         while filled < buffer.count {
-            let n = CWI_pread_if_cached(descriptor, buffer.baseAddress! + filled, buffer.count - filled, off_t(offset + filled))
+            let n = CWI_pread_if_cached(descriptor, buffer.baseAddress! + filled, UInt(buffer.count - filled), Int64(offset + filled))
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { return false }
             filled += n
