@@ -69,9 +69,11 @@ enum VipsEncoder {
         case .png:
             return try Vips.save("pngsave") { CVips_pngsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
         case .webp:
-            return try Vips.save("webpsave") {
+            let file = try Vips.save("webpsave") {
                 CVips_webpsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip, effort, options.chromaSubsampling == .off ? 1 : 0)
             }
+            // libvips 8.14 writes EXIF into WebP even when stripping (WebPMetadata).
+            return options.keepMetadata ? file : WebPMetadata.removing(from: file, keepColorProfile: strip == 0)
         case .gif:
             return try Vips.save("gifsave") { CVips_gifsave(source.pointer, $0, $1, options.progressive ? 1 : 0, strip) }
         case .tiff:

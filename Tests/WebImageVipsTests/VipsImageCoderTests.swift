@@ -219,10 +219,40 @@ struct VipsImageCoderTests {
         #expect(low.range(of: Data("Exif".utf8)) == nil, "metadata stripped by default")
         let kept = try coder.encode(image, as: .jpeg, options: EncodeOptions(keepMetadata: true))
         #expect(kept.range(of: Data("Exif".utf8)) != nil)
+        // WebP: libvips 8.14 writes EXIF whatever `strip` says; the coder removes it.
+        let webp = try coder.encode(image, as: .webp, options: EncodeOptions())
+        #expect(webp.range(of: Data("EXIF".utf8)) == nil && webp.range(of: Data("Exif".utf8)) == nil, "no EXIF chunk in a WebP without metadata")
+        #expect(try coder.decode(webp, options: DecodeOptions()).pixelSize == image.pixelSize, "the edited container still decodes")
+        let webpKept = try coder.encode(image, as: .webp, options: EncodeOptions(keepMetadata: true))
+        #expect(webpKept.range(of: Data("EXIF".utf8)) != nil, "kept when asked")
         let lossless = try coder.encode(image, as: .webp, options: EncodeOptions(lossless: true))
         let again = try Fixtures.pixels(try coder.decode(lossless, options: DecodeOptions()))
         #expect(again.bytes == (try Fixtures.pixels(image)).bytes, "lossless WebP keeps every pixel")
         #expect(throws: WebImageError.self) { try coder.encode(image, as: .pdf, options: EncodeOptions()) }
+    }
+
+    @Test("WebP metadata removal: only EXIF, XMP and (unless kept) ICCP chunks go, VP8X's flags follow; malformed files are left alone")
+    func webPMetadataChunks() throws {
+        func chunk(_ name: String, _ payload: [UInt8]) -> [UInt8] {
+            let n = payload.count
+            return Array(name.utf8) + [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), 0, 0] + payload + (n % 2 == 1 ? [0] : [])
+        }
+        func riff(_ chunks: [[UInt8]]) -> Data {
+            let body = Array("WEBP".utf8) + chunks.flatMap { $0 }
+            return Data(Array("RIFF".utf8) + [UInt8(body.count & 0xFF), UInt8(body.count >> 8 & 0xFF), 0, 0] + body)
+        }
+        let vp8x = chunk("VP8X", [0x20 | 0x08 | 0x04, 0, 0, 0, 9, 0, 0, 9, 0, 0])
+        let image = chunk("VP8 ", [UInt8](repeating: 7, count: 33))
+        let file = riff([vp8x, chunk("ICCP", [1, 2, 3]), image, chunk("EXIF", [4, 5]), chunk("XMP ", [6])])
+        let stripped = WebPMetadata.removing(from: file, keepColorProfile: false)
+        #expect(stripped == riff([chunk("VP8X", [0, 0, 0, 0, 9, 0, 0, 9, 0, 0]), image]))
+        let profileKept = WebPMetadata.removing(from: file, keepColorProfile: true)
+        #expect(profileKept == riff([chunk("VP8X", [0x20, 0, 0, 0, 9, 0, 0, 9, 0, 0]), chunk("ICCP", [1, 2, 3]), image]))
+        let plain = riff([image])
+        #expect(WebPMetadata.removing(from: plain, keepColorProfile: false) == plain)
+        for broken in [file.prefix(file.count - 3), file.prefix(14), Data("RIFF".utf8), Data(), Data(repeating: 0xFF, count: 40)] {
+            #expect(WebPMetadata.removing(from: Data(broken), keepColorProfile: false) == Data(broken), "left as it is")
+        }
     }
 }
 }
