@@ -111,10 +111,11 @@ let package = Package(
         ),
         // Our C over libjpeg-turbo, compiled (and optimised) by SwiftPM: every libjpeg
         // call inside a setjmp, the EXIF and ICC readers, the DC-only decoders and scan
-        // filter, and the direct path's resample, orientation and lcms2 colour
-        // conversion (lcms2 from liblcms2-dev, which libvips links anyway).
+        // filter, the direct path's resample, orientation and lcms2 colour
+        // conversion, and its WebP writer (lcms2 and libwebp from liblcms2-dev and
+        // libwebp-dev, which libvips links anyway).
         .target(name: "CJPEGTurboOps", dependencies: ["CJPEGTurbo"], path: "Plugins/CJPEGTurboOps",
-                linkerSettings: [.linkedLibrary("lcms2"), .linkedLibrary("m")]),
+                linkerSettings: [.linkedLibrary("lcms2"), .linkedLibrary("webp"), .linkedLibrary("m")]),
         .target(name: "WebImageTurboJPEG", dependencies: ["WebImage", "WebImageVips", "CJPEGTurbo", "CJPEGTurboOps"], path: "Plugins/WebImageTurboJPEG", swiftSettings: upcoming),
 
         // libcurl loader; the C shim has typed setters for curl_easy_setopt.

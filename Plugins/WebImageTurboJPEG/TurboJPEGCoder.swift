@@ -45,14 +45,18 @@ public import WebImageVips
 /// A truncated file is a `WebImageError/Code/decodeFailed` error unless
 /// `DecodeOptions/allowTruncated`; corrupt data is an error with libjpeg's message.
 ///
-/// It also writes JPEG: images of at most ``encodePixelLimit`` pixels that are
-/// 8-bit sRGB or grey (libvips images, or one-frame grey or RGB `PixelBuffer`s), still, without alpha, and written without metadata (the
+/// It also writes JPEG and WebP: images of at most ``encodePixelLimit`` pixels
+/// that are 8-bit sRGB or grey (libvips images, or one-frame grey or RGB
+/// `PixelBuffer`s), still, without alpha, and written without metadata (the
 /// usual thumbnail) go straight to libjpeg-turbo's encoder, with the settings
 /// libvips' `jpegsave` would use (optimised Huffman tables, no chroma
-/// subsampling from quality 90 up, progressive if asked). That skips the libvips
-/// save pipeline, about 1 ms per thumbnail (docs/performance.md). Everything
-/// else, and every other format, goes to the fallback. ``info(_:)`` is the
-/// fallback's.
+/// subsampling from quality 90 up, progressive if asked), or to libwebp's, with
+/// the configuration libvips' `webpsave` would build (the default preset at the
+/// quality, the effort as libwebp's method, lossless when asked, sharp YUV when
+/// chroma subsampling is off). That skips the libvips save pipeline, about 1 ms
+/// per thumbnail (docs/performance.md), and libvips' start-up when nothing else
+/// needs it. Everything else, and every other format, goes to the fallback.
+/// ``info(_:)`` is the fallback's.
 public struct TurboJPEGCoder: ImageCoder {
     /// Where declined decodes and encodes go.
     public let fallback: VipsImageCoder
@@ -76,16 +80,17 @@ public struct TurboJPEGCoder: ImageCoder {
 
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
 
-    /// JPEG only: the registry asks the next coder (libvips) for other formats.
-    /// Answered without asking libvips, so that a batch of thumbnails that all
-    /// take the direct path never starts libvips (its start-up loads every
-    /// module, ImageMagick and poppler among them: about 30 MiB and 40 ms).
-    public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg }
+    /// JPEG and WebP: the registry asks the next coder (libvips) for other
+    /// formats. Answered without asking libvips, so that a batch of thumbnails
+    /// that all take the direct path never starts libvips (its start-up loads
+    /// every module, ImageMagick and poppler among them: about 30 MiB and 40 ms).
+    public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg || format == .webp }
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
-        guard format == .jpeg, let pixels = try directPixels(image, options: options) else {
+        guard format == .jpeg || format == .webp, let pixels = try directPixels(image, options: options) else {
             return try fallback.encode(image, as: format, options: options)
         }
+        if format == .webp { return try WebPEncode(options).encode(pixels) }
         let subsampling: TurboJPEGEncode.Subsampling = switch options.chromaSubsampling {
         case .auto: options.quality >= 90 ? .none : .both
         case .on: .both

@@ -317,6 +317,36 @@ struct TurboJPEGCoderTests {
         }
     }
 
+    @Test("writes small 8-bit thumbnails as WebP with libwebp, configured as webpsave: the same pixels and size",
+          arguments: [(80, false, nil, false, 3), (90, false, 6, true, 3), (75, true, 4, false, 3), (80, false, nil, false, 1)] as [(Int, Bool, Int?, Bool, Int)])
+    func encodesWebP(quality: Int, lossless: Bool, effort: Int?, sharp: Bool, channels: Int) throws {
+        let thumbnail = try turbo.decode(try Self.jpeg(Self.smooth(width: 1600, height: 1200, channels: channels)),
+                                         options: DecodeOptions(thumbnailPixelSize: PixelSize(256)))
+        #expect(thumbnail.storage(as: PixelBuffer.self) != nil, "the direct path's result")
+        let options = EncodeOptions(quality: quality, lossless: lossless, effort: effort, chromaSubsampling: sharp ? .off : .auto)
+        let ours = try turbo.encode(thumbnail, as: .webp, options: options)
+        let theirs = try vips.encode(thumbnail, as: .webp, options: options)
+        #expect(ImageFormat.sniff(ours) == .webp)
+        let size = Double(ours.count) / Double(theirs.count)
+        #expect(size > 0.97 && size < 1.03, "\(ours.count) bytes against webpsave's \(theirs.count)")
+        let a = try vips.decode(ours, options: DecodeOptions()), b = try vips.decode(theirs, options: DecodeOptions())
+        #expect(a.pixelSize == thumbnail.pixelSize && b.pixelSize == thumbnail.pixelSize)
+        let (mean, _) = try Self.difference(a, b)
+        #expect(mean < 0.5, "mean difference \(mean) from webpsave's output")
+        if lossless {
+            let (exact, _) = try Self.difference(a, thumbnail)
+            #expect(exact == 0, "lossless keeps every pixel")
+        }
+    }
+
+    @Test("WebP bad input: a side over libwebp's 16383 is a typed error, never a crash")
+    func webPBadInput() throws {
+        let strip = Fixtures.image(PixelBuffer(size: PixelSize(width: 20_000, height: 2), channels: 3, bytes: [UInt8](repeating: 90, count: 20_000 * 2 * 3)))
+        let error = #expect(throws: WebImageError.self) { try turbo.encode(strip, as: .webp, options: EncodeOptions()) }
+        #expect(error?.code == .encodeFailed)
+        #expect(error?.message.contains("16383") == true, "\(String(describing: error?.message))")
+    }
+
     @Test("hands every other encode to libvips, byte for byte: alpha, metadata, large, animated, other formats")
     func encodeDeclines() throws {
         let thumbnail = try turbo.decode(try Self.jpeg(Self.smooth(width: 800, height: 600)), options: DecodeOptions(thumbnailPixelSize: PixelSize(200)))
@@ -326,6 +356,7 @@ struct TurboJPEGCoderTests {
         keep.keepMetadata = true
         #expect(try turbo.encode(thumbnail, as: .jpeg, options: keep) == vips.encode(thumbnail, as: .jpeg, options: keep))
         #expect(try turbo.encode(thumbnail, as: .png, options: EncodeOptions()) == vips.encode(thumbnail, as: .png, options: EncodeOptions()))
+        #expect(try turbo.encode(thumbnail, as: .webp, options: keep) == vips.encode(thumbnail, as: .webp, options: keep), "WebP with metadata: webpsave")
         let rgba = PixelBuffer(size: PixelSize(width: 60, height: 40), channels: 4, bytes: [UInt8](repeating: 128, count: 60 * 40 * 4))
         let alpha = try vips.decode(try Fixtures.encode(rgba, as: .png), options: DecodeOptions())
         #expect(alpha.hasAlpha)

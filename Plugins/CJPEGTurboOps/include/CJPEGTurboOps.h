@@ -144,4 +144,20 @@ void *CJT_icc_to_srgb(const unsigned char *profile, size_t length);
 void CJT_icc_apply(void *transform, const unsigned char *in, unsigned char *out, size_t pixels);
 void CJT_icc_free(void *transform);
 
+// 4. WebP out (webp_encode.c): libwebp's encoder, configured as libvips' webpsave.
+
+typedef struct {
+    int quality;   // 0...100
+    int lossless;  // 0 or 1
+    int effort;    // libwebp's method, 0...6
+    int sharpYUV;  // libvips' smart_subsample
+} CJT_webp_options;
+
+/// Encodes 8-bit interleaved grey (written as RGB, as libvips does), RGB or RGBA
+/// pixels, rows packed, into a WebP file in a buffer libwebp allocates (free with
+/// `CJT_webp_free`). Returns 0, or -1 with the reason in `message`.
+int CJT_webp_encode(const unsigned char *pixels, int width, int height, int bands, const CJT_webp_options *options,
+                    unsigned char **out, size_t *outLength, char *message, size_t messageSize);
+void CJT_webp_free(unsigned char *bytes);
+
 #endif
