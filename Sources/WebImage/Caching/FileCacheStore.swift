@@ -17,12 +17,13 @@ import Glibc
 /// `open`, `fstat`, `read` and `close` (`CacheEntryCodec` has the format).
 ///
 /// ## Where reads run
-/// A hit whose bytes are all in the page cache is read on the calling task: the
-/// read is `preadv2` with `RWF_NOWAIT`, which takes bytes from the page cache or
+/// A hit of at most 1 MiB whose bytes are all in the page cache is read on the
+/// calling task: the read is `preadv2` with `RWF_NOWAIT`, which takes bytes from the page cache or
 /// refuses, so it never waits for the disk, and it saves the hop to a pool
 /// thread and back, which costs several times the read (docs/performance.md).
 /// Everything that could wait runs on the I/O pool instead: a read the page
-/// cache cannot satisfy, moving the access date, removing a damaged entry, and
+/// cache cannot satisfy, a larger entry (copying it would hold the task's
+/// thread longer than the hop costs), moving the access date, removing a damaged entry, and
 /// every write and sweep. See ``init(directory:limits:pool:readsOnCallingThread:clock:)``.
 ///
 /// No key, however hostile (`../../etc/passwd`, NUL bytes, 10 kB), can name a
@@ -64,6 +65,10 @@ public final class FileCacheStore: CacheStore {
     private let damaged = DamagedEntryReport(store: "filesystem")
     /// A hit moves the file's access date only when it is older than this.
     static let accessGranularity: TimeInterval = 30
+    /// The largest entry file read on the calling task: copying more than this
+    /// from the page cache (and zeroing the buffer first) holds a cooperative
+    /// thread for longer than a hop to the pool costs.
+    static let inlineReadLimit = 1 << 20
 
     /// Opens (creating if needed) a store in `directory`.
     /// - Parameters:
@@ -71,8 +76,9 @@ public final class FileCacheStore: CacheStore {
     ///   - limits: the size, age and sweep limits the store enforces.
     ///   - pool: where its file I/O runs; the I/O pool by default, so that
     ///     a hit never queues behind decodes.
-    ///   - readsOnCallingThread: read a hit on the calling task when its bytes are
-    ///     all in the page cache (on by default; see "Where reads run"). It applies
+    ///   - readsOnCallingThread: read a hit of at most 1 MiB on the calling task
+    ///     when its bytes are all in the page cache (on by default; see "Where
+    ///     reads run"). It applies
     ///     only on local filesystems (ext4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs,
     ///     overlayfs): on NFS, SMB or FUSE even `open` waits on a server, so there
     ///     every read runs on the pool. The one wait left on the calling task is
@@ -252,6 +258,7 @@ extension FileCacheStore {
         guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .read(nil) }
         let fileSize = Int(info.st_size)
         guard fileSize >= CacheEntryCodec.footerSize else { return .read(nil) }
+        if !mayWait, fileSize > Self.inlineReadLimit { return .wouldWait }
 
         var data = Data()
         var checksum: UInt64?

@@ -127,7 +127,7 @@ struct FileCacheStoreTests {
         #expect(updated.data == Data([7]) && updated.metadata.etag == "b")
     }
 
-    @Test("a hit whose bytes are in the page cache is read on the calling task; bytes not in memory and a stale access date are read on the pool")
+    @Test("a hit whose bytes are in the page cache is read on the calling task; bytes not in memory, a large entry and a stale access date are read on the pool")
     func readsOnCallingThread() async throws {
         // Beside the package, on the disk the checkout is on: pages of a file there
         // can be dropped from memory (a tmpfs /tmp keeps every page).
@@ -168,10 +168,21 @@ struct FileCacheStoreTests {
         try await blocker.value
         #expect(try await cold.value == bytes)
 
+        // An entry over 1 MiB is read on the pool even when it is cached.
+        let large = Data(repeating: 3, count: 2 << 20)
+        try await store.setData(large, forKey: "large")
+        let blocker3 = Task { try await pool.run { running.increment(); gate.wait() } }
+        try #require(await eventually { running.value == 2 })
+        let big = Task { try await store.data(forKey: "large") }
+        try #require(await eventually { pool.queuedJobs == 1 }, "a large read waits for the pool")
+        gate.signal()
+        try await blocker3.value
+        #expect(try await big.value == large)
+
         // A stale access date is moved on the pool too (an inode write can wait).
         let touched = try #require(try await store.metadata(forKey: "k")).accessedAt
         let blocker2 = Task { try await pool.run { running.increment(); gate.wait() } }
-        try #require(await eventually { running.value == 2 })
+        try #require(await eventually { running.value == 3 })
         clock.advance(by: 100)
         let stale = Task { try await store.entry(forKey: "k") }
         try #require(await eventually { pool.queuedJobs == 1 }, "the access date waits for the pool")
