@@ -1,8 +1,9 @@
 // The C reference for JPEG thumbnails: the work of the TurboJPEG coder's direct
 // path with nothing around it. One process, one thread; for each file: read it
 // into memory, decode at the smallest M/8 scale that still covers the BOX x BOX
-// fit (a progressive file at 2/8 to 4/8 without its AC refinement scans, as the
-// coder does), resample to the fit with the coder's own C (resample.c, compiled
+// fit (a progressive file at 1/8 from its DC scans by the coder's DC decoder, or
+// without its AC scans by libjpeg; at 2/8 to 4/8 without its AC refinement
+// scans: as the coder does), resample to the fit with the coder's own C (resample.c, compiled
 // into this program), and encode at quality 85 with optimised Huffman tables,
 // 4:2:0, as the coder writes; the bytes go to OUTDIR/NAME.
 // Usage: jpeg_thumb_loop BOX OUTDIR FILE... -> JSON with ms per image (wall and CPU).
@@ -53,8 +54,25 @@ int main(int argc, char **argv) {
             jpeg_calc_output_dimensions(&info);
             if ((int) info.output_width >= needW && (int) info.output_height >= needH) break;
         }
-        unsigned char *filtered = NULL;
-        if (info.progressive_mode && info.scale_num >= 2 && info.scale_num <= 4) {
+        unsigned char *filtered = NULL, *pixels = NULL;
+        int bands = 0, sw = 0, sh = 0;
+        if (info.progressive_mode && info.scale_num == 1) {
+            // The coder's 1/8 path: its own DC decoder, else libjpeg on a copy
+            // without the AC scans.
+            int ycc = info.jpeg_color_space == JCS_YCbCr;
+            if (CJT_dc_decode(data, (size_t) size, ycc, &pixels, &sw, &sh, &bands) != 0) {
+                pixels = NULL;
+                filtered = malloc((size_t) size);
+                size_t length = CJT_dc_only(data, (size_t) size, filtered);
+                if (length > 0) {
+                    jpeg_abort_decompress(&info);
+                    jpeg_mem_src(&info, filtered, (unsigned long) length);
+                    jpeg_read_header(&info, TRUE);
+                    info.scale_num = 1;
+                    info.scale_denom = 8;
+                }
+            }
+        } else if (info.progressive_mode && info.scale_num >= 2 && info.scale_num <= 4) {
             filtered = malloc((size_t) size);
             size_t length = CJT_scan_filter(data, (size_t) size, filtered, 1);
             if (length > 0) {
@@ -66,18 +84,24 @@ int main(int argc, char **argv) {
                 info.scale_denom = 8;
             }
         }
-        info.do_block_smoothing = FALSE;
-        info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
-        jpeg_start_decompress(&info);
-        int bands = info.output_components, sw = (int) info.output_width, sh = (int) info.output_height;
-        size_t stride = (size_t) sw * (size_t) bands;
-        unsigned char *pixels = malloc(stride * (size_t) sh);
-        while (info.output_scanline < info.output_height) {
-            JSAMPROW row = pixels + stride * info.output_scanline;
-            jpeg_read_scanlines(&info, &row, 1);
+        if (pixels) {
+            jpeg_destroy_decompress(&info);
+        } else {
+            info.do_block_smoothing = FALSE;
+            info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+            jpeg_start_decompress(&info);
+            bands = info.output_components;
+            sw = (int) info.output_width;
+            sh = (int) info.output_height;
+            size_t stride = (size_t) sw * (size_t) bands;
+            pixels = malloc(stride * (size_t) sh);
+            while (info.output_scanline < info.output_height) {
+                JSAMPROW row = pixels + stride * info.output_scanline;
+                jpeg_read_scanlines(&info, &row, 1);
+            }
+            jpeg_finish_decompress(&info);
+            jpeg_destroy_decompress(&info);
         }
-        jpeg_finish_decompress(&info);
-        jpeg_destroy_decompress(&info);
         free(filtered);
         free(data);
 
