@@ -108,10 +108,11 @@ public final class FileCacheStore: CacheStore {
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        if readsInline, case .read(let entry) = readEntry(atPath: path(forKey: key), key: key, withData: true, mayWait: false) {
+        let path = path(forKey: key)
+        if readsInline, case .read(let entry) = readEntry(atPath: path, key: key, withData: true, mayWait: false) {
             return entry
         }
-        return try await pool.run { [self] in readEntry(forKey: key, withData: true) }
+        return try await pool.run { [self] in readEntry(atPath: path, key: key, withData: true) }
     }
 
     /// Whether hits may be read on the calling task (the option and the filesystem).
