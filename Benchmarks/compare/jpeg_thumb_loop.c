@@ -1,9 +1,9 @@
 // The C reference for JPEG thumbnails: the work of the TurboJPEG coder's direct
 // path with nothing around it. One process, one thread; for each file: read it
 // into memory, decode at the smallest M/8 scale that still covers the BOX x BOX
-// fit (a progressive file at 1/8 from its DC scans by the coder's DC decoder, or
-// without its AC scans by libjpeg; at 2/8 to 4/8 without its AC refinement
-// scans: as the coder does), resample to the fit with the coder's own C (resample.c, compiled
+// fit (any Huffman file at 1/8 by the coder's DC decoder, else a progressive one
+// without its AC scans by libjpeg; at 2/8 to 4/8 a progressive file without its
+// AC refinement scans: as the coder does), resample to the fit with the coder's own C (resample.c, compiled
 // into this program), and encode at quality 85 with optimised Huffman tables,
 // 4:2:0, as the coder writes; the bytes go to OUTDIR/NAME.
 // Usage: jpeg_thumb_loop BOX OUTDIR FILE... -> JSON with ms per image (wall and CPU).
@@ -56,11 +56,11 @@ int main(int argc, char **argv) {
         }
         unsigned char *filtered = NULL, *pixels = NULL;
         int bands = 0, sw = 0, sh = 0;
-        if (info.progressive_mode && info.scale_num == 1) {
-            // The coder's 1/8 path: its own DC decoder, else libjpeg on a copy
-            // without the AC scans.
+        if (info.scale_num == 1 && info.arith_code == 0) {
+            // The coder's 1/8 path: its own DC decoder, else (progressive) libjpeg
+            // on a copy without the AC scans.
             int ycc = info.jpeg_color_space == JCS_YCbCr;
-            if (CJT_dc_decode(data, (size_t) size, ycc, &pixels, &sw, &sh, &bands) != 0) {
+            if (CJT_dc_decode(data, (size_t) size, ycc, &pixels, &sw, &sh, &bands) != 0 && info.progressive_mode) {
                 pixels = NULL;
                 filtered = malloc((size_t) size);
                 size_t length = CJT_dc_only(data, (size_t) size, filtered);

@@ -43,16 +43,20 @@ typedef struct {
 } CJT_dc_bits;
 
 static inline void CJT_dc_fill(CJT_dc_bits *bits) {
-    // Six bytes at once when none of them is 0xFF (no stuffing, no marker).
-    if (bits->fake == 0 && bits->count <= 16 && bits->end - bits->p >= 8) {
+    // As many whole bytes as the buffer takes (4 to 7 here) at once, when none of
+    // them is 0xFF (no stuffing, no marker).
+    int n = (63 - bits->count) >> 3;
+    if (bits->fake == 0 && n > 0 && bits->end - bits->p >= 8) {
         uint64_t word;
         memcpy(&word, bits->p, 8);
-        uint64_t six = __builtin_bswap64(word) >> 16;
-        uint64_t inverted = ~six & 0xFFFFFFFFFFFFull;  // 0xFF bytes become zero bytes
-        if (((inverted - 0x010101010101ull) & ~inverted & 0x808080808080ull) == 0) {
-            bits->buffer = bits->buffer << 48 | six;
-            bits->p += 6;
-            bits->count += 48;
+        uint64_t taken = __builtin_bswap64(word) >> (64 - 8 * n);
+        uint64_t ones = 0x0101010101010101ull >> (64 - 8 * n);
+        uint64_t inverted = ~taken & (ones * 0xFF);  // 0xFF bytes become zero bytes
+        if (((inverted - ones) & ~inverted & (ones << 7)) == 0) {
+            bits->buffer = bits->buffer << (8 * n) | taken;
+            bits->p += n;
+            bits->count += 8 * n;
+            return;
         }
     }
     while (bits->count <= 56) {
@@ -136,6 +140,163 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
     return 0;
 }
 
+/// The tables of one component of a sequential scan. For each
+/// CJT_DC_LOOKAHEAD-bit lookahead, `dc` holds the DC difference's code and
+/// magnitude bits together when both fit: bits used << 8 | magnitude size; and
+/// `ac` the whole AC coefficient, which is skipped, not stored: bits used << 8 |
+/// zigzag positions advanced (the run plus one, 16 for ZRL, 64 for
+/// end-of-block), or, when only the code fits, 0x8000 | length << 8 | symbol.
+/// 0x8000 alone: a longer code, decoded bit by bit.
+typedef struct {
+    const CJT_dc_huffman *dcCodes;
+    CJT_dc_huffman acCodes;
+    uint16_t dc[1 << CJT_DC_LOOKAHEAD];
+    uint16_t ac[1 << CJT_DC_LOOKAHEAD];
+} CJT_sequential_table;
+
+static int CJT_sequential_build(CJT_sequential_table *table, const CJT_dc_huffman *dcCodes, const unsigned char *acSpec, int acTotal) {
+    if (CJT_dc_build(&table->acCodes, acSpec, acSpec + 16, acTotal) != 0) return -1;
+    table->dcCodes = dcCodes;
+    for (int index = 0; index < (1 << CJT_DC_LOOKAHEAD); index++) {
+        unsigned int entry = dcCodes->lookup[index];
+        int length = (int) (entry >> 8), size = (int) (entry & 255);
+        table->dc[index] = (uint16_t) (entry && size <= 15 && length + size <= CJT_DC_LOOKAHEAD ? (length + size) << 8 | size : 0x8000);
+        entry = table->acCodes.lookup[index];
+        if (!entry) { table->ac[index] = 0x8000; continue; }
+        length = (int) (entry >> 8);
+        int symbol = (int) (entry & 255), run = symbol >> 4;
+        size = symbol & 15;
+        // libjpeg ends the block on a zero size with any run but 15.
+        int advance = size ? run + 1 : run == 15 ? 16 : 64;
+        table->ac[index] = (uint16_t) (length + size <= CJT_DC_LOOKAHEAD ? (length + size) << 8 | advance : 0x8000 | length << 8 | symbol);
+    }
+    return 0;
+}
+
+/// Decodes a sequential (baseline) scan: each block's DC into its component's
+/// array, its AC codes decoded only to be skipped. `units` across and down are
+/// MCUs, or the blocks of the one component of a non-interleaved scan. The bit
+/// buffer lives in locals (this is the hot loop of a baseline decode), kept
+/// left-aligned: the next bits are the top ones, so a lookup shifts by a constant
+/// and a code is consumed by one shift, which shortens the chain from one code
+/// to the next. The rare cases go through the CJT_dc_bits functions, whose
+/// buffer is right-aligned. Returns 0, or -1 on anything unusual, as the
+/// caller's loop does.
+static int CJT_sequential_scan(CJT_dc_bits *bits, CJT_dc_component **scan, int scanCount, CJT_sequential_table *const *tables,
+                               size_t rows, size_t columns, unsigned int restartInterval, const unsigned char *fileEnd) {
+    uint64_t buffer;
+    int count;
+    const unsigned char *p;
+#define CJT_SAVE() (bits->buffer = count ? buffer >> (64 - count) : 0, bits->count = count, bits->p = p)
+#define CJT_LOAD() (count = bits->count, buffer = count ? bits->buffer << (64 - count) : 0, p = bits->p)
+#define CJT_PEEK() ((unsigned int) (buffer >> (64 - CJT_DC_LOOKAHEAD)))
+#define CJT_DROP(n) (buffer <<= (n), count -= (n))
+    CJT_LOAD();
+    // At least 32 bits in the buffer: 4 to 7 whole bytes at once when none is
+    // 0xFF (no stuffing, no marker), else byte by byte.
+#define CJT_FILL() do { \
+        if (count < 32) { \
+            int n = (63 - count) >> 3; \
+            uint64_t word = 0, taken = 0, ones = 0x0101010101010101ull >> (64 - 8 * n); \
+            if (bits->fake == 0 && bits->end - p >= 8) { memcpy(&word, p, 8); taken = __builtin_bswap64(word) >> (64 - 8 * n); } \
+            uint64_t inverted = ~taken & (ones * 0xFF); \
+            if (word && ((inverted - ones) & ~inverted & (ones << 7)) == 0) { \
+                buffer |= taken << (64 - count - 8 * n); p += n; count += 8 * n; \
+            } else { CJT_SAVE(); CJT_dc_fill(bits); CJT_LOAD(); } \
+        } \
+    } while (0)
+    unsigned int restarts = 0, untilRestart = restartInterval;
+    uint32_t predictors[3] = {0, 0, 0};
+    for (size_t row = 0; row < rows; row++) {
+        for (size_t column = 0; column < columns; column++) {
+            if (restartInterval) {
+                if (untilRestart == 0) {
+                    // The rest of the byte is padding; then RSTn, in sequence.
+                    if (count - bits->fake >= 8) return -1;
+                    if (p + 1 >= fileEnd || p[0] != 0xFF || p[1] != (0xD0 | (restarts & 7))) return -1;
+                    restarts++;
+                    p += 2;
+                    buffer = 0; count = 0; bits->fake = 0;
+                    predictors[0] = predictors[1] = predictors[2] = 0;
+                    untilRestart = restartInterval;
+                }
+                untilRestart--;
+            }
+            for (int c = 0; c < scanCount; c++) {
+                CJT_dc_component *component = scan[c];
+                const CJT_sequential_table *table = tables[c];
+                int across = scanCount == 1 ? 1 : component->h, down = scanCount == 1 ? 1 : component->v;
+                int16_t *first = component->coefficients + row * (size_t) down * component->paddedWidth + column * (size_t) across;
+                for (int by = 0; by < down; by++) {
+                    int16_t *coefficient = first + (size_t) by * component->paddedWidth;
+                    for (int bx = 0; bx < across; bx++, coefficient++) {
+                        CJT_FILL();
+                        unsigned int entry = table->dc[CJT_PEEK()];
+                        int size;
+                        uint32_t raw;
+                        if (!(entry & 0x8000)) {
+                            int used = (int) (entry >> 8);
+                            size = (int) (entry & 15);
+                            raw = (uint32_t) (buffer >> (64 - used)) & ((1u << size) - 1);
+                            CJT_DROP(used);
+                        } else {
+                            CJT_SAVE();
+                            size = CJT_dc_symbol(bits, table->dcCodes);
+                            if (size > 15) return -1;
+                            raw = CJT_dc_get(bits, size);
+                            if (bits->failed) return -1;
+                            CJT_LOAD();
+                        }
+                        // JPEG F.12: a value whose top bit is 0 is negative.
+                        int32_t diff = size && raw < (1u << (size - 1)) ? (int32_t) raw - (int32_t) ((1u << size) - 1) : (int32_t) raw;
+                        predictors[c] += (uint32_t) diff;
+                        *coefficient = (int16_t) predictors[c];
+                        for (int k = 1; k < 64;) {
+                            CJT_FILL();
+                            entry = table->ac[CJT_PEEK()];
+                            if (!(entry & 0x8000)) {
+                                CJT_DROP((int) (entry >> 8));
+                                k += (int) (entry & 255);
+                                continue;
+                            }
+                            int symbol, length = (int) ((entry >> 8) & 0x7F);
+                            if (length) {
+                                CJT_DROP(length);
+                                symbol = (int) (entry & 255);
+                            } else {
+                                CJT_SAVE();
+                                symbol = CJT_dc_symbol(bits, &table->acCodes);
+                                if (bits->failed) return -1;
+                                CJT_FILL();  // at least 16 bits again for the magnitude
+                                CJT_LOAD();
+                            }
+                            int run = symbol >> 4;
+                            size = symbol & 15;
+                            if (size) {
+                                k += run + 1;
+                                CJT_DROP(size);  // the buffer holds at least 32 - 16 bits here
+                            } else if (run == 15) {
+                                k += 16;
+                            } else {
+                                break;
+                            }
+                        }
+                    }
+                }
+                // Made-up bits after the end of the data were used: the scan ran short.
+                if (count < bits->fake) return -1;
+            }
+        }
+    }
+    CJT_SAVE();
+#undef CJT_DROP
+#undef CJT_PEEK
+#undef CJT_FILL
+#undef CJT_LOAD
+#undef CJT_SAVE
+    return 0;
+}
+
 /// The next marker's offset at or after `i` that is not a stuffed 0xFF00 or a
 /// restart marker, or `length` if there is none.
 static inline size_t CJT_dc_next_marker(const unsigned char *in, size_t i, size_t length) {
@@ -153,7 +314,7 @@ static inline unsigned char CJT_dc_clamp(int32_t value) {
     return (unsigned char) (value < 0 ? 0 : value > 255 ? 255 : value);
 }
 
-/// Decodes the DC scans of a progressive JPEG into 1/8-scale pixels, malloc'd
+/// Decodes the DC coefficients of a Huffman JPEG (sequential or progressive) into 1/8-scale pixels, malloc'd
 /// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
 /// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
 /// Returns 0, or -1 when the file is not one this decoder handles exactly.
@@ -165,7 +326,12 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
     CJT_dc_huffman tables[4];
     memset(tables, 0, sizeof tables);
     int32_t quant[4] = {-1, -1, -1, -1};
-    int componentCount = 0, width = 0, height = 0, maxH = 1, maxV = 1, frame = 0, result = -1;
+    // A sequential file's AC tables, built when a scan uses them from the last
+    // DHT that defined them (progressive files never need them).
+    const unsigned char *acSpecs[4] = {NULL, NULL, NULL, NULL};
+    int acTotals[4] = {0, 0, 0, 0};
+    CJT_sequential_table *sequentialTables = NULL;
+    int componentCount = 0, width = 0, height = 0, maxH = 1, maxV = 1, frame = 0, sequential = 0, result = -1;
     size_t mcusAcross = 0, mcusDown = 0;
     unsigned int restartInterval = 0;
     size_t i = 2;
@@ -183,9 +349,10 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
         const unsigned char *s = in + i + 4;
         size_t n = segment - 2;
 
-        if (marker == 0xC2) {  // SOF2: progressive Huffman
+        if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) {  // SOF0/1: sequential Huffman, SOF2: progressive
             if (frame || n < 6) goto done;
             frame = 1;
+            sequential = marker != 0xC2;
             if (s[0] != 8) goto done;
             height = s[1] << 8 | s[2];
             width = s[3] << 8 | s[4];
@@ -232,7 +399,7 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
                 quant[id] = precision ? (s[k + 1] << 8 | s[k + 2]) : s[k + 1];
                 k += 1 + size;
             }
-        } else if (marker == 0xC4) {  // DHT: DC tables (class 0); AC tables are not needed
+        } else if (marker == 0xC4) {  // DHT: DC tables (class 0) now; AC tables (class 1) when a sequential scan uses them
             size_t k = 0;
             while (k < n) {
                 if (n - k < 17) goto done;
@@ -241,6 +408,10 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
                 for (int b = 1; b <= 16; b++) total += s[k + b];
                 if (tableClass > 1 || id > 3 || total > 256 || n - k - 17 < (size_t) total) goto done;
                 if (tableClass == 0 && CJT_dc_build(&tables[id], s + k + 1, s + k + 17, total) != 0) goto done;
+                if (tableClass == 1) {
+                    acSpecs[id] = s + k + 1;
+                    acTotals[id] = total;
+                }
                 k += 17 + (size_t) total;
             }
         } else if (marker == 0xDD) {  // DRI
@@ -251,7 +422,8 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
             int scanCount = s[0];
             if (scanCount < 1 || scanCount > componentCount || n != 4 + 2 * (size_t) scanCount) goto done;
             CJT_dc_component *scan[3];
-            int huffman[3];
+            int huffman[3], acHuffman[3];
+            CJT_sequential_table *sequentialTable[3];
             int blocksPerMCU = 0;
             for (int c = 0; c < scanCount; c++) {
                 scan[c] = NULL;
@@ -259,17 +431,34 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
                 if (!scan[c]) goto done;
                 for (int d = 0; d < c; d++) if (scan[d] == scan[c]) goto done;
                 huffman[c] = s[2 + 2 * c] >> 4;
-                if (huffman[c] > 3) goto done;
+                acHuffman[c] = s[2 + 2 * c] & 15;
+                if (huffman[c] > 3 || acHuffman[c] > 3) goto done;
                 blocksPerMCU += scan[c]->h * scan[c]->v;
             }
             int ss = s[1 + 2 * scanCount], se = s[2 + 2 * scanCount];
             int ah = s[3 + 2 * scanCount] >> 4, al = s[3 + 2 * scanCount] & 15;
             size_t data = i + 2 + segment;
-            if (ss != 0) {  // an AC scan: skip its entropy-coded bytes
+            if (sequential) {
+                // Every coefficient of each component in one scan: its AC codes sit
+                // between the DC codes and are decoded to be skipped.
+                if (ss != 0 || se != 63 || ah != 0 || al != 0) goto done;
+                if (!sequentialTables && !(sequentialTables = (CJT_sequential_table *) malloc(3 * sizeof *sequentialTables))) goto done;
+                for (int c = 0; c < scanCount; c++) {
+                    // A component scanned twice, a missing table.
+                    if (scan[c]->al != -1 || !acSpecs[acHuffman[c]] || !tables[huffman[c]].defined) goto done;
+                    // Components with the same tables share one copy (the chroma pair, usually).
+                    sequentialTable[c] = NULL;
+                    for (int d = 0; d < c; d++)
+                        if (huffman[d] == huffman[c] && acHuffman[d] == acHuffman[c]) sequentialTable[c] = sequentialTable[d];
+                    if (sequentialTable[c]) continue;
+                    sequentialTable[c] = &sequentialTables[c];
+                    if (CJT_sequential_build(sequentialTable[c], &tables[huffman[c]], acSpecs[acHuffman[c]], acTotals[acHuffman[c]]) != 0) goto done;
+                }
+            } else if (ss != 0) {  // an AC scan: skip its entropy-coded bytes
                 i = CJT_dc_next_marker(in, data, length);
                 continue;
             }
-            if (se != 0 || al > 13 || (ah != 0 && ah != al + 1) || (scanCount > 1 && blocksPerMCU > 10)) goto done;
+            if ((!sequential && se != 0) || al > 13 || (ah != 0 && ah != al + 1) || (scanCount > 1 && blocksPerMCU > 10)) goto done;
             for (int c = 0; c < scanCount; c++) {
                 CJT_dc_component *component = scan[c];
                 if (ah == 0 ? component->al != -1 : component->al != ah) goto done;
@@ -284,6 +473,12 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
             // Units: blocks of the one component of a non-interleaved scan, or MCUs.
             size_t rows = scanCount == 1 ? scan[0]->height : mcusDown;
             size_t columns = scanCount == 1 ? scan[0]->width : mcusAcross;
+            if (sequential) {
+                if (CJT_sequential_scan(&bits, scan, scanCount, sequentialTable, rows, columns, restartInterval, in + length) != 0) goto done;
+                for (int c = 0; c < scanCount; c++) scan[c]->al = 0;
+                i = CJT_dc_next_marker(in, (size_t) (bits.p - in), length);
+                continue;
+            }
             unsigned int restarts = 0, untilRestart = restartInterval;
             for (size_t row = 0; row < rows; row++) {
                 for (size_t column = 0; column < columns; column++) {
@@ -346,8 +541,9 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
             CJT_dc_component *component = &components[c];
             int16_t *coefficient = component->coefficients;
             size_t count = component->paddedWidth * component->paddedHeight;
+            int32_t q0 = component->q0;  // a local, so that the loop vectorises
             for (size_t k = 0; k < count; k++)
-                coefficient[k] = CJT_dc_clamp((((int32_t) coefficient[k] * component->q0 + 4) >> 3) + 128);
+                coefficient[k] = CJT_dc_clamp((((int32_t) coefficient[k] * q0 + 4) >> 3) + 128);
             while ((maxH / component->h) >> shift[c] > 1) shift[c]++;  // a power of two, checked at SOF
         }
         if (bands == 1 || !ycc) {
@@ -359,28 +555,30 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
                 }
             }
         } else {
-            // libjpeg's YCbCr to RGB (jdcolor.c), 16-bit fixed point.
-            int32_t crR[256], cbB[256], crG[256], cbG[256];
-            for (int k = 0; k < 256; k++) {
-                int32_t x = k - 128;
-                crR[k] = (int32_t) ((91881 * x + 32768) >> 16);   // FIX(1.40200)
-                cbB[k] = (int32_t) ((116130 * x + 32768) >> 16);  // FIX(1.77200)
-                crG[k] = -46802 * x;                               // -FIX(0.71414)
-                cbG[k] = -22554 * x + 32768;                       // -FIX(0.34414), + ONE_HALF
-            }
+            // libjpeg's YCbCr to RGB (jdcolor.c), 16-bit fixed point: its tables'
+            // entries computed inline, on rows with the chroma already repeated
+            // across, so that the loop vectorises.
+            int16_t *spread = (int16_t *) malloc(3 * ow * sizeof(int16_t));
+            if (!spread) { free(out); goto done; }
             for (size_t y = 0; y < oh; y++) {
-                const int16_t *rowY = components[0].coefficients + (y >> shift[0]) * components[0].paddedWidth;
-                const int16_t *rowCb = components[1].coefficients + (y >> shift[1]) * components[1].paddedWidth;
-                const int16_t *rowCr = components[2].coefficients + (y >> shift[2]) * components[2].paddedWidth;
+                const int16_t *rows[3];
+                for (int c = 0; c < 3; c++) {
+                    const int16_t *row = components[c].coefficients + (y >> shift[c]) * components[c].paddedWidth;
+                    if (shift[c] == 0) { rows[c] = row; continue; }
+                    int16_t *copy = spread + (size_t) c * ow;
+                    for (size_t x = 0; x < ow; x++) copy[x] = row[x >> shift[c]];
+                    rows[c] = copy;
+                }
+                const int16_t *rowY = rows[0], *rowCb = rows[1], *rowCr = rows[2];
                 unsigned char *pixel = out + y * ow * 3;
-                for (size_t x = 0; x < ow; x++, pixel += 3) {
-                    int32_t luma = rowY[x >> shift[0]];
-                    int cb = rowCb[x >> shift[1]], cr = rowCr[x >> shift[2]];
-                    pixel[0] = CJT_dc_clamp(luma + crR[cr]);
-                    pixel[1] = CJT_dc_clamp(luma + ((cbG[cb] + crG[cr]) >> 16));
-                    pixel[2] = CJT_dc_clamp(luma + cbB[cb]);
+                for (size_t x = 0; x < ow; x++) {
+                    int32_t luma = rowY[x], cb = rowCb[x] - 128, cr = rowCr[x] - 128;
+                    pixel[3 * x] = CJT_dc_clamp(luma + ((91881 * cr + 32768) >> 16));                    // FIX(1.40200)
+                    pixel[3 * x + 1] = CJT_dc_clamp(luma + ((-22554 * cb + 32768 - 46802 * cr) >> 16));  // -FIX(0.34414), -FIX(0.71414)
+                    pixel[3 * x + 2] = CJT_dc_clamp(luma + ((116130 * cb + 32768) >> 16));               // FIX(1.77200)
                 }
             }
+            free(spread);
         }
         *pixels = out;
         *outWidth = (int) ow;
@@ -390,6 +588,7 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
     }
 done:
     for (int c = 0; c < 3; c++) free(components[c].coefficients);
+    free(sequentialTables);
     return result;
 }
 

@@ -27,10 +27,12 @@ public import WebImageVips
 /// stops at 1/2, 1/4, 1/8 where this coder can use 3/8 or 5/8 and leave less to
 /// the resize.
 ///
-/// A progressive file at 1/8 is decoded from its DC scans alone by
-/// `CJT_dc_decode`, which skips the AC scans unread and keeps one value per
-/// block (libjpeg would hold all 64 coefficients of every block): the same
-/// pixels as libjpeg-turbo's decode of those scans, byte for byte (docs/coder.md).
+/// At 1/8 a file is decoded from its DC coefficients alone by `CJT_dc_decode`,
+/// which keeps one value per block: a progressive file's AC scans are skipped
+/// unread (libjpeg would hold all 64 coefficients of every block), a baseline
+/// file's AC codes are decoded only to be skipped (no IDCT, no upsampling). The
+/// pixels are libjpeg-turbo's decode of the DC coefficients, byte for byte; for
+/// 4:4:4 and grey that is its decode of the whole file (docs/coder.md).
 /// At 2/8 to 4/8 a progressive file is decoded without its AC refinement scans,
 /// the slowest part of its decode, which move a 1/4 or 1/2 scale image by a
 /// fraction of a level.
@@ -146,8 +148,8 @@ package struct TurboJPEGDecode {
 
     /// How the scaled pixels were decoded.
     package enum Path: Equatable, Sendable {
-        /// `CJT_dc_decode`: the DC coefficients of a progressive file, read
-        /// without libjpeg (1/8 scale only).
+        /// `CJT_dc_decode`: the DC coefficients of a progressive or baseline
+        /// file, read without libjpeg (1/8 scale only).
         case dcCoefficients
         /// libjpeg on a copy of a progressive file without its AC scans (1/8
         /// scale, a layout `CJT_dc_decode` does not take, such as 4:2:2).
@@ -262,14 +264,15 @@ package struct TurboJPEGDecode {
 }
 
 extension TurboJPEGDecode {
-    /// Decodes at `numerator`/8. At 1/8 a progressive file needs only its DC
-    /// coefficients: `CJT_dc_decode` reads them without libjpeg (and without its
-    /// whole-image coefficient buffer); for a layout it does not take, libjpeg
-    /// decodes a copy without the AC scans. Anything unusual about either falls
-    /// back to libjpeg on the whole file, which reports real errors.
+    /// Decodes at `numerator`/8. At 1/8 a file needs only its DC coefficients:
+    /// `CJT_dc_decode` reads them without libjpeg (and, for a progressive file,
+    /// without its whole-image coefficient buffer); for a progressive layout it
+    /// does not take, libjpeg decodes a copy without the AC scans. Anything
+    /// unusual about either falls back to libjpeg on the whole file, which
+    /// reports real errors.
     static func pixels(context: OpaquePointer, bytes: UnsafeRawBufferPointer, header: CJT_header, numerator: Int32,
                        memoryLimit: Int) throws -> Pixels {
-        if numerator == 1, header.progressive != 0, header.arithmetic == 0 {
+        if numerator == 1, header.arithmetic == 0 {
             if let pixels = dcDecode(bytes, header: header) { return pixels }
         }
         if header.progressive != 0 {

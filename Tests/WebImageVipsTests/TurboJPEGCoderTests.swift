@@ -92,8 +92,12 @@ struct TurboJPEGCoderTests {
         let attempt = try data.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: options.thumbnailPixelSize!).attempt() }
         let decoded = try attempt.get()
         #expect(decoded.finish == .direct)
-        // Progressive files at 1/8 to 4/8 skip scans (5/8 for the 1000 box reads them all).
-        #expect(progressive && box.0 < 1000 ? decoded.path != .whole : decoded.path == .whole, "took \(decoded.path)")
+        // At 1/8 (the 100 and the 300x120 boxes) every file is read by the DC decoder;
+        // progressive files at 2/8 to 4/8 skip their refinement scans (5/8 for the
+        // 1000 box reads them all).
+        let eighth = box.0 == 100 || box.0 == 300
+        let expected: TurboJPEGDecode.Path = eighth ? .dcCoefficients : progressive && box.0 < 1000 ? .firstPasses : .whole
+        #expect(decoded.path == expected, "took \(decoded.path)")
     }
 
     @Test("the direct finish agrees with libvips' finish of the same scaled decode: fit and fill, every orientation, a point focus",
@@ -215,10 +219,15 @@ struct TurboJPEGCoderTests {
         ("grey, restart every MCU, separate DC scans", 1, TurboJPEGEncode(progressive: true, restartInterval: 1, separateDCScans: true)),
         ("4:4:4, one DC scan per component, restart every 7", 3, TurboJPEGEncode(progressive: true, subsampling: .none, restartInterval: 7, separateDCScans: true)),
         ("4:2:2 (libjpeg's fancy upsampling: handed on)", 3, TurboJPEGEncode(progressive: true, subsampling: .horizontal)),
-        ("baseline 4:4:4 (every code must be decoded: handed on)", 3, TurboJPEGEncode(subsampling: .none)),
+        ("baseline 4:2:0", 3, TurboJPEGEncode(subsampling: .both)),
+        ("baseline 4:4:4", 3, TurboJPEGEncode(subsampling: .none)),
+        ("baseline grey", 1, TurboJPEGEncode()),
+        ("baseline 4:2:0, restart every 5 MCUs", 3, TurboJPEGEncode(subsampling: .both, restartInterval: 5)),
+        ("baseline grey, restart every MCU", 1, TurboJPEGEncode(restartInterval: 1)),
+        ("baseline 4:2:2 (handed on)", 3, TurboJPEGEncode(subsampling: .horizontal)),
     ]
 
-    @Test("the DC decoder gives libjpeg-turbo's own 1/8 decode (byte for byte on the DC scans), without libjpeg's whole-image buffer", arguments: dcLayouts.indices)
+    @Test("the DC decoder gives libjpeg-turbo's own 1/8 decode (byte for byte on the DC coefficients), without libjpeg's whole-image buffer", arguments: dcLayouts.indices)
     func dcDecoder(_ index: Int) throws {
         let layout = Self.dcLayouts[index]
         let data = try layout.encode.encode(Self.smooth(width: 1001, height: 667, channels: layout.channels))
@@ -231,22 +240,19 @@ struct TurboJPEGCoderTests {
             guard case .success(let decoded) = try TurboJPEGDecode(bytes: raw, options: box, box: PixelSize(100)).attempt() else { return nil }
             return decoded.path
         }
-        if !progressive {
-            #expect(ours == nil, "a sequential file interleaves each block's AC codes with its DC")
-            #expect(path == .whole)
-            return
-        }
         if layout.encode.subsampling == .horizontal && layout.channels == 3 {
             #expect(ours == nil, "4:2:2 needs libjpeg's fancy upsampling, which the DC decoder does not copy")
-            #expect(path == .dcScans)
+            #expect(path == (progressive ? .dcScans : .whole))
             return
         }
         let decoded = try #require(ours, "\(layout.name): the DC decoder declined")
         #expect(path == .dcCoefficients)
         #expect(decoded.size == libjpegWhole.size && decoded.bands == libjpegWhole.bands)
         func differing(_ a: [UInt8], _ b: [UInt8]) -> Int { a.count == b.count ? zip(a, b).count { $0 != $1 } : max(a.count, b.count) }
-        let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
-        #expect(differing(decoded.bytes, libjpegDC.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's on the DC scans")
+        if progressive {
+            let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
+            #expect(differing(decoded.bytes, libjpegDC.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's on the DC scans")
+        }
         if layout.encode.subsampling == .none || layout.channels == 1 {
             // Without subsampling every component uses the 1x1 IDCT, which reads only the DC.
             #expect(differing(decoded.bytes, libjpegWhole.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's decode of the whole file")
@@ -285,6 +291,56 @@ struct TurboJPEGCoderTests {
         for _ in 0..<200 {
             var copy = data
             for _ in 0..<8 { copy[sos + 12 + Int(generator.next() % UInt64(data.count - sos - 14))] = UInt8(truncatingIfNeeded: generator.next()) }
+            _ = ours(copy)
+        }
+    }
+
+    /// Random pixels at quality 100: long Huffman codes and large magnitudes,
+    /// which take the DC decoder's bit-by-bit paths rather than its lookups.
+    @Test("the DC decoder skips a baseline file's long codes and large magnitudes exactly", arguments: [1, 3])
+    func dcDecoderBaselineNoise(channels: Int) throws {
+        var generator = SplitMix(seed: UInt64(channels))
+        let (width, height) = (515, 389)
+        let noise = PixelBuffer(size: PixelSize(width: width, height: height), channels: channels,
+                                bytes: (0..<width * height * channels).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
+        for restartInterval in [0, 4] {
+            let data = try TurboJPEGEncode(quality: 100, subsampling: .none, restartInterval: restartInterval).encode(noise)
+            let ours = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) })
+            let libjpeg = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .whole) })
+            #expect(ours.size == PixelSize(width: 65, height: 49) && ours.bands == channels)
+            #expect(ours.bytes == libjpeg.bytes, "restart interval \(restartInterval)")
+        }
+    }
+
+    @Test("the DC decoder hands broken baseline files back to libjpeg, which reports them")
+    func dcDecoderDeclinesBaseline() throws {
+        let data = try TurboJPEGEncode(subsampling: .both, restartInterval: 6).encode(Self.smooth(width: 640, height: 480))
+        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients)?.bytes } }
+        #expect(ours(data) != nil)
+        #expect(ours(data.prefix(data.count - 2)) == nil, "no EOI: truncated")
+        let sos = try #require(data.firstRange(of: Data([0xFF, 0xDA]))).lowerBound
+        for cut in [sos + 20, sos + 400, data.count / 2] { #expect(ours(data.prefix(cut) + Data([0xFF, 0xD9])) == nil, "cut at \(cut)") }
+        // The first component's AC table, then its DC table, that no DHT defined.
+        var acTable = data, dcTable = data
+        acTable[sos + 6] = 0x03
+        dcTable[sos + 6] = 0x30
+        #expect(ours(acTable) == nil && ours(dcTable) == nil)
+        // A restart marker out of sequence.
+        let restart = try #require(data.firstRange(of: Data([0xFF, 0xD0]), in: sos..<data.count)).lowerBound
+        var outOfSequence = data
+        outOfSequence[restart + 1] = 0xD3
+        #expect(ours(outOfSequence) == nil)
+        // A second scan of the same components.
+        let scan = data[sos..<(data.count - 2)]
+        #expect(ours(data.prefix(data.count - 2) + scan + Data([0xFF, 0xD9])) == nil)
+        let box = DecodeOptions(thumbnailPixelSize: PixelSize(64))
+        for broken in [data.prefix(sos + 400) + Data([0xFF, 0xD9]), acTable, dcTable, outOfSequence, data.prefix(data.count / 3)] {
+            do { _ = try turbo.decode(Data(broken), options: box) } catch let error as WebImageError { #expect(error.code == .decodeFailed, "\(error)") }
+        }
+        var generator = SplitMix(seed: 11)
+        for _ in 0..<200 {
+            var copy = data
+            for _ in 0..<8 { copy[sos + 14 + Int(generator.next() % UInt64(data.count - sos - 16))] = UInt8(truncatingIfNeeded: generator.next()) }
             _ = ours(copy)
         }
     }
