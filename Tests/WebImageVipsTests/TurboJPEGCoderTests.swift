@@ -258,7 +258,7 @@ struct TurboJPEGCoderTests {
             #expect(differing(decoded.bytes, libjpegWhole.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's decode of the whole file")
         } else {
             // 4:2:0: on the whole file libjpeg scales chroma up with a 2x2 IDCT that
-            // uses the lowest AC coefficients; on the DC scans alone (as here) that is
+            // uses the lowest AC coefficients; from the DC alone (as here) that is
             // the DC repeated, so chroma is softer (this test image changes colour
             // fast: 3.5/255 on average at 1/8 scale; the thumbnails after the resize
             // agree with libvips' full decode, see agreesWithVips).
