@@ -281,17 +281,24 @@ struct TurboJPEGCoderTests {
         var table = data
         table[sos + 6] = 0x30
         #expect(ours(table) == nil)
-        // Through the coder each is an error or a picture, never a crash.
+        try expectNoCrash(data, broken: [data.prefix(sos + 400) + Data([0xFF, 0xD9]), table, data.prefix(data.count / 3)], seed: 7)
+    }
+
+    /// Each broken file through the coder is a `decodeFailed` error or a
+    /// picture, never a crash; then the DC decoder on copies of `data` with
+    /// random bytes after its first scan header, for any crash the fuzzer has not met.
+    func expectNoCrash(_ data: Data, broken: [Data], seed: UInt64) throws {
         let box = DecodeOptions(thumbnailPixelSize: PixelSize(64))
-        for broken in [data.prefix(sos + 400) + Data([0xFF, 0xD9]), table, data.prefix(data.count / 3)] {
-            do { _ = try turbo.decode(Data(broken), options: box) } catch let error as WebImageError { #expect(error.code == .decodeFailed, "\(error)") }
+        for file in broken {
+            do { _ = try turbo.decode(Data(file), options: box) } catch let error as WebImageError { #expect(error.code == .decodeFailed, "\(error)") }
         }
-        // Random bytes in the entropy data of every scan, for any crash the fuzzer has not met.
-        var generator = SplitMix(seed: 7)
+        let sos = try #require(data.firstRange(of: Data([0xFF, 0xDA]))).lowerBound
+        let entropy = sos + 2 + (Int(data[sos + 2]) << 8 | Int(data[sos + 3]))
+        var generator = SplitMix(seed: seed)
         for _ in 0..<200 {
             var copy = data
-            for _ in 0..<8 { copy[sos + 12 + Int(generator.next() % UInt64(data.count - sos - 14))] = UInt8(truncatingIfNeeded: generator.next()) }
-            _ = ours(copy)
+            for _ in 0..<8 { copy[entropy + Int(generator.next() % UInt64(data.count - entropy - 2))] = UInt8(truncatingIfNeeded: generator.next()) }
+            _ = copy.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) }
         }
     }
 
@@ -333,16 +340,7 @@ struct TurboJPEGCoderTests {
         // A second scan of the same components.
         let scan = data[sos..<(data.count - 2)]
         #expect(ours(data.prefix(data.count - 2) + scan + Data([0xFF, 0xD9])) == nil)
-        let box = DecodeOptions(thumbnailPixelSize: PixelSize(64))
-        for broken in [data.prefix(sos + 400) + Data([0xFF, 0xD9]), acTable, dcTable, outOfSequence, data.prefix(data.count / 3)] {
-            do { _ = try turbo.decode(Data(broken), options: box) } catch let error as WebImageError { #expect(error.code == .decodeFailed, "\(error)") }
-        }
-        var generator = SplitMix(seed: 11)
-        for _ in 0..<200 {
-            var copy = data
-            for _ in 0..<8 { copy[sos + 14 + Int(generator.next() % UInt64(data.count - sos - 16))] = UInt8(truncatingIfNeeded: generator.next()) }
-            _ = ours(copy)
-        }
+        try expectNoCrash(data, broken: [data.prefix(sos + 400) + Data([0xFF, 0xD9]), acTable, dcTable, outOfSequence, data.prefix(data.count / 3)], seed: 11)
     }
 
     /// The sampling factors of the first component and the frame marker.
