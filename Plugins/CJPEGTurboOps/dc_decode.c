@@ -99,12 +99,16 @@ static inline __attribute__((always_inline)) int CJT_dc_symbol(CJT_dc_bits *bits
         bits->count -= length;
         return (int) (entry & 255);
     }
-    int32_t code = (int32_t) CJT_dc_get(bits, 1);
-    int length = 1;
-    while (code > table->maxcode[length]) {
-        if (++length > 16 || bits->failed) { bits->failed = 1; return 0; }
-        code = code << 1 | (int32_t) CJT_dc_get(bits, 1);
-    }
+    // A longer code: the next 16 bits, cut at each length until a canonical code fits.
+    if (bits->count < 16) CJT_dc_fill(bits);
+    int32_t next = (int32_t) ((bits->buffer >> (bits->count - 16)) & 0xFFFF), code = 0;
+    int length = CJT_DC_LOOKAHEAD;
+    do {
+        if (++length > 16) { bits->failed = 1; return 0; }
+        code = next >> (16 - length);
+    } while (code > table->maxcode[length]);
+    if (bits->count - bits->fake < length) { bits->failed = 1; return 0; }
+    bits->count -= length;
     int index = table->offset[length] + code;
     if (index < 0 || index > 255) { bits->failed = 1; return 0; }
     return table->values[index];
@@ -141,12 +145,14 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
 }
 
 /// The tables of one component of a sequential scan. For each
-/// CJT_DC_LOOKAHEAD-bit lookahead, `dc` holds the DC difference's code and
-/// magnitude bits together when both fit: bits used << 8 | magnitude size; and
-/// `ac` the whole AC coefficient, which is skipped, not stored: bits used << 8 |
-/// zigzag positions advanced (the run plus one, 16 for ZRL, 64 for
-/// end-of-block), or, when only the code fits, 0x8000 | length << 8 | symbol.
-/// 0x8000 alone: a longer code, decoded bit by bit.
+/// CJT_DC_LOOKAHEAD-bit lookahead that starts with a whole code, `dc` holds the
+/// DC difference's bits (code and magnitude) << 8 | magnitude size, and `ac` the
+/// whole AC coefficient, which is skipped, not stored: its bits (code and
+/// magnitude) << 8 | zigzag positions advanced (the run plus one, 16 for ZRL, 64
+/// for end-of-block). The magnitude need not be inside the lookahead: the scan
+/// keeps at least 32 bits buffered, and a code here is at most CJT_DC_LOOKAHEAD
+/// bits and a magnitude at most 15. 0x8000: a longer code, decoded by
+/// CJT_dc_symbol.
 typedef struct {
     const CJT_dc_huffman *dcCodes;
     CJT_dc_huffman acCodes;
@@ -160,7 +166,7 @@ static int CJT_sequential_build(CJT_sequential_table *table, const CJT_dc_huffma
     for (int index = 0; index < (1 << CJT_DC_LOOKAHEAD); index++) {
         unsigned int entry = dcCodes->lookup[index];
         int length = (int) (entry >> 8), size = (int) (entry & 255);
-        table->dc[index] = (uint16_t) (entry && size <= 15 && length + size <= CJT_DC_LOOKAHEAD ? (length + size) << 8 | size : 0x8000);
+        table->dc[index] = (uint16_t) (entry && size <= 15 ? (length + size) << 8 | size : 0x8000);
         entry = table->acCodes.lookup[index];
         if (!entry) { table->ac[index] = 0x8000; continue; }
         length = (int) (entry >> 8);
@@ -168,7 +174,7 @@ static int CJT_sequential_build(CJT_sequential_table *table, const CJT_dc_huffma
         size = symbol & 15;
         // libjpeg ends the block on a zero size with any run but 15.
         int advance = size ? run + 1 : run == 15 ? 16 : 64;
-        table->ac[index] = (uint16_t) (length + size <= CJT_DC_LOOKAHEAD ? (length + size) << 8 | advance : 0x8000 | length << 8 | symbol);
+        table->ac[index] = (uint16_t) ((length + size) << 8 | advance);
     }
     return 0;
 }
@@ -259,22 +265,15 @@ static int CJT_sequential_scan(CJT_dc_bits *bits, CJT_dc_component **scan, int s
                                 k += (int) (entry & 255);
                                 continue;
                             }
-                            int symbol, length = (int) ((entry >> 8) & 0x7F);
-                            if (length) {
-                                CJT_DROP(length);
-                                symbol = (int) (entry & 255);
-                            } else {
-                                CJT_SAVE();
-                                symbol = CJT_dc_symbol(bits, &table->acCodes);
-                                if (bits->failed) return -1;
-                                CJT_FILL();  // at least 16 bits again for the magnitude
-                                CJT_LOAD();
-                            }
+                            CJT_SAVE();
+                            int symbol = CJT_dc_symbol(bits, &table->acCodes);
+                            if (bits->failed) return -1;
+                            CJT_LOAD();
                             int run = symbol >> 4;
                             size = symbol & 15;
                             if (size) {
                                 k += run + 1;
-                                CJT_DROP(size);  // the buffer holds at least 32 - 16 bits here
+                                CJT_DROP(size);  // the buffer holds at least 32 - 16 bits here (a code is at most 16)
                             } else if (run == 15) {
                                 k += 16;
                             } else {
