@@ -42,22 +42,31 @@ typedef struct {
     int failed;
 } CJT_dc_bits;
 
+/// As many whole bytes from `p` as fit beside `count` buffered bits (4 to 7
+/// when fewer than 32 are), as one big-endian value in `taken`, when at least 8
+/// bytes remain and none of those is 0xFF (no stuffing, no marker). Returns how
+/// many, or 0: the caller then goes byte by byte.
+static inline __attribute__((always_inline)) int CJT_take(const unsigned char *p, const unsigned char *end, int count, uint64_t *taken) {
+    int n = (63 - count) >> 3;
+    if (n <= 0 || end - p < 8) return 0;
+    uint64_t word;
+    memcpy(&word, p, 8);
+    uint64_t value = __builtin_bswap64(word) >> (64 - 8 * n);
+    uint64_t ones = 0x0101010101010101ull >> (64 - 8 * n);
+    uint64_t inverted = ~value & (ones * 0xFF);  // 0xFF bytes become zero bytes
+    if (((inverted - ones) & ~inverted & (ones << 7)) != 0) return 0;
+    *taken = value;
+    return n;
+}
+
 static inline void CJT_dc_fill(CJT_dc_bits *bits) {
-    // As many whole bytes as the buffer takes (4 to 7 here) at once, when none of
-    // them is 0xFF (no stuffing, no marker).
-    int n = (63 - bits->count) >> 3;
-    if (bits->fake == 0 && n > 0 && bits->end - bits->p >= 8) {
-        uint64_t word;
-        memcpy(&word, bits->p, 8);
-        uint64_t taken = __builtin_bswap64(word) >> (64 - 8 * n);
-        uint64_t ones = 0x0101010101010101ull >> (64 - 8 * n);
-        uint64_t inverted = ~taken & (ones * 0xFF);  // 0xFF bytes become zero bytes
-        if (((inverted - ones) & ~inverted & (ones << 7)) == 0) {
-            bits->buffer = bits->buffer << (8 * n) | taken;
-            bits->p += n;
-            bits->count += 8 * n;
-            return;
-        }
+    uint64_t taken;
+    int n = bits->fake == 0 ? CJT_take(bits->p, bits->end, bits->count, &taken) : 0;
+    if (n) {
+        bits->buffer = bits->buffer << (8 * n) | taken;
+        bits->p += n;
+        bits->count += 8 * n;
+        return;
     }
     while (bits->count <= 56) {
         unsigned int byte = 0;
@@ -180,7 +189,7 @@ static int CJT_sequential_build(CJT_sequential_table *table, const CJT_dc_huffma
 }
 
 /// Decodes a sequential (baseline) scan: each block's DC into its component's
-/// array, its AC codes decoded only to be skipped. `units` across and down are
+/// array, its AC codes decoded only to be skipped. `columns` and `rows` count
 /// MCUs, or the blocks of the one component of a non-interleaved scan. The bit
 /// buffer lives in locals (this is the hot loop of a baseline decode), kept
 /// left-aligned: the next bits are the top ones, so a lookup shifts by a constant
@@ -198,17 +207,13 @@ static int CJT_sequential_scan(CJT_dc_bits *bits, CJT_dc_component **scan, int s
 #define CJT_PEEK() ((unsigned int) (buffer >> (64 - CJT_DC_LOOKAHEAD)))
 #define CJT_DROP(n) (buffer <<= (n), count -= (n))
     CJT_LOAD();
-    // At least 32 bits in the buffer: 4 to 7 whole bytes at once when none is
-    // 0xFF (no stuffing, no marker), else byte by byte.
+    // At least 32 bits in the buffer: whole bytes at once, else byte by byte.
 #define CJT_FILL() do { \
         if (count < 32) { \
-            int n = (63 - count) >> 3; \
-            uint64_t word = 0, taken = 0, ones = 0x0101010101010101ull >> (64 - 8 * n); \
-            if (bits->fake == 0 && bits->end - p >= 8) { memcpy(&word, p, 8); taken = __builtin_bswap64(word) >> (64 - 8 * n); } \
-            uint64_t inverted = ~taken & (ones * 0xFF); \
-            if (word && ((inverted - ones) & ~inverted & (ones << 7)) == 0) { \
-                buffer |= taken << (64 - count - 8 * n); p += n; count += 8 * n; \
-            } else { CJT_SAVE(); CJT_dc_fill(bits); CJT_LOAD(); } \
+            uint64_t taken; \
+            int n = bits->fake == 0 ? CJT_take(p, bits->end, count, &taken) : 0; \
+            if (n) { buffer |= taken << (64 - count - 8 * n); p += n; count += 8 * n; } \
+            else { CJT_SAVE(); CJT_dc_fill(bits); CJT_LOAD(); } \
         } \
     } while (0)
     unsigned int restarts = 0, untilRestart = restartInterval;

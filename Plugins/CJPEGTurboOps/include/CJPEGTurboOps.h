@@ -18,8 +18,8 @@
 //   codes, so they are Huffman-decoded, but only to be skipped: one lookup per
 //   coefficient gives its code and magnitude lengths together, nothing is
 //   stored, and there is no IDCT, upsampling or per-row machinery. On 12 MP
-//   photos this takes about 0.80x the CPU of libjpeg-turbo's own 1/8 decode,
-//   on noise at quality 100 0.90x (docs/performance.md).
+//   photos this takes about 0.76x the CPU of libjpeg-turbo's own 1/8 decode,
+//   on noise at quality 100 0.89x (docs/performance.md).
 //
 // The output is libjpeg-turbo's own 1/8 decode of the DC coefficients with block
 // smoothing off, byte for byte: the same IDCT rounding, chroma that libjpeg
