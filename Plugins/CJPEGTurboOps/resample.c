@@ -95,8 +95,11 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
     int *ringRow = NULL;
     const float **lines = NULL;
     if (CJT_kernel_make(&vertical, sh, dh) || CJT_kernel_make(&horizontal, sw, dw)) goto done;
-    // One spare float at the end: the horizontal pass loads 4 floats per RGB pixel.
-    middle = malloc(sizeof(float) * (row * (size_t) dh + 1));
+    // One row between the passes, not the whole vertically resampled image (a
+    // 505 x 562 RGB decode to a 256 px box needed 1.3 MB of floats): each output
+    // row is resampled vertically, then horizontally at once. One spare float at
+    // the end: the horizontal pass loads 4 floats per RGB pixel.
+    middle = malloc(sizeof(float) * (row + 1));
     // Source rows converted to float once each: the windows of successive output
     // rows overlap and move down, so a ring of `taps` rows holds every window.
     int slots = vertical.taps;
@@ -105,15 +108,17 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
     lines = malloc(sizeof(float *) * (size_t) slots);
     if (!middle || !ring || !ringRow || !lines) goto done;
     for (int i = 0; i < slots; i++) ringRow[i] = -1;
+    middle[row] = 0;
+    int taps = horizontal.taps;
 
-    // Vertical pass first: each output row is a weighted sum of whole source
-    // rows, eight floats at a time held in registers across the taps.
     for (int y = 0; y < dh; y++) {
-        float *out = middle + row * (size_t) y;
-        const int *index = vertical.index + (size_t) y * (size_t) vertical.taps;
-        const float *weight = vertical.weight + (size_t) y * (size_t) vertical.taps;
+        // Vertical pass: the output row is a weighted sum of whole source rows,
+        // sixteen floats at a time held in registers across the taps.
+        float *out = middle;
+        const int *rows = vertical.index + (size_t) y * (size_t) vertical.taps;
+        const float *rowWeight = vertical.weight + (size_t) y * (size_t) vertical.taps;
         for (int t = 0; t < vertical.taps; t++) {
-            int r = index[t];
+            int r = rows[t];
             float *line = ring + row * (size_t) (r % slots);
             if (ringRow[r % slots] != r) {
                 const unsigned char *in = src + row * (size_t) r;
@@ -134,7 +139,7 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
                 memcpy(&q, line + 4, sizeof q);
                 memcpy(&r, line + 8, sizeof r);
                 memcpy(&u, line + 12, sizeof u);
-                float w = weight[t];
+                float w = rowWeight[t];
                 a += p * w; b += q * w; c += r * w; d += u * w;
             }
             memcpy(out + k, &a, sizeof a);
@@ -144,17 +149,13 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
         }
         for (; k < row; k++) {
             float sum = 0;
-            for (int t = 0; t < vertical.taps; t++) sum += weight[t] * lines[t][k];
+            for (int t = 0; t < vertical.taps; t++) sum += rowWeight[t] * lines[t][k];
             out[k] = sum;
         }
-    }
-    middle[row * (size_t) dh] = 0;
 
-    // Horizontal pass, from the float rows to bytes.
-    int taps = horizontal.taps;
-    for (int y = 0; y < dh; y++) {
-        const float *in = middle + row * (size_t) y;
-        unsigned char *out = dst + (size_t) y * (size_t) dw * (size_t) bands;
+        // Horizontal pass of the same row, from floats to bytes.
+        const float *in = middle;
+        unsigned char *row_out = dst + (size_t) y * (size_t) dw * (size_t) bands;
         for (int x = 0; x < dw; x++) {
             const int *index = horizontal.index + (size_t) x * (size_t) taps;
             const float *weight = horizontal.weight + (size_t) x * (size_t) taps;
@@ -175,14 +176,14 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
                     even += p * weight[t];
                 }
                 CJT_v4 sum = even + odd;
-                out[x * 3] = CJT_clamp_byte(sum[0]);
-                out[x * 3 + 1] = CJT_clamp_byte(sum[1]);
-                out[x * 3 + 2] = CJT_clamp_byte(sum[2]);
+                row_out[x * 3] = CJT_clamp_byte(sum[0]);
+                row_out[x * 3 + 1] = CJT_clamp_byte(sum[1]);
+                row_out[x * 3 + 2] = CJT_clamp_byte(sum[2]);
             } else {
                 for (int c = 0; c < bands; c++) {
                     float sum = 0;
                     for (int t = 0; t < taps; t++) sum += weight[t] * in[(size_t) index[t] * (size_t) bands + (size_t) c];
-                    out[x * bands + c] = CJT_clamp_byte(sum);
+                    row_out[x * bands + c] = CJT_clamp_byte(sum);
                 }
             }
         }
