@@ -7,7 +7,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhi
 # GNU time measures the tool's peak memory in its tests.
 EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time
 
-.PHONY: deps example-deps s3-peer apt-install test build demo serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
+.PHONY: deps example-deps s3-peer apt-install test build demo release-tool link-order serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -48,6 +48,17 @@ demo: deps
 	@echo "== second run: every image comes from the disk cache"
 	$$($(SWIFT) build --show-bin-path)/webimage load $(SAMPLES)/*
 	$$($(SWIFT) build --show-bin-path)/webimage cache stats
+
+# The release tool as `swift build -c release` links it (statically, see
+# Package.swift), built and run: samples, two loads into an LMDB cache, `serve`.
+release-tool: deps
+	SWIFT=$(SWIFT) .ci/release-tool
+
+# Rewrites Linking/webimage.order, the functions the release tool's batch runs
+# execute, which its link places together (Linking/make-order.py says why).
+link-order: deps
+	@$(MAKE) --no-print-directory apt-install PACKAGES="valgrind"
+	python3 Linking/make-order.py
 
 # The package's tests, then each example's (examples are packages of their own).
 # .ci/swift-test repeats what failed at the end of the output.

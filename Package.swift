@@ -10,6 +10,48 @@ let upcoming: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+#if canImport(Glibc)
+import Glibc
+/// DT_RELR needs glibc 2.36 or later (Debian 12, Ubuntu 22.10); an older loader
+/// refuses the binary, so the flag is only passed where the build machine has it.
+let glibcReadsPackedRelocations: Bool = {
+    var buffer = [CChar](repeating: 0, count: 64)
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    // "glibc 2.36"
+    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let version = text.split(separator: " ").last.map { $0.split(separator: ".").compactMap { Int($0) } } ?? []
+    return version.count >= 2 && (version[0], version[1]) >= (2, 36)
+}()
+#else
+let glibcReadsPackedRelocations = false
+#endif
+
+/// How the release `webimage` tool is linked on Linux, for its memory (measured in
+/// docs/performance.md, "How the tool is linked"), with the toolchain's lld:
+/// - Swift's runtime and Foundation statically (with the libraries the static
+///   Foundation's modules would name, had every module been compiled for it), so
+///   only the code a run executes is paged in and nothing is bound at start;
+/// - the functions a thumbnail batch and the cache job execute placed together
+///   (`Linking/webimage.order`, written by `make link-order`), so the kernel's
+///   64 KiB read-around maps them in a few hundred pages, not over the whole
+///   25 MB of code;
+/// - no export of the tool's own symbols (nothing loads against it);
+/// - relative relocations packed (DT_RELR) where the C library reads them
+///   (glibc 2.36), so start-up neither reads 2.6 MB of relocation records nor
+///   keeps them.
+/// Release only: debug builds, and the test bundles that link the tool's module,
+/// stay dynamic, as XCTest needs.
+let releaseToolLinking: [LinkerSetting] = {
+    var flags = ["-static-stdlib", "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
+                 "-use-ld=lld", "-Xlinker", "--no-export-dynamic",
+                 "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Linking/webimage.order",
+                 "-Xlinker", "--no-warn-symbol-ordering"]
+    if glibcReadsPackedRelocations {
+        flags += ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+    }
+    return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
+}()
+
 let package = Package(
     name: "swift-web-image",
     platforms: [.macOS(.v15)],
@@ -193,7 +235,8 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "Prometheus", package: "swift-prometheus")],
-            swiftSettings: upcoming
+            swiftSettings: upcoming,
+            linkerSettings: releaseToolLinking
         ),
 
         .executableTarget(
