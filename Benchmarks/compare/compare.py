@@ -3,7 +3,7 @@
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
-    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 24] [--progressive] [--megapixels 2|12]
+    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 270] [--progressive] [--megapixels 2|12]
     python3 Benchmarks/compare/compare.py encoders [--rounds 3] [--repeats 3] [--quality 80] [--photo PATH]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
