@@ -32,15 +32,16 @@ let glibcReadsPackedRelocations = false
 ///   Foundation's modules would name, had every module been compiled for it), so
 ///   only the code a run executes is paged in and nothing is bound at start;
 /// - the functions a thumbnail batch and the cache job execute placed together
-///   (`Linking/webimage.order`, written by `make link-order`), so the kernel's
-///   64 KiB read-around maps them in a few hundred pages, not over the whole
-///   25 MB of code;
+///   (`Linking/webimage.order`, written by `make link-order`), so the pages the
+///   kernel maps 64 KiB around each one touched (fault-around) are mostly theirs,
+///   not the rest of 25 MB of code;
 /// - no export of the tool's own symbols (nothing loads against it);
 /// - relative relocations packed (DT_RELR) where the C library reads them
 ///   (glibc 2.36), so start-up neither reads 2.6 MB of relocation records nor
 ///   keeps them.
-/// Release only: debug builds, and the test bundles that link the tool's module,
-/// stay dynamic, as XCTest needs.
+/// Release only: debug builds, where the tests run, link the usual way (a release
+/// build of the tests would carry these flags into the bundles that link the
+/// tool's module, next to XCTest's dynamic Foundation: not supported).
 let releaseToolLinking: [LinkerSetting] = {
     var flags = ["-static-stdlib", "-l_FoundationICU", "-lCoreFoundation", "-l_FoundationCShims", "-l_FoundationCollections",
                  "-use-ld=lld", "-Xlinker", "--no-export-dynamic",
@@ -283,6 +284,7 @@ let package = Package(
             name: "WebImageKitTests",
             dependencies: ["WebImageKit", "WebImageSamples", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Configuration", package: "swift-configuration")],
             swiftSettings: upcoming
         ),

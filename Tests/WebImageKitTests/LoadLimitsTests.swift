@@ -1,0 +1,34 @@
+import ArgumentParser
+import Foundation
+import Testing
+@testable import webimage
+
+@Suite("webimage load: inputs in flight")
+struct LoadLimitsTests {
+    @Test("paths and file:// URLs are local files; http(s):// and s3:// inputs are downloads")
+    func kinds() {
+        #expect(LoadLimits.isLocalFile("photo.jpg"))
+        #expect(LoadLimits.isLocalFile("/srv/images/a b.png"))
+        #expect(LoadLimits.isLocalFile("file:///srv/images/a.png"))
+        #expect(LoadLimits.isLocalFile("FILE:///srv/images/a.png"))
+        #expect(!LoadLimits.isLocalFile("https://images.example.com/a.jpg"))
+        #expect(!LoadLimits.isLocalFile("http://127.0.0.1:8080/a.jpg"))
+        #expect(!LoadLimits.isLocalFile("s3://bucket/a.jpg"))
+    }
+
+    @Test("by default 8 in flight, of which one more than the cores are local files; --concurrency N bounds every input alike")
+    func limits() throws {
+        let standard = try LoadCommand.parse(["a.jpg"]).limits
+        #expect(standard == LoadLimits(total: 8, files: min(8, ProcessInfo.processInfo.activeProcessorCount + 1)))
+        #expect(standard.files < standard.total || ProcessInfo.processInfo.activeProcessorCount >= 7)
+        #expect(try LoadCommand.parse(["--concurrency", "5", "a.jpg"]).limits == LoadLimits(total: 5, files: 5))
+        #expect(try LoadCommand.parse(["--concurrency", "1", "a.jpg"]).limits == LoadLimits(total: 1, files: 1))
+    }
+
+    @Test("--concurrency takes a positive number")
+    func bad() {
+        for value in ["0", "-3", "many"] {
+            #expect(throws: (any Error).self) { try LoadCommand.parse(["--concurrency", value, "a.jpg"]) }
+        }
+    }
+}
