@@ -127,7 +127,8 @@ int CJT_encode(const unsigned char *pixels, int width, int height, int bands, co
 /// Resamples 8-bit interleaved pixels (1 to 4 bands) from sw x sh to dw x dh into
 /// `dst` (dw * dh * bands bytes) with one separable Lanczos-3 pass per axis. When
 /// reducing, the kernel widens by the factor, so it averages what the smaller
-/// grid cannot hold; edges repeat. Vertical first, into floats, then horizontal.
+/// grid cannot hold; edges repeat. Each output row: vertical first, into one row
+/// of floats, then horizontal.
 /// Returns 0, or -1 for bad sizes or no memory.
 int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh);
 
