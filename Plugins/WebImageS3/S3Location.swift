@@ -8,11 +8,22 @@ public struct S3Location: Sendable, Hashable, CustomStringConvertible {
     public var key: String
 
     /// - Throws: `WebImageError` `.invalidURL` for a bucket name S3 does not
-    ///   allow or a key that is empty or over 1024 bytes.
+    ///   allow, a key that is empty or over 1024 bytes, or a key with a `.` or
+    ///   `..` segment.
+    ///
+    /// Keys with dot-segments (`a/../b`, `./x`, also when written `%2E%2E`) are
+    /// refused rather than sent: HTTP clients and servers resolve them, so
+    /// `s3://photos/../secret/x` would reach bucket `secret` in the path-style
+    /// form after the allow-list had judged bucket `photos`. The one canonical
+    /// form is the key as named, which such a key cannot be sent as. Empty
+    /// segments (`a//b`) are sent as they are.
     public init(bucket: String, key: String) throws {
         try Self.validate(bucket: bucket)
         guard !key.isEmpty else { throw WebImageError(.invalidURL, "s3://\(bucket)/ names no object key") }
         guard key.utf8.count <= 1024 else { throw WebImageError(.invalidURL, "s3://\(bucket)/…: the key is \(key.utf8.count) bytes; S3 allows 1024") }
+        guard !key.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) else {
+            throw WebImageError(.invalidURL, "s3://\(bucket)/\(key): a key with a '.' or '..' segment is refused, since HTTP resolves them and the request would name another object or bucket")
+        }
         self.bucket = bucket
         self.key = key
     }

@@ -42,6 +42,9 @@ s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
                   aws_access_key_id=full["accessKeyID"], aws_secret_access_key=full["secretAccessKey"])
 bucket = "webimage-tests"
 s3.create_bucket(Bucket=bucket)
+# A second bucket the tests' allow-lists never name: no URL of the first may reach it.
+s3.create_bucket(Bucket="webimage-secret")
+s3.put_object(Bucket="webimage-secret", Key="private.jpg", Body=b"the secret object")
 print(json.dumps({"endpoint": endpoint, "bucket": bucket, "full": full, "readOnly": read_only}), flush=True)
 try:
     while sys.stdin.buffer.read(4096):

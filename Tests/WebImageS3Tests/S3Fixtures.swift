@@ -25,9 +25,9 @@ enum S3Fixtures {
     }
 
     /// The status and body of a signed GET of an object, as moto has it now.
-    static func get(_ moto: MotoServer, _ key: String) async throws -> (status: Int, data: Data) {
+    static func get(_ moto: MotoServer, bucket: String? = nil, _ key: String) async throws -> (status: Int, data: Data) {
         let client = try S3Client(configuration: configuration(moto), curl: CurlLoader())
-        let response = try await client.send(S3Request(method: "GET", bucket: moto.bucket, key: key, configuration: configuration(moto)), what: "GET \(key)")
+        let response = try await client.send(S3Request(method: "GET", bucket: bucket ?? moto.bucket, key: key, configuration: configuration(moto)), what: "GET \(key)")
         return (response.statusCode, response.data)
     }
 

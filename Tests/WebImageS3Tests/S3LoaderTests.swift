@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import WebImage
 import WebImageCurl
+import WebImageHTTP
 @testable import WebImageS3
 import WebImageTestSupport
 import WebImageVips
@@ -33,6 +34,35 @@ struct S3LoaderTests {
         #expect(response.headers["content-type"] == "image/jpeg" && response.headers["etag"] != nil)
         let result = try await manager(try loader(moto)).loadImage(with: url)
         #expect(result.cacheType == .none && (result.image?.pixelSize.width ?? 0) > 0)
+    }
+
+    @Test("dot-segments never cross out of the allowed bucket: '..', '%2E%2E', './..' and a key named a/../b are invalidURL before any request; '//' stays in the bucket")
+    func dotSegments() async throws {
+        let moto = try await MotoServer.shared()
+        let allowed = try #require(HostAllowList(["s3://\(moto.bucket)"]))
+        let loader = try loader(moto)
+        func load(_ text: String) async throws -> LoadResponse {
+            var request = LoadRequest(url: try #require(URL(string: text)))
+            request.urlPolicy = { allowed.allows($0) ? nil : "is not allowed" }
+            return try await loader.load(request) { _ in }
+        }
+        // The secret bucket exists and holds the object (moto_peer.py): reachable by its own URL.
+        #expect(try await S3Fixtures.get(moto, bucket: "webimage-secret", "private.jpg").status == 200)
+        for hostile in ["s3://\(moto.bucket)/../webimage-secret/private.jpg",
+                        "s3://\(moto.bucket)/%2E%2E/webimage-secret/private.jpg",
+                        "s3://\(moto.bucket)/%2e%2e/webimage-secret/private.jpg",
+                        "s3://\(moto.bucket)/./../webimage-secret/private.jpg",
+                        "s3://\(moto.bucket)/a/../b.jpg",
+                        "s3://\(moto.bucket)/a/%2E/b.jpg"] {
+            let error = await #expect(throws: WebImageError.self, "\(hostile)") { try await load(hostile) }
+            #expect(error?.code == .invalidURL && error?.message.contains("'..' segment") == true, "\(hostile): \(error?.description ?? "")")
+        }
+        // An empty segment is part of the key: the request stays in the bucket and finds no such object.
+        let empty = await #expect(throws: WebImageError.self) { try await load("s3://\(moto.bucket)//webimage-secret/private.jpg") }
+        #expect(empty?.code == .notFound, "\(empty?.description ?? "")")
+        let name = S3Fixtures.unique("a//b") + ".jpg"
+        try await S3Fixtures.put(moto, name, Data("double slash".utf8))
+        #expect(try await load("s3://\(moto.bucket)/\(name)").data == Data("double slash".utf8))
     }
 
     @Test("a wrong secret is refused by the endpoint: forbidden, transient (never blocklisted), naming the S3 code, never the secret")
