@@ -6,7 +6,9 @@ import WebImage
 ///
 /// The name comes from the input's last path segment, percent-decoded the way a
 /// user reads it, then made harmless: `/`, `\`, NUL and other control characters
-/// become `_`, leading dots and spaces go (so `..`, `.hidden` and `%2E%2E` cannot
+/// become `_`, Unicode format characters (the bidirectional overrides and
+/// isolates U+202A–U+202E and U+2066–U+2069 among them, which make
+/// `gpj.exe` read as `exe.jpg`) and unassigned scalars are dropped, leading dots and spaces go (so `..`, `.hidden` and `%2E%2E` cannot
 /// name a parent or a hidden file), the extension is replaced by the output
 /// format's, and the length is capped. When nothing is left, the name is
 /// `image-` and the first 16 hex digits of the cache key's SHA-256.
@@ -41,8 +43,15 @@ import WebImage
     }
 
     static func sanitized(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { scalar in
-            scalar == "/" || scalar == "\\" || scalar.value < 0x20 || scalar.value == 0x7F ? "_" : scalar
-        }))
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar == "/" || scalar == "\\" || scalar.properties.generalCategory == .control {
+                out.append("_")
+            } else if ![.format, .unassigned, .privateUse, .surrogate, .lineSeparator, .paragraphSeparator]
+                .contains(scalar.properties.generalCategory) {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 }

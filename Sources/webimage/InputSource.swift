@@ -9,6 +9,11 @@ import Glibc
 /// with at most `window` lines read ahead of those processed: a batch of 100 000
 /// URLs runs in constant memory.
 ///
+/// A line is at most ``maxLineBytes``: a longer one is handed out as an input
+/// with a ``Input/problem`` (its first bytes name it) and the rest of it is
+/// skipped without being kept, so `--input-file /dev/zero` holds 64 KiB, not
+/// whatever it has read.
+///
 /// The input file is opened when the source is made, so a missing or unreadable
 /// one is an error before any work starts, not a silent empty batch.
 final class InputSource: Sendable {
@@ -19,17 +24,31 @@ final class InputSource: Sendable {
     /// `@unchecked Sendable`: the stream is read by the one reader thread only.
     private struct Stream: @unchecked Sendable { let handle: UnsafeMutablePointer<FILE> }
 
+    /// One input: its text, or why it cannot be one (a line over the bound).
+    struct Input: Sendable {
+        var text: String
+        var problem: String?
+    }
+
+    /// The longest input line, in bytes (a URL of 64 KiB is already far past
+    /// what any server or browser takes).
+    static let maxLineBytes = 64 << 10
+
     let arguments: [String]
     private let stream: Stream?
     private let window: DispatchSemaphore
     /// Set by ``stop()``: no further input is handed out.
     private let stopped = Mutex(false)
-    private let output = Mutex<AsyncStream<String>.Continuation?>(nil)
+    private let output = Mutex<AsyncStream<Input>.Continuation?>(nil)
 
     /// - Throws: ``OpenError`` when `file` cannot be opened for reading, or is a directory.
     init(arguments: [String], file: String?, window: Int) throws {
         self.arguments = arguments
-        self.window = DispatchSemaphore(value: max(1, window))
+        // Made at 0 and signalled up to the window: libdispatch traps when a
+        // semaphore is freed below its initial value, as this one is when a signal
+        // stops the batch with lines read ahead and never consumed.
+        self.window = DispatchSemaphore(value: 0)
+        for _ in 0..<max(1, window) { self.window.signal() }
         guard let file else {
             stream = nil
             return
@@ -52,6 +71,10 @@ final class InputSource: Sendable {
     /// Call once per input when its processing has finished.
     func consumed() { window.signal() }
 
+    /// Whether ``stop()`` was called: the batch starts no further input, even one
+    /// already read ahead.
+    var isStopped: Bool { stopped.withLock { $0 } }
+
     /// Hands out no further input (SIGTERM): the stream ends now, even if the
     /// reader thread is waiting for a line of standard input.
     func stop() {
@@ -60,31 +83,64 @@ final class InputSource: Sendable {
         window.signal()
     }
 
-    func lines() -> AsyncStream<String> {
-        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+    func lines() -> AsyncStream<Input> {
+        let (lines, continuation) = AsyncStream.makeStream(of: Input.self)
         output.withLock { $0 = continuation }
         let thread = Thread { [self] in
             for argument in arguments {
                 window.wait()
-                if stopped.withLock({ $0 }) { break }
-                continuation.yield(argument)
+                if isStopped { break }
+                continuation.yield(Input(text: argument))
             }
             if let handle = stream?.handle {
-                var line: UnsafeMutablePointer<CChar>?
-                var capacity = 0
-                while getline(&line, &capacity, handle) >= 0 {
-                    let text = String(cString: line!).trimmingCharacters(in: .whitespacesAndNewlines)
-                    if text.isEmpty || text.hasPrefix("#") { continue }
+                while !isStopped, let line = Self.readLine(handle, stopped: { self.isStopped }) {
+                    let input: Input
+                    switch line {
+                    case .text(let bytes):
+                        let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                        if text.isEmpty || text.hasPrefix("#") { continue }
+                        input = Input(text: text)
+                    case .tooLong(let head):
+                        let text = String(decoding: head, as: UTF8.self)
+                        input = Input(text: String(text.prefix(80)) + "…",
+                                      problem: "the input line is longer than \(Self.maxLineBytes) bytes; it was skipped")
+                    }
                     window.wait()
-                    if stopped.withLock({ $0 }) { break }
-                    continuation.yield(text)
+                    if isStopped { break }
+                    continuation.yield(input)
                 }
-                free(line)
                 fclose(handle)
             }
             continuation.finish()
         }
         thread.start()
         return lines
+    }
+
+    enum Line {
+        case text([UInt8])
+        /// Over ``maxLineBytes``: its first bytes; the rest was read and dropped.
+        case tooLong([UInt8])
+    }
+
+    /// The next line of `handle` without its newline, nil at the end. A line over
+    /// ``maxLineBytes`` is read to its end (or until `stopped`) and dropped.
+    static func readLine(_ handle: UnsafeMutablePointer<FILE>, stopped: () -> Bool) -> Line? {
+        var bytes: [UInt8] = []
+        while true {
+            let next = getc_unlocked(handle)
+            if next == EOF { return bytes.isEmpty ? nil : .text(bytes) }
+            if next == 0x0A { return .text(bytes) }
+            bytes.append(UInt8(truncatingIfNeeded: next))
+            if bytes.count > maxLineBytes { break }
+        }
+        var skipped = 0
+        while true {
+            let next = getc_unlocked(handle)
+            if next == EOF || next == 0x0A { break }
+            skipped += 1
+            if skipped & 0xFFFFF == 0, stopped() { break }
+        }
+        return .tooLong(Array(bytes.prefix(256)))
     }
 }

@@ -69,7 +69,11 @@ struct LoadCommand: AsyncParsableCommand {
         if let effort, !(0...9).contains(effort) { throw ValidationError("--effort takes 0 to 9") }
         if let background, RGBColor(parsing: background) == nil { throw ValidationError("--background takes a colour such as ffffff, #fff, 255,255,255 or white, not '\(background)'") }
         if let concurrency, concurrency < 1 { throw ValidationError("--concurrency takes a positive number") }
-        if let transform { _ = try TransformSpec.parse(transform, watermark: TransformSpec.watermarkFile) }
+        if let transform {
+            do { _ = try TransformSpec.parse(transform, watermark: TransformSpec.watermarkFile) } catch let error as WebImageError {
+                throw ValidationError("--transform: \(error.message)")
+            }
+        }
     }
 
     func run() async throws {
@@ -100,7 +104,12 @@ struct LoadCommand: AsyncParsableCommand {
             if let background, let colour = RGBColor(parsing: background) { options.background = colour }
             context.encodeOptions = options
         }
-        if let out { try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true) }
+        if let out {
+            do { try OutputFile.makeDirectory(out) } catch let error as WebImageError {
+                Terminal.error(error.message)
+                throw ExitCode(2)
+            }
+        }
 
         let reporter = Reporter(json: json, total: inputFile == nil ? inputs.count : nil,
                                 progress: !quiet && Terminal.standardErrorIsTerminal)
@@ -127,12 +136,15 @@ struct LoadCommand: AsyncParsableCommand {
         await withTaskGroup(of: Bool.self) { group in
             var running = 0, runningFiles = 0
             for await input in source.lines() {
-                let isFile = LoadLimits.isLocalFile(input)
+                // After a signal, inputs already read ahead are not started either.
+                if source.isStopped { break }
+                let isFile = LoadLimits.isLocalFile(input.text)
                 while running >= limits.total || (isFile && runningFiles >= limits.files) {
                     guard let finishedFile = await group.next() else { break }
                     running -= 1
                     if finishedFile { runningFiles -= 1 }
                 }
+                if source.isStopped { break }
                 running += 1
                 if isFile { runningFiles += 1 }
                 group.addTask {
@@ -200,10 +212,12 @@ struct LoadJob: Sendable {
         var warning: String?
     }
 
-    func run(_ input: String) async -> Record {
+    func run(_ line: InputSource.Input) async -> Record {
         let started = ContinuousClock.now
+        let input = line.text
         var record = Record(input: input, milliseconds: 0)
         do {
+            if let problem = line.problem { throw WebImageError(.invalidURL, problem) }
             guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
             let result = try await manager.loadImage(with: url, options: options, context: context)
             record.key = result.key
@@ -326,13 +340,48 @@ final class Reporter: Sendable {
     }
 }
 
-/// Writes a result file without following a symbolic link planted at its name.
+/// Result files of `--out`: written whole or not at all.
 enum OutputFile {
+    /// Writes `data` under a temporary name in the same directory (created
+    /// exclusively, never through a link), then renames it to `path`: a failure
+    /// (a full disk) leaves no file, neither a partial one nor an empty one, and a
+    /// symbolic link planted at `path` is replaced, never followed.
     static func write(_ data: Data, to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let url = URL(fileURLWithPath: path)
+        let temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).part").path
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        let failure = data.withUnsafeBytes { FileIO.writeAll(fd, $0) }
-        if failure != 0 { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(failure)))") }
+        var failure = data.withUnsafeBytes { FileIO.writeAll(fd, $0) }
+        if close(fd) != 0, failure == 0 { failure = errno }
+        if failure == 0, rename(temporary, path) != 0 { failure = errno }
+        if failure != 0 {
+            unlink(temporary)
+            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(failure)))")
+        }
+    }
+
+    /// Makes the `--out` directory (and its parents) if it is missing.
+    /// - Throws: `WebImageError` `.invalidArgument` with a plain message when the
+    ///   path names something that is not a directory or cannot be made.
+    static func makeDirectory(_ path: String) throws {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw WebImageError(.invalidArgument, "--out \(path): it exists and is not a directory")
+            }
+            guard access(path, W_OK | X_OK) == 0 else {
+                throw WebImageError(.invalidArgument, "--out \(path): \(String(cString: strerror(errno)))")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            // Foundation's message names Cocoa error codes: say what the system said.
+            if mkdir(path, 0o755) == 0 { return }
+            let reason = String(cString: strerror(errno))
+            throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(reason)")
+        }
     }
 }

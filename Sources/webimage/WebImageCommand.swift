@@ -20,7 +20,22 @@ struct WebImageCommand: AsyncParsableCommand {
 
     static func main() async {
         limitMallocArenas()
-        await main(nil)
+        do {
+            var command = try parseAsRoot(nil)
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            // Bad usage exits 2, as docs/tool.md says, where ArgumentParser would
+            // use EX_USAGE (64).
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                exit(withError: ExitCode(2))
+            }
+            exit(withError: error)
+        }
     }
 
     /// glibc gives each contended thread its own heap arena (up to eight per

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @_spi(Internals) import WebImageKit
 import WebImage
+import WebImageHTTP
 @_spi(Internals) import WebImageConfiguration
 import WebImageTestSupport
 import WebImageSamples
@@ -49,6 +50,50 @@ struct ToolHardeningTests {
         #expect(missing.status == 2 && missing.stderr.contains("/nonexistent/urls.txt"), "\(missing.stderr)")
         let directory = try await tool.run(["load", "--store", "none", "--input-file", tool.home.path])
         #expect(directory.status == 2 && directory.stderr.contains("directory"), "\(directory.stderr)")
+    }
+
+    @Test("an input line over 64 KiB is an error for that line alone, and a 24 MB line without a newline keeps memory flat")
+    func longLines() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let logo = samples.appendingPathComponent("logo.png").path
+        let list = tool.home.appendingPathComponent("list.txt")
+        try Data((String(repeating: "a", count: 100_000) + "\n" + logo + "\n").utf8).write(to: list)
+        let result = try await tool.run(["load", "--json", "--store", "none", "--input-file", list.path])
+        #expect(result.status == 1 && result.lines.count == 2, "\(result.stdout) \(result.stderr)")
+        let error = try #require(result.lines.first?["error"] as? [String: Any])
+        #expect(error["code"] as? String == "invalidURL" && (error["message"] as? String)?.contains("longer than 65536 bytes") == true, "\(error)")
+        #expect((result.lines.first?["input"] as? String ?? "").utf8.count < 400, "the record names the line by its start")
+        #expect(result.lines.last?["input"] as? String == logo && result.lines.last?["error"] is NSNull)
+
+        // /dev/zero's one endless line, made finite: 24 MB of NUL bytes and no newline.
+        let zeros = tool.home.appendingPathComponent("zeros")
+        try Data(count: 24 << 20).write(to: zeros)
+        let small = try await tool.run(["load", "--json", "--store", "none", logo])
+        let huge = try await tool.run(["load", "--json", "--store", "none", "--input-file", zeros.path])
+        #expect(huge.status == 1 && huge.lines.count == 1, "\(huge.stdout) \(huge.stderr)")
+        #expect(huge.peakResidentBytes < small.peakResidentBytes + (8 << 20),
+                "peak \(huge.peakResidentBytes >> 20) MiB reading a 24 MB line, \(small.peakResidentBytes >> 20) MiB for one image")
+    }
+
+    @Test("usage errors exit 2 with a plain message: a bad --transform, --out naming a file, a bad --quality")
+    func usageErrors() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let logo = samples.appendingPathComponent("logo.png").path
+        let transform = try await tool.run(["load", "--store", "none", logo, "--transform", "blur:-1"])
+        #expect(transform.status == 2 && transform.stderr.contains("--transform") && transform.stderr.contains("blur"), "\(transform.stderr)")
+        let quality = try await tool.run(["load", "--store", "none", logo, "--quality", "500"])
+        #expect(quality.status == 2 && quality.stderr.contains("--quality"), "\(quality.stderr)")
+        let out = try await tool.run(["load", "--store", "none", logo, "--out", logo])
+        #expect(out.status == 2 && out.stderr.contains("exists and is not a directory"), "\(out.stderr)")
+        #expect(!out.stderr.contains("Error Domain") && !out.stderr.contains("NSCocoa"), "\(out.stderr)")
+        let under = try await tool.run(["load", "--store", "none", logo, "--out", logo + "/sub"])
+        #expect(under.status == 2 && under.stderr.contains("--out") && !under.stderr.contains("Error Domain"), "\(under.stderr)")
     }
 
     @Test("a FIFO as input fails at once with a typed error instead of hanging")
@@ -106,6 +151,9 @@ struct OutputFileNameTests {
         ("http://h/a/..%5C..%5Cwin.png", "_.._win"),
         ("http://h/a/nul%00byte.png", "nul_byte"),
         ("http://h/a/tab%09%0Aline.png", "tab__line"),
+        ("http://h/a/photo%E2%80%AEgpj.exe", "photogpj"),
+        ("http://h/a/%E2%80%AAa%E2%80%ABb%E2%80%ACc%E2%80%ADd%E2%81%A6e%E2%81%A7f%E2%81%A8g%E2%81%A9h%E2%80%8Bi.png", "abcdefghi"),
+        ("http://h/a/%C2%85next%E2%80%A8line.png", "_nextline"),
         ("http://h/a/.bashrc", "bashrc"),
         ("http://h/a/...jpg", nil),
         ("http://h/a/%20%20.x.jpg", "x"),
@@ -119,6 +167,7 @@ struct OutputFileNameTests {
         let stem = OutputFileName.stem(for: url, key: "k")
         let name = OutputFileName.make(for: url, key: "k", fileExtension: "png")
         #expect(!name.hasPrefix(".") && !name.contains("/") && !name.contains("\\") && !name.unicodeScalars.contains { $0.value < 0x20 })
+        #expect(!name.unicodeScalars.contains { [.format, .control].contains($0.properties.generalCategory) })
         if let expected {
             #expect(stem == expected)
         } else {
@@ -283,6 +332,24 @@ struct ToolDiskFullTests {
         let again = try await tool.run(["load", "--json", "--cache-dir", disk.path.path, logo])
         #expect(again.lines.first?["cacheType"] as? String == "disk")
     }
+
+    @Test("--out on a full disk: the input fails with storeFailed and leaves no file behind, neither empty nor partial")
+    func outputOnFullDisk() async throws {
+        // The PNG of the 2400x1350 sample is about 170 kB.
+        let disk = try SmallFileSystem(size: "64k")
+        defer { disk.unmount() }
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-3.jpg").path
+        let out = disk.path.appendingPathComponent("out")
+        let result = try await tool.run(["load", "--json", "--store", "none", photo, "--format", "png", "--out", out.path])
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        let error = try #require(result.lines.first?["error"] as? [String: Any])
+        #expect(error["code"] as? String == "storeFailed" && (error["message"] as? String)?.contains("No space left") == true, "\(error)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == [], "nothing is left in --out")
+    }
 }
 
 /// Inputs the fuzz targets found (docs/testing.md), kept as regression tests.
@@ -341,15 +408,23 @@ struct ToolSignalTests {
             server.serve("/img/\(index).jpg", jpeg, contentType: "image/jpeg", delay: 300)
             return server.url("/img/\(index).jpg").absoluteString
         }
-        let running = try tool.start(["load", "--json", "--concurrency", "2"] + urls)
+        func started() -> Int { (0..<40).reduce(0) { $0 + server.requestCount(path: "/img/\($1).jpg") } }
+        // The default concurrency (8 in flight), with inputs read ahead of it.
+        let running = try tool.start(["load", "--json"] + urls)
         // Wait for a few results (bounded by the suite's time limit), then stop it.
         while running.stdout.split(separator: "\n").count < 3 { try await Task.sleep(for: .milliseconds(20)) }
+        let startedAtSignal = started()
         running.signal(SIGTERM)
         let result = try await running.wait()
         #expect(result.status == 143, "\(result.stderr)")
         #expect(result.stderr.contains("stopped by signal 15"))
         let reported = result.lines
         #expect(reported.count >= 3 && reported.count < 40, "\(reported.count) inputs reported")
+        // No input starts after the signal, and every one that started is reported. A
+        // few may race it: started by the tool, their requests not yet at the origin
+        // when it was counted (before the fix, 26 more started after a signal).
+        #expect(started() <= startedAtSignal + 3, "\(started()) downloads started, \(startedAtSignal) at the signal")
+        #expect(reported.count == started(), "\(reported.count) reported, \(started()) started")
         #expect(reported.allSatisfy { $0["error"] is NSNull }, "inputs in flight finished rather than failing")
 
         let inputs = reported.compactMap { $0["input"] as? String }
