@@ -5,7 +5,8 @@ public import WebImageHTTP
 
 extension RouterMethods {
     /// Mounts an `ImageEndpoint` in a Hummingbird 2 router: `GET` and `HEAD` of
-    /// `thumbnail`, `placeholder` and `info` under `path`.
+    /// `thumbnail`, `placeholder` and `info` under `path`; any other method on
+    /// those paths is answered `405 Method Not Allowed` with `Allow: GET, HEAD`.
     ///
     /// ```swift
     /// let router = Router()
@@ -19,8 +20,10 @@ extension RouterMethods {
     @discardableResult
     public func addImageRoutes(_ endpoint: ImageEndpoint, at path: RouterPath = "") -> Self {
         let group = self.group(path)
+        // The endpoint answers 405 with Allow itself: every method reaches it.
+        let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .trace, .connect]
         for name in ["thumbnail", "placeholder", "info"] {
-            for method in [HTTPRequest.Method.get, .head] {
+            for method in methods {
                 group.on(RouterPath(stringLiteral: name), method: method) { request, _ in
                     Response(await endpoint.respond(to: request.head))
                 }

@@ -43,6 +43,14 @@ struct HummingbirdAdapterTests {
             try await client.execute(uri: "/img/info?url=\(f.source("oriented-6.jpg"))", method: .get) { response in
                 #expect(response.status == .ok && String(buffer: response.body).contains("\"orientation\":6"))
             }
+            // Every other method on the endpoint's paths: 405 with Allow, never 404.
+            for method in [HTTPRequest.Method.post, .put, .delete, .options, .patch] {
+                for name in ["thumbnail", "info", "placeholder"] {
+                    try await client.execute(uri: "/img/\(name)?url=x", method: method) { response in
+                        #expect(response.status == .methodNotAllowed && response.headers[.allow] == "GET, HEAD", "\(method) \(name): \(response.status)")
+                    }
+                }
+            }
             try await client.execute(uri: "/hello", method: .get) { response in
                 #expect(String(buffer: response.body) == "hello")
             }

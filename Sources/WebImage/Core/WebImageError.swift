@@ -59,7 +59,9 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     }
 
     public var code: Code
-    /// What went wrong, in words, including any message from the C library below.
+    /// What went wrong, in words, including any message from the C library below:
+    /// one line, its control characters escaped (``escapingControlCharacters(_:)``),
+    /// so that text from a request or a C library cannot forge a log record.
     public var message: String
     /// Whether the failure may go away by itself (timeouts, 5xx, connection errors).
     /// Transient failures never put a URL on the blocklist.
@@ -77,7 +79,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     public init(_ code: Code, _ message: String, isTransient: Bool? = nil, statusCode: Int? = nil, underlying: (any Error)? = nil,
                 retryAfter: Duration? = nil) {
         self.code = code
-        self.message = message
+        self.message = Self.escapingControlCharacters(message)
         self.isTransient = isTransient ?? Self.defaultTransience(code)
         self.statusCode = statusCode
         self.underlying = underlying
@@ -85,6 +87,27 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code): \(message)" }
+
+    /// `text` with every control character (C0, DEL, C1) and the Unicode line and
+    /// paragraph separators written as `\uXXXX`: one line whatever it held, safe
+    /// to write into a log record. Text without such characters comes back as it was.
+    public static func escapingControlCharacters(_ text: String) -> String {
+        func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+        }
+        guard text.unicodeScalars.contains(where: { needsEscape($0) }) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 16)
+        for scalar in text.unicodeScalars {
+            if needsEscape(scalar) {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
 
     private static func defaultTransience(_ code: Code) -> Bool {
         switch code {
