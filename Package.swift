@@ -78,7 +78,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-system.git", from: "1.8.1"),
-        // ImageManagerService (WebImageKit); already in the graph through swift-configuration.
+        // ImageManagerService (WebImageHTTP); already in the graph through swift-configuration.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // Spans per stage of a load (the API only: the application picks an exporter).
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
@@ -200,7 +200,10 @@ let package = Package(
                            .product(name: "Tracing", package: "swift-distributed-tracing"),
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Metrics", package: "swift-metrics")],
+                           .product(name: "Metrics", package: "swift-metrics"),
+                           // ImageManagerService
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming
         ),
         // The endpoint in a Hummingbird 2 router.
@@ -211,6 +214,7 @@ let package = Package(
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming
         ),
@@ -282,7 +286,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageKitTests",
-            dependencies: ["WebImageKit", "WebImageSamples", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport",
+            dependencies: ["WebImageKit", "WebImageSamples", "WebImageConfiguration", "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "webimage", "WebImageTestSupport", "WebImageHTTP",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Configuration", package: "swift-configuration")],

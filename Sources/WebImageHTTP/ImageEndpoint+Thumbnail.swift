@@ -82,15 +82,19 @@ extension ImageEndpoint {
     /// The fallback image, thumbnailed to the request's box and format (cached like
     /// any thumbnail), with the failure's status unless `thumbnail.fallbackStatus`
     /// says otherwise, a short `Cache-Control` and `X-Image-Fallback: 1`.
-    func fallbackResponse(_ fallback: URL, failure: WebImageError, query: ThumbnailQuery, accept: String?) async throws -> ImageResponse {
+    /// The original is the bytes read at start-up, through a loader of its own: no
+    /// request loader (nor its policy) is asked.
+    func fallbackResponse(_ fallback: FallbackImage, failure: WebImageError, query: ThumbnailQuery, accept: String?) async throws -> ImageResponse {
         var context = ImageContext()
         context.deadline = .now + settings.deadline
+        context.loader = fallback.loader
+        context.urlPolicy = { _ in nil }
         apply(query, to: &context, accept: accept)
         let result: ImageResult
         do {
-            result = try await manager.loadImage(with: fallback, options: .avoidDecode, context: context)
+            result = try await manager.loadImage(with: fallback.url, options: .avoidDecode, context: context)
         } catch {
-            logger.error("thumbnail.fallbackImage failed", metadata: ["file": "\(fallback.path)", "error": "\(error)"])
+            logger.error("thumbnail.fallbackImage failed", metadata: ["file": "\(fallback.file.path)", "error": "\(error)"])
             throw failure
         }
         guard let bytes = result.data else { throw failure }

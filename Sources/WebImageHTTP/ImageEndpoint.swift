@@ -49,6 +49,10 @@ public struct ImageEndpoint: Sendable {
         let coders = manager.configuration.coders
         autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
         ceiling = RequestCeiling(settings.maxInFlight)
+        // `webimage serve` refuses to start on this (`FallbackImage.check(with:)`); here it is said once.
+        do { try settings.fallbackImage?.check(with: coders) } catch {
+            logger.error("thumbnail.fallbackImage will not be answered", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Requests being answered now.
@@ -108,13 +112,14 @@ public struct ImageEndpoint: Sendable {
             return try await handler()
         } catch let error as RequestError {
             // The client's own mistake, in terms of its own query: its message is safe to show.
-            logger.info("request refused", metadata: ["status": "\(error.error.responseStatus.code)", "error": "\(error.error)", "path": "\(path)"])
+            logger.info("request refused", metadata: ["status": "\(error.error.responseStatus.code)", "error": "\(error.error)", "path": "\(Self.logged(path))"])
             return .error(error.error, message: error.error.message)
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "answering \(path)")
             let status = failure.responseStatus
             logger.log(level: status.code >= 500 ? .warning : .info, "request failed",
-                       metadata: ["status": "\(status.code)", "error": "\(failure)", "path": "\(path)", "query": "\(query ?? "")"])
+                       metadata: ["status": "\(status.code)", "error": "\(failure)", "path": "\(Self.logged(path))",
+                                  "query": "\(Self.logged(query ?? ""))"])
             return .error(failure)
         }
     }
@@ -144,6 +149,10 @@ public struct ImageEndpoint: Sendable {
         context.deadline = .now + settings.deadline
         return context
     }
+
+    /// A value from the request as a log may hold it: one line, control characters
+    /// escaped, so that a request cannot forge a log record.
+    static func logged(_ text: String) -> String { WebImageError.escapingControlCharacters(text) }
 
     /// Parses the request's parameters; their mistakes are the client's.
     func parse<T>(_ body: () throws -> T) throws -> T {

@@ -26,7 +26,7 @@ extension ImageEndpoint {
     /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
     /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
     /// | `thumbnail.onlyPresets` | `false` | refuse any sizing, format or transform parameter: only `preset=` |
-    /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails |
+    /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails; read and checked at start-up (``FallbackImage``) |
     /// | `thumbnail.fallbackStatus` | `failure` | the fallback's status: the failure's own, or a number (`200`) |
     /// | `thumbnail.fallbackMaxAge` | `60s` | the fallback's `Cache-Control` max-age, short so that a CDN does not keep it |
     public struct Settings: Sendable {
@@ -48,9 +48,10 @@ extension ImageEndpoint {
         public var presets: [String: QueryParameters] = [:]
         /// Only `preset=` requests are answered; any sizing, format or transform parameter is refused.
         public var onlyPresets = false
-        /// An image file answered in place of an origin's failure (404, 5xx, a
-        /// timeout, bytes that do not decode), thumbnailed like the request asked.
-        public var fallbackImage: URL?
+        /// An image answered in place of an origin's failure (404, 5xx, a
+        /// timeout, bytes that do not decode), thumbnailed like the request asked
+        /// from the bytes read when it was made.
+        public var fallbackImage: FallbackImage?
         /// The fallback's status; nil answers the failure's own.
         public var fallbackStatus: Int?
         public var fallbackMaxAge: Duration = .seconds(60)
@@ -116,10 +117,9 @@ extension ImageEndpoint {
             }
             if let only = try values.bool("thumbnail.onlyPresets") { onlyPresets = only }
             if let path = values.text("thumbnail.fallbackImage") {
-                guard FileManager.default.isReadableFile(atPath: path) else {
-                    throw values.invalid("thumbnail.fallbackImage", path, "a readable image file")
+                do { fallbackImage = try FallbackImage(contentsOf: URL(fileURLWithPath: path)) } catch let error as WebImageError {
+                    throw WebImageError(.invalidArgument, "thumbnail.fallbackImage: \(error.message)")
                 }
-                fallbackImage = URL(fileURLWithPath: path)
             }
             if let status = values.text("thumbnail.fallbackStatus"), status != "failure" {
                 guard let code = Int(status), (200...599).contains(code) else {

@@ -3,7 +3,7 @@ public import Hummingbird
 import HTTPTypes
 public import Logging
 import NIOCore
-import Synchronization
+import ServiceLifecycle
 import UnixSignals
 import WebImage
 public import WebImageHTTP
@@ -71,25 +71,16 @@ public struct ImageServer: Sendable {
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger
         )
-        let manager = endpoint.manager
-        let grace = endpoint.settings.shutdownGrace
-        let logger = logger
-        let signalled = Atomic<Bool>(false)
-        let stopping = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
-                signalled.store(true, ordering: .relaxed)
-                logger.info("stopping", metadata: ["gracePeriod": "\(grace)"])
-                return await manager.shutdown(gracePeriod: grace)
-            }
-            return true
-        }
-        try await app.runService()
-        // The server has stopped taking requests and answered those in flight. After
-        // a signal the manager's shutdown is under way: wait for it (the cache
-        // writes finish, or the grace period ends). Without one, stop watching.
-        if !signalled.load(ordering: .relaxed) { stopping.cancel() }
-        let withinGrace = await stopping.value
-        let clean = await manager.shutdown(gracePeriod: grace) && withinGrace
+        // The manager first: a group shuts its services down in reverse order, so the
+        // server stops taking requests and answers those in flight, then the manager
+        // lets the cache writes finish. The signal starts the manager's grace period
+        // at once (ImageManagerService), so a silent origin cannot hold the drain.
+        let manager = ImageManagerService(endpoint.manager, gracePeriod: endpoint.settings.shutdownGrace)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: manager), .init(service: app)],
+            gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        let clean = manager.finishedWithinGrace ?? true
         logger.info("stopped", metadata: ["finishedWithinGrace": "\(clean)"])
         return clean
     }

@@ -45,6 +45,9 @@ struct ServeCommand: AsyncParsableCommand {
             let port = try values.int("http.port", minimum: 0) ?? 8080
             guard port <= 65_535 else { throw values.invalid("http.port", String(port), "a port number") }
             let manager = try ConfigLayers.manager(config: config)
+            do { try settings.fallbackImage?.check(with: manager.configuration.coders) } catch let error as WebImageError {
+                throw WebImageError(.invalidArgument, "thumbnail.fallbackImage: \(error.message)")
+            }
             if settings.allowedHosts.patterns.isEmpty {
                 logger.warning("thumbnail.allowedHosts is empty: every image request will be refused with 403")
             }

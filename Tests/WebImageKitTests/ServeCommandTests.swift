@@ -48,6 +48,110 @@ struct ServeCommandTests {
         #expect(result.stderr.contains("stopped"))
     }
 
+    @Test("SIGTERM with requests in flight: ImageManagerService and the HTTP server in one ServiceGroup; every request is answered, exit 0, and their thumbnails are on disk after a restart")
+    func sigtermInFlight() async throws {
+        let tool = Tool()
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        let photo = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        // Slow enough that SIGTERM lands while all of them are in flight.
+        for index in 0..<4 { origin.serve("/slow/\(index).jpg", photo, contentType: "image/jpeg", delay: 1500) }
+        let arguments = ["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                         "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"]
+        let running = try tool.start(arguments)
+        defer { running.signal(SIGKILL) }
+        let server = try await running.listeningAddress()
+        let paths = (0..<4).map { index in
+            "/thumbnail?url=" + origin.url("/slow/\(index).jpg").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&w=40&format=png"
+        }
+        let answers = paths.map { path in
+            let url = URL(string: server + path)!
+            return Task { try await CurlLoader().load(LoadRequest(url: url)) { _ in } }
+        }
+        // Every request has reached the origin: all four are in flight in the service.
+        while (0..<4).contains(where: { origin.requestCount(path: "/slow/\($0).jpg") == 0 }) { try await Task.sleep(for: .milliseconds(20)) }
+        running.signal(SIGTERM)
+        for answer in answers {
+            let response = try await answer.value
+            #expect(response.statusCode == 200 && ImageFormat.sniff(response.data) == .png)
+        }
+        let result = try await running.wait()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!result.stderr.contains("finished unexpectedly") && !result.stderr.contains("Fatal error"), "\(result.stderr)")
+        // Restarted on the same cache: each thumbnail is a disk hit, and the origin is not asked again.
+        let again = try tool.start(arguments)
+        defer { again.signal(SIGKILL) }
+        let second = try await again.listeningAddress()
+        for index in 0..<4 {
+            let response = try await CurlLoader().load(LoadRequest(url: URL(string: second + paths[index])!)) { _ in }
+            #expect(response.statusCode == 200 && response.headers["x-image-source"] == "disk", "\(index): \(response.headers)")
+            #expect(origin.requestCount(path: "/slow/\(index).jpg") == 1)
+        }
+        again.signal(SIGTERM)
+        #expect(try await again.wait().status == 0)
+    }
+
+    @Test("the fallback image with serve's defaults (SSRF guard on, file loads refused), as serving.md shows: read at start-up and answered for a failing origin; missing, not an image, a directory: exit 2 naming the key")
+    func fallbackImage() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        let fallback = samples.appendingPathComponent("logo.png").path
+        // An allowed host that does not resolve: the origin fails, as a dead one would.
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                      "--set", "thumbnail.allowedHosts=images.invalid", "--set", "thumbnail.fallbackImage=\(fallback)"])
+        defer { running.signal(SIGKILL) }
+        let server = try await running.listeningAddress()
+        let port = try #require(Int(server.split(separator: ":").last ?? ""))
+        let response = try await RawHTTP.send(port: port, target: "/thumbnail?url=https%3A%2F%2Fimages.invalid%2Fa.jpg&w=50&format=png")
+        #expect(response.headers["x-image-fallback"] == "1" && ImageFormat.sniff(response.body) == .png, "\(response.status) \(response.headers)")
+        #expect(response.status >= 500, "the failure's status: \(response.status)")
+        running.signal(SIGTERM)
+        let result = try await running.wait()
+        #expect(result.status == 0 && !result.stderr.contains("refused in this configuration"), "\(result.stderr)")
+
+        let junk = tool.home.appendingPathComponent("junk.png")
+        try Data((0..<4096).map { _ in UInt8.random(in: 0...255) }).write(to: junk)
+        let truncated = tool.home.appendingPathComponent("truncated.png")
+        try Data(try Data(contentsOf: URL(fileURLWithPath: fallback)).prefix(40)).write(to: truncated)
+        for (path, words) in [("/srv/missing.png", "No such file"), (junk.path, "not an image"), (samples.path, "a directory"),
+                              (truncated.path, "does not decode")] {
+            let refused = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                              "--set", "thumbnail.allowedHosts=images.invalid", "--set", "thumbnail.fallbackImage=\(path)"])
+            #expect(refused.status == 2 && refused.stderr.contains("thumbnail.fallbackImage") && refused.stderr.contains(words),
+                    "\(path): \(refused.status) \(refused.stderr)")
+        }
+    }
+
+    @Test("over HTTP: any other method on the endpoint's paths is 405 with Allow; a query that tries to forge a log line, or to hide in NUL and ESC, yields one escaped record")
+    func methodsAndLogs() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "thumbnail.allowedHosts=images.invalid"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(Int(try await running.listeningAddress().split(separator: ":").last ?? ""))
+        for method in ["POST", "PUT", "DELETE", "OPTIONS", "PATCH"] {
+            for path in ["/thumbnail?url=x", "/info?url=x", "/placeholder?url=x"] {
+                let response = try await RawHTTP.send(port: port, method: method, target: path)
+                #expect(response.status == 405 && response.headers["allow"] == "GET, HEAD", "\(method) \(path): \(response.status) \(response.headers)")
+            }
+        }
+        let forged = "/thumbnail?url=https%3A%2F%2Fimages.invalid%2Fa.jpg&w=100%0A2026-01-01T00:00:00%20FORGED%20admin%20logged%20in%00%1B%5B2J"
+        let response = try await RawHTTP.send(port: port, target: forged)
+        #expect(response.status == 400)
+        running.signal(SIGTERM)
+        let result = try await running.wait()
+        #expect(result.status == 0)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.filter { $0.contains("FORGED") }.count == 1, "one record holds the forged text: \(result.stderr)")
+        #expect(!lines.contains { $0.hasPrefix("2026-01-01") }, "no line starts where the forger wanted: \(result.stderr)")
+        #expect(!result.stderr.unicodeScalars.contains { $0.value == 0 || $0.value == 0x1B }, "NUL and ESC are escaped")
+        #expect(result.stderr.contains("\\u000A") || result.stderr.contains("\\u000a"), "\(result.stderr)")
+    }
+
     @Test("bad configuration stops start-up with exit status 2 and the key's name")
     func badConfiguration() async throws {
         let tool = Tool()

@@ -1,0 +1,76 @@
+package import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One HTTP/1.1 exchange over a plain socket on loopback, for tests that need what
+/// a client library hides: any status with its headers and body, any method, any
+/// bytes in the request target.
+package enum RawHTTP {
+    package struct Response: Sendable {
+        package let status: Int
+        /// Header names in lower case.
+        package let headers: [String: String]
+        package let body: Data
+    }
+
+    /// Sends `METHOD target HTTP/1.1` with `Connection: close` to `127.0.0.1:port`
+    /// and reads the whole answer, on a thread of its own.
+    package static func send(port: Int, method: String = "GET", target: String, headers: [String: String] = [:]) async throws -> Response {
+        try await onThread {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw POSIXError(.EIO) }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
+            var request = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+            for (name, value) in headers { request += "\(name): \(value)\r\n" }
+            request += "\r\n"
+            let bytes = Array(request.utf8)
+            var sent = 0
+            while sent < bytes.count {
+                let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                guard n > 0 else { throw POSIXError(.EPIPE) }
+                sent += n
+            }
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n <= 0 { break }
+                received.append(contentsOf: buffer[0..<n])
+            }
+            guard let end = received.range(of: Data("\r\n\r\n".utf8)) else { throw POSIXError(.EBADMSG) }
+            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+            let status = head.first.flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
+            var fields: [String: String] = [:]
+            for line in head.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            var body = Data(received[end.upperBound...])
+            if fields["transfer-encoding"]?.lowercased() == "chunked" { body = dechunk(body) }
+            return Response(status: status, headers: fields, body: body)
+        }
+    }
+
+    private static func dechunk(_ data: Data) -> Data {
+        var out = Data()
+        var index = data.startIndex
+        while let lineEnd = data[index...].range(of: Data("\r\n".utf8)) {
+            let sizeText = String(decoding: data[index..<lineEnd.lowerBound], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size > 0 else { break }
+            let start = lineEnd.upperBound
+            guard data.distance(from: start, to: data.endIndex) >= size else { break }
+            out.append(data[start..<data.index(start, offsetBy: size)])
+            index = data.index(start, offsetBy: size + 2, limitedBy: data.endIndex) ?? data.endIndex
+        }
+        return out
+    }
+}
