@@ -468,6 +468,45 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("8, then 64, loads of an origin that accepts and never answers hold none of the originals' budget: another origin's load is answered while they wait; large bodies are charged as they arrive")
+    func silentOriginKeepsBudget() async throws {
+        try await withServer { silent in
+            try await withServer { healthy in
+                var configuration = ImageManager.Configuration()
+                // serve's limits: four downloads per origin; a budget of two large bodies.
+                var curl = CurlLoader.Configuration(maxConcurrentDownloads: 6)
+                curl.maxConcurrentDownloadsPerHost = 4
+                curl.timeout = .seconds(300)
+                configuration.loaders.registerCurl(CurlLoader(configuration: curl))
+                configuration.originalsBudget = 8 << 20
+                configuration.maxResponseSize = 8 << 20
+                let manager = ImageManager(configuration: configuration)
+                for count in [8, 64] {
+                    let held = (0..<count).map { index in
+                        Task { try await manager.loadImage(with: silent.url("/gate/\(count)-\(index)"), options: .avoidDecode) }
+                    }
+                    try await waitUntil { silent.stats.withLock { $0.arrivals.count } >= 4 }
+                    #expect(manager.originalsInFlight.bytes == 0 && manager.originalsInFlight.waiting == 0,
+                            "\(count) unanswered loads hold \(manager.originalsInFlight)")
+                    // Bounded by the suite's time limit only: it must not wait for the silent ones.
+                    let answer = try await manager.loadImage(with: healthy.url("/bytes/4000/\(count)"), options: .avoidDecode)
+                    #expect(answer.data?.count == 4000)
+                    for task in held { task.cancel() }
+                    for task in held { _ = try? await task.value }
+                    silent.stats.withLock { $0.arrivals.removeAll() }
+                }
+                // Large bodies: three of 3 MB at once through an 8 MiB budget.
+                let bodies = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<3 { group.addTask { try await manager.loadImage(with: healthy.url("/big/3000000/\(index)"), options: .avoidDecode).data?.count ?? 0 } }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                #expect(bodies == [3_000_000, 3_000_000, 3_000_000])
+                let usage = manager.originalsInFlight
+                #expect(usage.peak >= 3_000_000 && usage.peak <= 9_000_000 && usage.bytes == 0, "\(usage)")
+            }
+        }
+    }
+
     @Test("with the manager and an origin breaker: an origin answering 503 is refused after the threshold, others are not, a trial closes it")
     func managerOriginBreaker() async throws {
         try await withServer { server in

@@ -165,6 +165,26 @@ struct EndpointFailureTests {
         #expect(failing.status == .badGateway, "\(EndpointFixture.json(failing))")
     }
 
+    @Test("3 widths x 2 formats x 4 concurrent requests of a new URL: one origin GET, shared while downloading and while its store write is pending")
+    func variantsShareOneOriginal() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let photo = try #require(f.samples["photo-1.jpg"])
+        // Slow enough that every request arrives while the download is in flight.
+        f.origin.serve("/img/variants.jpg", photo, contentType: "image/jpeg", delay: 500)
+        let source = f.source("variants.jpg")
+        let paths = [40, 60, 80].flatMap { width in ["png", "jpeg"].map { "/thumbnail?url=\(source)&w=\(width)&format=\($0)" } }
+        let answers = await withTaskGroup(of: ImageResponse.self) { group in
+            for path in paths { for _ in 0..<4 { group.addTask { await f.get(path) } } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.count == 24 && answers.allSatisfy { $0.status == .ok }, "\(answers.map(\.status.code))")
+        #expect(f.origin.requestCount(path: "/img/variants.jpg") == 1)
+        // A size asked for after the download ended, while (or after) its original is stored: no second GET.
+        #expect(await f.get("/thumbnail?url=\(source)&w=100&format=png").status == .ok)
+        #expect(f.origin.requestCount(path: "/img/variants.jpg") == 1)
+    }
+
     @Test("a fallback image for an origin's failure: thumbnailed to the box, the failure's status, a short Cache-Control, X-Image-Fallback; none for the request's own mistakes")
     func fallback() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fallback-\(UUID().uuidString)")

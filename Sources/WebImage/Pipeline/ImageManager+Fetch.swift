@@ -11,8 +11,11 @@ extension ImageManager {
         let bytesOnly = plan.bytesOnly
         /// One disk lookup, unless the caller's task already made it.
         func lookup(_ lookupKey: String) async -> CacheEntry? {
-            if let firstRead, firstRead.key == lookupKey { return firstRead.entry }
-            guard plan.readsDisk, let store else { return nil }
+            // An original another job just downloaded, or a write still on its way to the store.
+            if let firstRead, firstRead.key == lookupKey { return firstRead.entry ?? pending.entry(forKey: lookupKey) }
+            guard plan.readsDisk else { return nil }
+            if let entry = pending.entry(forKey: lookupKey) { return entry }
+            guard let store else { return nil }
             return await read(store, lookupKey)
         }
 
@@ -35,29 +38,39 @@ extension ImageManager {
             }
         }
 
-        /// The original from the loader, one download per URL. Its bytes are
-        /// reserved in the originals' budget before it starts (the largest response,
-        /// then its Content-Length, then its size) and held until this job ends.
+        /// The original from the loader, one download per URL. It is admitted to the
+        /// originals' budget before it starts (while there is room, and its origin
+        /// holds less than its share), charged nothing until its response declares
+        /// a length or bytes arrive, then what exists, held until this job ends.
         var original: ByteBudget.Reservation?
         defer { original?.release() }
         func downloadSource() async throws -> (data: Data, cacheType: CacheType, response: LoadResponse?) {
             original?.release()
             let reservation: ByteBudget.Reservation
-            do { reservation = try await originals.reserve(Int(clamping: configuration.maxResponseSize)) } catch {
+            do { reservation = try await originals.reserve(0, origin: Self.originKey(url)) } catch {
                 throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
             }
             original = reservation
             let reporting: @Sendable (LoadProgress) -> Void = { value in
-                if let expected = value.expected, expected > 0 { reservation.shrink(to: Int(clamping: expected)) }
+                reservation.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
                 progress(value)
             }
             do {
                 let source = try await download(plan, progress: reporting)
-                reservation.shrink(to: source.data.count)
+                reservation.resize(to: source.data.count)
                 return source
             } catch {
                 throw recordFailure(error, url: url)
             }
+        }
+        /// The downloaded original, visible to other jobs (other sizes of this URL)
+        /// until this job ends or its store write takes over.
+        var heldOriginal: UInt64?
+        defer { if let heldOriginal { pending.release(plainKey, id: heldOriginal) } }
+        func share(_ source: (data: Data, cacheType: CacheType, response: LoadResponse?)) {
+            guard source.cacheType == .none else { return }
+            if let heldOriginal { pending.release(plainKey, id: heldOriginal) }
+            heldOriginal = pending.hold(source.data, key: plainKey, metadata: CacheMetadata(contentType: source.response?.contentType))
         }
         var source: (data: Data, cacheType: CacheType, response: LoadResponse?)
         if let entry = await lookup(plainKey) {
@@ -69,6 +82,7 @@ extension ImageManager {
         } else {
             metrics.miss()
             source = try await downloadSource()
+            share(source)
         }
 
         if bytesOnly && !plan.derivesBytes {
@@ -112,6 +126,7 @@ extension ImageManager {
                 await discard(plainKey, from: store, failure)
                 guard !options.contains(.fromCacheOnly) else { throw failure }
                 source = try await downloadSource()
+                share(source)
                 reloaded = true
             }
         }
@@ -151,6 +166,11 @@ extension ImageManager {
         }
         return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure,
                            checksum: checksum, lastModified: madeAt)
+    }
+
+    /// The origin a download is charged to in the originals' budget: scheme, host and port.
+    static func originKey(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? "")\(url.port.map { ":\($0)" } ?? "")"
     }
 
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {

@@ -57,26 +57,35 @@ extension ImageManager {
             }
         } else {
             // The write outlives the load: its span is the load's child all the same.
+            // Until it lands, lookups find its bytes here (PendingEntries).
             let parent = ServiceContext.current ?? .topLevel
-            background(bytes: data.count, key: key) {
+            let held = pending.hold(data, key: key, metadata: metadata)
+            let started = background(bytes: data.count, key: key) {
                 let span = self.startSpan("webimage.store", context: parent)
                 span.set("webimage.bytes", data.count)
-                defer { span.end() }
+                defer {
+                    span.end()
+                    self.pending.release(key, id: held)
+                }
                 do { try await store.setData(data, forKey: key, metadata: metadata) } catch {
                     span.recordError(error)
                     self.logStoreError(error, key: key)
                 }
             }
+            if !started { pending.release(key, id: held) }
         }
         return nil
     }
 
-    /// Runs a store write in the background within the bound, or drops it (counted, logged).
-    func background(bytes: Int, key: String, _ job: @escaping @Sendable () async -> Void) {
-        guard !writes.start(bytes: bytes, job) else { return }
+    /// Runs a store write in the background within the bound, or drops it (counted,
+    /// logged). Returns whether it started.
+    @discardableResult
+    func background(bytes: Int, key: String, _ job: @escaping @Sendable () async -> Void) -> Bool {
+        guard !writes.start(bytes: bytes, job) else { return true }
         metrics.droppedWrite()
         configuration.logger.warning("cache write dropped: too many pending writes",
                                      metadata: ["key": "\(key)", "pending": "\(writes.pending.count)"])
+        return false
     }
 
     /// A store that fails to read is a miss, not a failed load: the disk tier is a cache.

@@ -40,6 +40,8 @@ public final class ImageManager: Sendable {
     public let configuration: Configuration
     let images = Coalescer<String, ImageResult>()
     let downloads = Coalescer<String, LoadResponse>()
+    /// Originals just downloaded and background writes not yet stored, asked before the store.
+    let pending = PendingEntries()
     let slots = Mutex<[String: ImageTask]>([:])
     let metrics: PipelineMetrics
     /// Loads in flight, counted so that ``shutdown(gracePeriod:)`` can wait for them.

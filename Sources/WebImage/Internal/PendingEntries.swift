@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+
+/// Bytes the manager holds that its store does not have yet: an original just
+/// downloaded (until its load ends or its store write takes over) and every
+/// background store write until it lands. A lookup asks here before the store,
+/// so a second size of a new URL, asked a moment after the first, shares the
+/// original instead of downloading it again. It holds no bytes of its own: each
+/// entry is the load's or the write's, and leaves with it.
+final class PendingEntries: Sendable {
+    private struct Entry {
+        let id: UInt64
+        let data: Data
+        let metadata: CacheMetadata
+    }
+
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Holds `data` under `key` (replacing what was there); returns the token that removes it.
+    func hold(_ data: Data, key: String, metadata: CacheMetadata) -> UInt64 {
+        state.withLock { state in
+            state.nextID += 1
+            state.entries[key] = Entry(id: state.nextID, data: data, metadata: metadata)
+            return state.nextID
+        }
+    }
+
+    /// Removes the entry `hold` returned `id` for, unless a later one replaced it.
+    func release(_ key: String, id: UInt64) {
+        state.withLock { state in
+            if state.entries[key]?.id == id { state.entries[key] = nil }
+        }
+    }
+
+    /// The bytes held under `key`, as a store entry.
+    func entry(forKey key: String) -> CacheEntry? {
+        state.withLock { $0.entries[key] }.map { CacheEntry(data: $0.data, metadata: $0.metadata) }
+    }
+
+    var count: Int { state.withLock { $0.entries.count } }
+}
