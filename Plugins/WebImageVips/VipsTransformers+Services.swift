@@ -75,6 +75,8 @@ extension ImageTransformers {
         public var sigma: Double
         public init(sigma: Double = 0.75) { self.sigma = sigma }
         public var key: String { "sharpen(\(sigma))" }
+        /// A Gaussian mask about 6 sigma wide, and the LAB conversions around it.
+        public func cost(for input: ImageFootprint) -> Double { TransformCost.pass(input) * (2 + sigma) }
         public func transform(_ image: Image) throws -> Image {
             guard sigma > 0, sigma <= 10 else { throw WebImageError(.transformFailed, "sharpen sigma must be above 0 and at most 10, not \(sigma)") }
             return try VipsFrames.map(image) { frame in
@@ -114,6 +116,8 @@ extension ImageTransformers {
             self.gravity = gravity
         }
         public var key: String { "pad(\(size),\(background.map(\.description) ?? "none"),\(gravity.shortName))" }
+        /// Reads the input and writes the larger output.
+        public func cost(for input: ImageFootprint) -> Double { TransformCost.pass(input) + TransformCost.pass(footprint(after: input)) }
         public func footprint(after input: ImageFootprint) -> ImageFootprint {
             var output = input
             output.size = size

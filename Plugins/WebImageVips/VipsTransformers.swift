@@ -49,6 +49,10 @@ extension ImageTransformers {
             }
             return output
         }
+        /// Reads the input and writes the output (a fill covers the box first).
+        public func cost(for input: ImageFootprint) -> Double {
+            TransformCost.pass(input) + TransformCost.pass(footprint(after: input)) * (mode == .fill ? 2 : 1)
+        }
         public func transform(_ image: Image) throws -> Image {
             try VipsFrames.map(image) { frame in
                 let w = Double(size.width) / Double(frame.width), h = Double(size.height) / Double(frame.height)
@@ -157,6 +161,8 @@ extension ImageTransformers {
         public var sigma: Double
         public init(sigma: Double) { self.sigma = sigma }
         public var key: String { "blur(\(sigma))" }
+        /// A separable Gaussian about 6 sigma wide.
+        public func cost(for input: ImageFootprint) -> Double { TransformCost.pass(input) * (1 + sigma) }
         public func transform(_ image: Image) throws -> Image {
             guard sigma > 0 else { throw WebImageError(.transformFailed, "blur sigma must be positive, not \(sigma)") }
             return try VipsFrames.map(image) { frame in

@@ -12,7 +12,7 @@ extension WebImageError {
     /// | `invalidURL`, `invalidArgument` | 400 Bad Request |
     /// | `forbidden` (allow-list, SSRF guard, signature) | 403 Forbidden |
     /// | `notFound` (the origin's 404 or 410) | 404 Not Found |
-    /// | `tooLarge`, `pixelLimitExceeded` | 413 Content Too Large |
+    /// | `tooLarge`, `pixelLimitExceeded`, `costLimitExceeded` | 413 Content Too Large |
     /// | `unsupportedFormat`, `decodeFailed` | 415 Unsupported Media Type |
     /// | `badStatus`, `loadFailed` (the origin's errors, refused connections) | 502 Bad Gateway |
     /// | `timedOut` | 504 Gateway Timeout |
@@ -25,7 +25,7 @@ extension WebImageError {
         case .invalidURL, .invalidArgument: .badRequest
         case .forbidden: .forbidden
         case .notFound: .notFound
-        case .tooLarge, .pixelLimitExceeded: .contentTooLarge
+        case .tooLarge, .pixelLimitExceeded, .costLimitExceeded: .contentTooLarge
         case .unsupportedFormat, .decodeFailed: .unsupportedMediaType
         case .badStatus, .loadFailed: .badGateway
         case .timedOut: .gatewayTimeout
@@ -48,6 +48,7 @@ extension WebImageError {
         case .notFound: "the origin has no image at this URL"
         case .tooLarge: "the image is larger than this service accepts"
         case .pixelLimitExceeded: "the image or the result asked for has more pixels than this service handles"
+        case .costLimitExceeded: "the work asked for is more than this service does for one request"
         case .unsupportedFormat: "the origin's response is not an image format this service reads"
         case .decodeFailed: "the origin's image could not be decoded"
         case .badStatus: statusCode.map { "the origin answered HTTP \($0)" } ?? "the origin answered with an error"

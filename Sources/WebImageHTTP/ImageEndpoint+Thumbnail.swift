@@ -12,6 +12,10 @@ extension ImageEndpoint {
     func thumbnail(_ parameters: QueryParameters, _ request: HTTPRequest) async throws -> ImageResponse {
         let started = ContinuousClock.now
         let query = try parse { try ThumbnailQuery(parameters, settings: settings) }
+        let cost = query.estimatedCost
+        guard cost <= Double(settings.maxCost) else {
+            throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows (thumbnail.maxCost): ask for a smaller box or lighter steps"))
+        }
         var context = try context(for: query.url)
         apply(query, to: &context, accept: request.headerFields[.accept])
         do {
@@ -26,6 +30,9 @@ extension ImageEndpoint {
 
     func apply(_ query: ThumbnailQuery, to context: inout ImageContext, accept: String?) {
         context.thumbnailPixelSize = query.box
+        context.maxTransformCost = Double(settings.maxCost)
+        context.workBudget = work
+        context.workCost = query.estimatedCost
         if let focus = query.crop {
             context.preserveAspectRatio = false
             context.cropFocus = focus

@@ -40,6 +40,8 @@ public struct ImageEndpoint: Sendable {
     /// What `format=auto` may answer in: the formats the manager's coders write.
     let autoFormats: Set<ImageFormat>
     let ceiling: RequestCeiling
+    /// The heavy work rendered at once across requests (`thumbnail.maxCostInFlight`).
+    public let work: WorkBudget
     let responses = ResponseCounters()
 
     public init(manager: ImageManager, settings: Settings, logger: Logger = Logger(label: "webimage.http")) {
@@ -49,6 +51,7 @@ public struct ImageEndpoint: Sendable {
         let coders = manager.configuration.coders
         autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
         ceiling = RequestCeiling(settings.maxInFlight)
+        work = WorkBudget(limit: Double(settings.maxCostInFlight))
         // `webimage serve` refuses to start on this (`FallbackImage.check(with:)`); here it is said once.
         do { try settings.fallbackImage?.check(with: coders) } catch {
             logger.error("thumbnail.fallbackImage will not be answered", metadata: ["error": "\(error)"])

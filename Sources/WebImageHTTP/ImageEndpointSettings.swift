@@ -24,6 +24,8 @@ extension ImageEndpoint {
     /// | `thumbnail.deadline` | `30s` | the longest one request may take; then 504 |
     /// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish (a server's setting) |
     /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
+    /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (``TransformCost``); past it, 413 before any work |
+    /// | `thumbnail.maxCostInFlight` | `250` per core | megapixel passes rendered at once across requests; heavier requests wait for room (``WorkBudget``) |
     /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
     /// | `thumbnail.onlyPresets` | `false` | refuse any sizing, format or transform parameter: only `preset=` |
     /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails; read and checked at start-up (``FallbackImage``) |
@@ -40,6 +42,16 @@ extension ImageEndpoint {
         /// the memory a burst can take.
         public var maxInFlight = 256
         public var maxSteps = 8
+        /// The most one request's work may cost, in megapixel passes: the
+        /// thumbnail's pixels plus its `t=` steps (``TransformCost``), estimated
+        /// from the box before any work (413 past it) and checked again on the
+        /// decoded image, every frame counted. Default 400: about 4 s of one core
+        /// (eight `blur:100` on a 2048 box cost 3,400).
+        public var maxCost = 400
+        /// Megapixel passes rendered at once across all requests; a request that
+        /// costs a pass or more waits for room before its decode (``WorkBudget``).
+        /// Default 250 per core.
+        public var maxCostInFlight = 250 * max(1, ProcessInfo.processInfo.activeProcessorCount)
         public var deadline: Duration = .seconds(30)
         public var shutdownGrace: Duration = .seconds(20)
         /// With a signer, only signed URLs are answered.
@@ -72,7 +84,7 @@ extension ImageEndpoint {
         /// The keys the settings read (``init(config:presetNames:)``).
         public static let keys: Set<String> = [
             "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.cacheMaxAge",
-            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.deadline", "thumbnail.shutdownGrace",
+            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
         ]
         /// Key families: `thumbnail.presets.NAME` for any NAME.
@@ -103,6 +115,8 @@ extension ImageEndpoint {
             if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
             if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
             if let steps = try values.int("thumbnail.maxSteps", minimum: 1) { maxSteps = steps }
+            if let cost = try values.int("thumbnail.maxCost", minimum: 1) { maxCost = cost }
+            if let cost = try values.int("thumbnail.maxCostInFlight", minimum: 1) { maxCostInFlight = cost }
             if let deadline = try values.duration("thumbnail.deadline") {
                 guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }
                 self.deadline = deadline

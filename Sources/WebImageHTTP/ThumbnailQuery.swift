@@ -28,6 +28,15 @@ public struct ThumbnailQuery: Sendable {
     /// `maxBytes=`: the size the encoding should fit (`EncodeOptions.maxBytes`).
     public var maxBytes: Int?
 
+    /// What answering it may cost, in megapixel passes, before the source is
+    /// known: the box's pixels (the thumbnail made on decode), then the `t=`
+    /// steps from a box-sized image of four bands (``TransformCost``). An
+    /// animation costs this per frame: the manager checks the decoded image again.
+    public var estimatedCost: Double {
+        let footprint = ImageFootprint(size: box, bands: 4)
+        return TransformCost.pass(footprint) + (transform.map { TransformCost.estimate($0, input: footprint) } ?? 0)
+    }
+
     /// The largest `maxBytes` accepted (64 MiB, the loader's default response limit).
     public static let maxBytesLimit = 64 << 20
 

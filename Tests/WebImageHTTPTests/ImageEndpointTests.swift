@@ -165,6 +165,36 @@ struct EndpointFailureTests {
         #expect(failing.status == .badGateway, "\(EndpointFixture.json(failing))")
     }
 
+    @Test("what a request costs: over thumbnail.maxCost 413 before any work, naming the cost; checked again on the decoded frames; heavy renders wait for thumbnail.maxCostInFlight, light ones never")
+    func costs() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.maxCostInFlight": "2"])
+        defer { Task { await f.close() } }
+        let photo = f.source("photo-1.jpg")
+        let heavy = Array(repeating: "blur:100", count: 8).joined(separator: ";")
+        let refused = await f.get("/thumbnail?url=\(photo)&w=2048&t=\(heavy)")
+        #expect(refused.status == .contentTooLarge, "\(EndpointFixture.json(refused))")
+        let message = EndpointFixture.json(refused)["message"] as? String ?? ""
+        #expect(message.contains("megapixel passes") && message.contains("thumbnail.maxCost"), "\(message)")
+        #expect(f.origin.requestCount(path: "/img/photo-1.jpg") == 0, "refused before any download")
+        // The same steps on a small box are cheap enough.
+        #expect(await f.get("/thumbnail?url=\(photo)&w=64&h=64&t=\(heavy)").status == .ok)
+        // Renders of a pass or more wait for room: with 2 passes in flight, at most one of these (3.7 to 3.8 passes each) runs at a time: the peak is one render's cost.
+        let answers = await withTaskGroup(of: HTTPResponse.Status.self) { group in
+            for index in 0..<6 { group.addTask { await f.get("/thumbnail?url=\(photo)&w=\(300 + index)&h=300&t=blur:39&format=png").status } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.count == 6 && answers.allSatisfy { $0 == .ok }, "\(answers)")
+        let usage = f.endpoint.work.usage
+        #expect(usage.peak > 0 && usage.peak <= 3.8 && usage.inFlight == 0 && usage.waiting == 0, "\(usage)")
+
+        // An animation costs per frame: the box's estimate passes, the decoded frames do not.
+        let g = try await EndpointFixture.make(["thumbnail.maxCost": "1"])
+        defer { Task { await g.close() } }
+        let animated = await g.get("/thumbnail?url=\(g.source("spinner.gif"))&w=100&h=100&t=blur:60&format=png")
+        #expect(animated.status == .contentTooLarge && (EndpointFixture.json(animated)["error"] as? String) == "costLimitExceeded",
+                "\(animated.status) \(EndpointFixture.json(animated))")
+    }
+
     @Test("3 widths x 2 formats x 4 concurrent requests of a new URL: one origin GET, shared while downloading and while its store write is pending")
     func variantsShareOneOriginal() async throws {
         let f = try await EndpointFixture.make()

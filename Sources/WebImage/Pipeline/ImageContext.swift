@@ -21,6 +21,15 @@ public struct ImageContext: Sendable {
     public var cacheSerializer: CacheSerializer?
     /// Applied after decoding; its key becomes part of the cache key.
     public var transformer: (any ImageTransformer)?
+    /// The most ``transformer`` may cost on the decoded image, in megapixel passes
+    /// (``TransformCost``; every frame counted); past it the load fails with
+    /// `costLimitExceeded` before any step runs. Nil: no limit.
+    public var maxTransformCost: Double?
+    /// A service-wide bound on heavy work: the load waits for ``workCost`` of it
+    /// before its decode, transform and encode run (``WorkBudget``).
+    public var workBudget: WorkBudget?
+    /// What this load's render is expected to cost, in megapixel passes.
+    public var workCost: Double = 0
     /// The format derived results are encoded in on disk; default: the source's
     /// (see ``ImageFormat/output(for:requested:canEncode:)``: a result with alpha
     /// is never written in a format without it).

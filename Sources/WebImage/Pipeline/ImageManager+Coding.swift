@@ -40,11 +40,23 @@ extension ImageManager {
         let derivedKey = plan.key, coders = configuration.coders
         // The pool's thread has no task: its spans are started under the load's context.
         let parent = ServiceContext.current ?? .topLevel
+        // Heavy work waits for its room in the service's work budget (not a derived
+        // result's decode: its bytes are the finished image).
+        var work: ByteBudget.Reservation?
+        if !derived, let budget = context.workBudget {
+            do { work = try await budget.acquire(context.workCost) } catch {
+                throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
+            }
+        }
+        defer { work?.release() }
+        let maxCost = context.maxTransformCost
         return try await CancellationFlag.run { flag in
             // Each step of the chain is checked against the decode's limits before it
             // runs, and a cancelled load (its callers gone, its deadline passed) stops between steps.
-            let budget = TransformBudget(pixelLimit: finalOptions.pixelLimit, memoryLimit: finalOptions.memoryLimit,
+            var limits = TransformBudget(pixelLimit: finalOptions.pixelLimit, memoryLimit: finalOptions.memoryLimit,
                                          isCancelled: { flag.isCancelled })
+            limits.maxCost = maxCost
+            let budget = limits
             return try await pool.run { try flag.makingCurrent {
                 let started = ContinuousClock.now
                 var image: Image

@@ -14,15 +14,23 @@
 ///   the input", right for filters (blur, sharpen, tint); a transformer that
 ///   changes the size or the bands must implement it. The manager also checks
 ///   each step's real output, so a wrong answer costs one step, not the chain.
+/// - ``cost(for:)`` says what the step costs in megapixel passes
+///   (``TransformCost``), so that a service can refuse or queue heavy work before
+///   it runs. The default is one pass over the input, right for cheap per-pixel
+///   steps; a convolution or a resampling implements it.
 public protocol ImageTransformer: Sendable {
     var key: String { get }
     func transform(_ image: Image) throws -> Image
     /// The footprint of the output for an input of this footprint.
     func footprint(after input: ImageFootprint) -> ImageFootprint
+    /// What this step costs on an input of this footprint, in megapixel passes.
+    func cost(for input: ImageFootprint) -> Double
 }
 
 extension ImageTransformer {
     public func footprint(after input: ImageFootprint) -> ImageFootprint { input }
+
+    public func cost(for input: ImageFootprint) -> Double { TransformCost.pass(input) }
 
     /// The steps this transformer runs: its transformers for a
     /// ``ImageTransformers/Pipeline`` (flattened), else itself.
@@ -38,6 +46,9 @@ extension ImageTransformer {
 public struct TransformBudget: Sendable {
     public var pixelLimit: Int
     public var memoryLimit: Int
+    /// The most the whole chain may cost from the decoded image, in megapixel
+    /// passes (``TransformCost``); nil for no limit. Checked before the first step.
+    public var maxCost: Double?
     /// Asked between steps; true stops the chain with ``WebImageError/Code/cancelled``.
     public var isCancelled: @Sendable () -> Bool
 
@@ -51,6 +62,12 @@ public struct TransformBudget: Sendable {
     /// - Throws: ``WebImageError/Code/pixelLimitExceeded`` naming the step and the
     ///   sizes, before the step runs; `cancelled` between steps; a step's own error.
     public func apply(_ transformer: any ImageTransformer, to image: Image) throws -> Image {
+        if let maxCost {
+            let cost = TransformCost.estimate(transformer, input: ImageFootprint(image))
+            guard cost <= maxCost else {
+                throw WebImageError(.costLimitExceeded, "\(transformer.key) on \(image.pixelSize)\(image.frameCount > 1 ? " x \(image.frameCount) frames" : "") costs \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
+            }
+        }
         var current = image
         for step in transformer.steps {
             if isCancelled() { throw WebImageError(.cancelled, "the load was cancelled before \(step.key)") }
@@ -77,6 +94,7 @@ public enum ImageTransformers {
         public func footprint(after input: ImageFootprint) -> ImageFootprint {
             transformers.reduce(input) { $1.footprint(after: $0) }
         }
+        public func cost(for input: ImageFootprint) -> Double { TransformCost.estimate(self, input: input) }
     }
 }
 
