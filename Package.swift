@@ -252,7 +252,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageHTTPTests",
-            dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport",
+            dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport", "WebImageCurl",
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -115,7 +115,7 @@ public final class CurlLoader: Loader {
         guard canLoad(request.url) else {
             throw WebImageError(.invalidURL, "CurlLoader loads http and https URLs with a host, not \(request.url.absoluteString)")
         }
-        let resolvesTargets = configuration.blockPrivateAddresses && configuration.proxy != nil
+        let resolvesTargets = (configuration.blockPrivateAddresses || request.refusesPrivateAddresses) && configuration.proxy != nil
         if resolvesTargets || request.urlPolicy != nil {
             return try await loadFollowingRedirects(request, resolvingTargets: resolvesTargets, progress: progress)
         }
@@ -177,7 +177,9 @@ public final class CurlLoader: Loader {
     /// not followed. For the S3 client.
     package func perform(_ request: LoadRequest, call: CurlCall,
                          progress: @escaping @Sendable (LoadProgress) -> Void = { _ in }) async throws -> LoadResponse {
-        if configuration.blockPrivateAddresses && configuration.proxy != nil { try await checkTarget(request.url, original: nil) }
+        if (configuration.blockPrivateAddresses || request.refusesPrivateAddresses) && configuration.proxy != nil {
+            try await checkTarget(request.url, original: nil)
+        }
         return try await transfer(request, followsRedirects: false, call: call, progress: progress)
     }
 

@@ -121,16 +121,18 @@ final class CurlTransfer: @unchecked Sendable {
         if let failed = checks.first(where: { $0 != CURLE_OK }) {
             throw WebImageError(.loadFailed, "configuring curl: \(String(cString: curl_easy_strerror(failed)))")
         }
+        // The SSRF guard: the loader's, or this request's (a service's URL from a stranger).
+        let guarded = configuration.blockPrivateAddresses || request.refusesPrivateAddresses
         if let proxy = configuration.proxy {
             guard CCurl_setopt_string(easy, CURLOPT_PROXY, proxy) == CURLE_OK else {
                 throw WebImageError(.invalidArgument, "the proxy '\(proxy)' is not one curl accepts")
             }
-        } else if configuration.blockPrivateAddresses {
+        } else if guarded {
             // The environment's proxies (http_proxy, HTTPS_PROXY, ALL_PROXY) would take
             // the request past the guard, which would only see the proxy's address.
             _ = CCurl_setopt_string(easy, CURLOPT_PROXY, "")
         }
-        if configuration.blockPrivateAddresses && configuration.proxy == nil {
+        if guarded && configuration.proxy == nil {
             // Every address curl connects to, after DNS and on every redirect hop.
             _ = CCurl_set_opensocket(easy, { context, _, address in
                 guard let context, let address else { return CURL_SOCKET_BAD }

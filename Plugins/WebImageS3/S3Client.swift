@@ -27,6 +27,8 @@ final class S3Client: Sendable {
         }
         var load = base ?? LoadRequest(url: request.url)
         load.url = request.url
+        // The bucket's endpoint is the operator's, not a stranger's choice: the loader's own guard judges it.
+        load.refusesPrivateAddresses = false
         load.headers = load.headers.merging(request.headers) { _, s3 in s3 }
         let call = CurlCall(method: request.method, body: request.body, awsSigV4: signing,
                             credentials: (credentials.accessKeyID, credentials.secretAccessKey), acceptsAnyStatus: true)

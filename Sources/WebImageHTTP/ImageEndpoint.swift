@@ -42,6 +42,10 @@ public struct ImageEndpoint: Sendable {
     let ceiling: RequestCeiling
     /// The heavy work rendered at once across requests (`thumbnail.maxCostInFlight`).
     public let work: WorkBudget
+    /// Downloads per origin across requests (`thumbnail.maxDownloadsPerOrigin`).
+    public let originLimit: OriginLimit?
+    /// The endpoint's breaker, when the manager has none of its own.
+    public let originBreaker: OriginCircuitBreaker?
     let responses = ResponseCounters()
 
     public init(manager: ImageManager, settings: Settings, logger: Logger = Logger(label: "webimage.http")) {
@@ -52,6 +56,9 @@ public struct ImageEndpoint: Sendable {
         autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
         ceiling = RequestCeiling(settings.maxInFlight)
         work = WorkBudget(limit: Double(settings.maxCostInFlight))
+        originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil
+        originBreaker = manager.configuration.originBreaker == nil && settings.circuitBreakerFailures > 0
+            ? OriginCircuitBreaker(failureThreshold: settings.circuitBreakerFailures, cooldown: settings.circuitBreakerCooldown) : nil
         // `webimage serve` refuses to start on this (`FallbackImage.check(with:)`); here it is said once.
         do { try settings.fallbackImage?.check(with: coders) } catch {
             logger.error("thumbnail.fallbackImage will not be answered", metadata: ["error": "\(error)"])
@@ -150,6 +157,10 @@ public struct ImageEndpoint: Sendable {
         var context = ImageContext()
         context.urlPolicy = { url in list.allows(url) ? nil : "is not on thumbnail.allowedHosts (\(list))" }
         context.deadline = .now + settings.deadline
+        // The safe defaults of a service whose URLs come from strangers, whatever the manager's own.
+        context.refusesPrivateAddresses = settings.blockPrivateAddresses
+        context.originLimit = originLimit
+        context.originBreaker = originBreaker
         return context
     }
 

@@ -24,6 +24,9 @@ extension ImageEndpoint {
     /// | `thumbnail.deadline` | `30s` | the longest one request may take; then 504 |
     /// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish (a server's setting) |
     /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
+    /// | `thumbnail.blockPrivateAddresses` | `true` (else `loader.blockPrivateAddresses` where set) | refuse origins at private, loopback and link-local addresses, checked where the loader connects (the loader's exempt ranges apply) |
+    /// | `thumbnail.maxDownloadsPerOrigin` | `4` (else `loader.maxConcurrentPerHost` where set) | downloads of one origin at once across requests; `0` for no limit |
+    /// | `loader.circuitBreaker.failures`, `.cooldown` | `5`, `30s` | when the manager has no breaker of its own, the endpoint's: an origin failing that often in a row is answered 503 for the cooldown; `0` for none |
     /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (``TransformCost``); past it, 413 before any work |
     /// | `thumbnail.maxCostInFlight` | `250` per core | megapixel passes rendered at once across requests; heavier requests wait for room (``WorkBudget``) |
     /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
@@ -42,6 +45,21 @@ extension ImageEndpoint {
         /// the memory a burst can take.
         public var maxInFlight = 256
         public var maxSteps = 8
+        /// Refuse origins at private, loopback and link-local addresses, checked
+        /// where the loader connects, after DNS and at every redirect
+        /// (``ImageContext/refusesPrivateAddresses``). On by default: the URLs
+        /// come from strangers. The loader's exempt ranges still apply.
+        public var blockPrivateAddresses = true
+        /// Downloads of one origin at once across requests (``OriginLimit``), so
+        /// that an origin that never answers holds that many of the loader's slots,
+        /// not all; 0 for no limit. Default 4.
+        public var maxDownloadsPerOrigin = 4
+        /// The endpoint's origin breaker, used when the manager has none of its
+        /// own: after this many transient failures of an origin in a row, its
+        /// requests are answered 503 for ``circuitBreakerCooldown``; 0 for none.
+        /// Default 5.
+        public var circuitBreakerFailures = OriginCircuitBreaker.defaultFailureThreshold
+        public var circuitBreakerCooldown: Duration = OriginCircuitBreaker.defaultCooldown
         /// The most one request's work may cost, in megapixel passes: the
         /// thumbnail's pixels plus its `t=` steps (``TransformCost``), estimated
         /// from the box before any work (413 past it) and checked again on the
@@ -84,7 +102,8 @@ extension ImageEndpoint {
         /// The keys the settings read (``init(config:presetNames:)``).
         public static let keys: Set<String> = [
             "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.cacheMaxAge",
-            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight", "thumbnail.deadline", "thumbnail.shutdownGrace",
+            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
+            "thumbnail.blockPrivateAddresses", "thumbnail.maxDownloadsPerOrigin", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
         ]
         /// Key families: `thumbnail.presets.NAME` for any NAME.
@@ -116,6 +135,15 @@ extension ImageEndpoint {
             if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
             if let steps = try values.int("thumbnail.maxSteps", minimum: 1) { maxSteps = steps }
             if let cost = try values.int("thumbnail.maxCost", minimum: 1) { maxCost = cost }
+            // One switch for the guard: the endpoint's key, else the loader's.
+            if let block = try values.bool("thumbnail.blockPrivateAddresses") ?? values.bool("loader.blockPrivateAddresses") {
+                blockPrivateAddresses = block
+            }
+            if let limit = try values.int("thumbnail.maxDownloadsPerOrigin", minimum: 0) ?? values.int("loader.maxConcurrentPerHost", minimum: 0) {
+                maxDownloadsPerOrigin = limit
+            }
+            if let failures = try values.int("loader.circuitBreaker.failures", minimum: 0) { circuitBreakerFailures = failures }
+            if let cooldown = try values.duration("loader.circuitBreaker.cooldown"), cooldown > .zero { circuitBreakerCooldown = cooldown }
             if let cost = try values.int("thumbnail.maxCostInFlight", minimum: 1) { maxCostInFlight = cost }
             if let deadline = try values.duration("thumbnail.deadline") {
                 guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }

@@ -34,6 +34,8 @@ struct EndpointFixture {
         var flags: [String: String] = [
             "store.kind": "lmdb", "store.path": directory.appendingPathComponent("cache").path,
             "thumbnail.allowedHosts": "127.0.0.1:\(origin.port)",
+            // The origin is on loopback, which a service refuses by default.
+            "thumbnail.blockPrivateAddresses": "false",
             // Generous, as every wait in the tests is: beside two CPU burners a cold
             // thumbnail in the full parallel suite once took past 30 s. Stretched
             // further under a sanitizer (TestTiming).

@@ -43,6 +43,11 @@ public struct LoadRequest: Sendable {
     /// whose circuit opens fail then with ``WebImageError/Code/originUnavailable``
     /// instead of starting against it. It must be cheap (a lock and a lookup).
     public var stillAdmitted: (@Sendable () -> WebImageError?)?
+    /// Refuse private, loopback and link-local addresses for this request, as a
+    /// loader with its SSRF guard on does for every request (the curl loader's
+    /// `blockPrivateAddresses`, with its exempt ranges). A service sets it for
+    /// URLs its users choose, whatever the loader's own setting.
+    public var refusesPrivateAddresses = false
 
     public init(
         url: URL,

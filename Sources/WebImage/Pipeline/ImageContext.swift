@@ -25,6 +25,16 @@ public struct ImageContext: Sendable {
     /// (``TransformCost``; every frame counted); past it the load fails with
     /// `costLimitExceeded` before any step runs. Nil: no limit.
     public var maxTransformCost: Double?
+    /// Refuse private, loopback and link-local addresses for this load's requests
+    /// (``LoadRequest/refusesPrivateAddresses``), whatever the loader's own SSRF
+    /// setting: a service sets it for URLs its users choose.
+    public var refusesPrivateAddresses = false
+    /// At most so many of this load's origin's downloads at once, across the loads
+    /// that share the ``OriginLimit``.
+    public var originLimit: OriginLimit?
+    /// The breaker asked before this load's download, in place of the manager's
+    /// (``ImageManager/Configuration/originBreaker``).
+    public var originBreaker: OriginCircuitBreaker?
     /// A service-wide bound on heavy work: the load waits for ``workCost`` of it
     /// before its decode, transform and encode run (``WorkBudget``).
     public var workBudget: WorkBudget?

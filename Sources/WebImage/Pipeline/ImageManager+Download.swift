@@ -53,11 +53,12 @@ extension ImageManager {
             ifModifiedSince: validators?.lastModified
         )
         request.urlPolicy = context.urlPolicy ?? configuration.urlPolicy
+        request.refusesPrivateAddresses = context.refusesPrivateAddresses
         context.requestModifier?(&request)
         if let policy = request.urlPolicy, let reason = policy(request.url) {
             throw WebImageError(.forbidden, "\(request.url.absoluteString) \(reason)", isTransient: false)
         }
-        let breaker = configuration.originBreaker
+        let breaker = context.originBreaker ?? configuration.originBreaker
         let admission = try breaker?.admit(request.url)
         if let breaker, request.stillAdmitted == nil {
             let queued = request.url
@@ -70,7 +71,11 @@ extension ImageManager {
             response = try await traced("webimage.download") { span in
                 span.set("server.address", loading.url.host ?? "")
                 span.set("url.scheme", loading.url.scheme ?? "")
-                let response = try await loader.load(loading, progress: progress)
+                let response = if let limit = context.originLimit {
+                    try await limit.run(Self.originKey(loading.url)) { try await loader.load(loading, progress: progress) }
+                } else {
+                    try await loader.load(loading, progress: progress)
+                }
                 span.set("http.response.status_code", response.statusCode)
                 span.set("webimage.bytes", response.data.count)
                 return response

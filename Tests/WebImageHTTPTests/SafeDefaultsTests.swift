@@ -1,0 +1,89 @@
+import Configuration
+import Foundation
+import HTTPTypes
+import Synchronization
+import Testing
+import WebImage
+import WebImageConfiguration
+
+import WebImageHTTP
+import WebImageKit
+import WebImageTestSupport
+
+/// An endpoint embedded as serving.md shows it, over a manager that set none of
+/// the service's guards: the endpoint brings them itself.
+@Suite("ImageEndpoint's safe defaults, whatever the manager's", .serialized, .timeLimit(.minutes(3)))
+struct SafeDefaultsTests {
+    /// A manager as a library user makes one: the standard plugins, nothing else set.
+    func plainManager(_ directory: URL) async throws -> ImageManager {
+        let config = try await ConfigLayers.reader(flags: ["store.kind": "memory"], file: nil, environment: [:])
+        var configuration = try ImageManager.Configuration(config: config, catalog: .standard, defaultStorePath: directory)
+        configuration.timeout = .seconds(60)
+        #expect(configuration.originBreaker == nil, "the library's manager has no breaker")
+        return ImageManager(configuration: configuration)
+    }
+
+    func endpoint(_ manager: ImageManager, origin: TestHTTPServer, _ configure: (inout ImageEndpoint.Settings) -> Void = { _ in }) throws -> ImageEndpoint {
+        var settings = ImageEndpoint.Settings()
+        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(origin.port)"]))
+        configure(&settings)
+        return ImageEndpoint(manager: manager, settings: settings)
+    }
+
+    func get(_ endpoint: ImageEndpoint, _ url: URL) async -> ImageResponse {
+        let encoded = url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        return await endpoint.respond(to: HTTPRequest(method: .get, scheme: "http", authority: "test", path: "/thumbnail?url=\(encoded)&w=32"))
+    }
+
+    @Test("private addresses refused by default, where curl connects; the switch, or the loader's exempt range, lets a private origin through")
+    func privateAddresses() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let manager = try await plainManager(directory)
+        let refused = await get(try endpoint(manager, origin: origin), origin.url("/bytes/10"))
+        #expect(refused.status == .forbidden, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+        #expect(origin.requestCount(path: "/bytes/10") == 0, "refused before connecting")
+        // (Another URL: the refused one is on the manager's blocklist for a while.)
+        let allowed = await get(try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }, origin.url("/bytes/12"))
+        #expect(allowed.status != .forbidden && origin.requestCount(path: "/bytes/12") == 1, "\(allowed.status)")
+        // The loader's exempt ranges hold for the endpoint's guard too.
+        let exemptConfig = try await ConfigLayers.reader(flags: ["store.kind": "memory", "loader.exemptAddresses": "127.0.0.1/32"], file: nil, environment: [:])
+        let exempt = ImageManager(configuration: try ImageManager.Configuration(config: exemptConfig, catalog: .standard, defaultStorePath: directory))
+        let through = await get(try endpoint(exempt, origin: origin), origin.url("/bytes/11"))
+        #expect(through.status != .forbidden && origin.requestCount(path: "/bytes/11") == 1, "\(through.status)")
+    }
+
+    @Test("a per-origin limit: 8 requests to an origin that never answers reach it 4 at a time, and another origin is served meanwhile; a breaker: five 503s in a row, then 503 without asking the origin")
+    func originLimitAndBreaker() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let silent = try await TestHTTPServer.start()
+        defer { Task { await silent.shutdown() } }
+        let other = try await TestHTTPServer.start()
+        defer { Task { await other.shutdown() } }
+        let manager = try await plainManager(directory)
+        var settings = ImageEndpoint.Settings()
+        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(silent.port)", "127.0.0.1:\(other.port)"]))
+        settings.blockPrivateAddresses = false
+        let endpoint = ImageEndpoint(manager: manager, settings: settings)
+        let held = (0..<8).map { index in Task { await get(endpoint, silent.url("/gate/\(index)")) } }
+        try await waitUntil { silent.stats.withLock { $0.arrivals.count } == 4 && endpoint.originLimit?.usage(of: "http://127.0.0.1:\(silent.port)").waiting == 4 }
+        #expect(silent.stats.withLock { $0.arrivals.count } == 4)
+        for index in 0..<5 {
+            let answer = await get(endpoint, other.url("/status/503"))
+            #expect(answer.status == .badGateway, "\(index): \(answer.status)")
+        }
+        #expect(other.requestCount(path: "/status/503") == 5)
+        let open = await get(endpoint, other.url("/status/503"))
+        #expect(open.status == .serviceUnavailable && other.requestCount(path: "/status/503") == 5, "the circuit is open: \(open.status)")
+        silent.openGate()
+        for task in held { _ = await task.value }
+        #expect(silent.stats.withLock { $0.arrivals.count } == 8)
+    }
+}
+
+func waitUntil(_ condition: () -> Bool) async throws {
+    while !condition() { try await Task.sleep(for: .milliseconds(10)) }
+}
