@@ -51,15 +51,17 @@ extension ImageManager {
         /// The largest response accepted. Default 64 MiB: a server must bound it.
         public var maxResponseSize: Int64 = LoadRequest.defaultMaxResponseSize
         /// The bytes of downloaded originals that may wait for, or be in, their
-        /// decode at once. A load reserves ``maxResponseSize`` (the request's, if
-        /// its modifier set one) before its download starts, gives back what is
-        /// over the `Content-Length` as soon as the response says it, and the rest
-        /// when its decode ends. Past the budget, loads wait their turn (in order,
-        /// each cancellable) before they download. Memory for originals is then at
-        /// most this plus the decodes running, however many callers arrive.
-        /// Default 512 MiB: eight responses of the largest size, more than the
-        /// default six downloads at once, so a default pipeline waits only when
-        /// decodes fall behind.
+        /// decode at once, charged by bytes that exist: a load is admitted before
+        /// its download while there is room, then charged what its response
+        /// declares (`Content-Length`) or has delivered, and gives it all back
+        /// when its decode ends. A request not yet answered holds nothing, so an
+        /// origin that never answers takes no room from others; an origin that
+        /// holds half the budget lets other origins' loads pass it. Past the
+        /// budget, loads wait their turn (in order, each cancellable) before they
+        /// download. A body already downloading is never stopped, so the charges
+        /// can pass the budget by what the downloads in flight receive after it
+        /// filled (at most the loader's concurrency times ``maxResponseSize``).
+        /// Default 512 MiB.
         public var originalsBudget = 512 << 20
         /// Where decoding, transforming and encoding run.
         public var pool: BlockingThreadPool = .shared
