@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WebImage
 import WebImageCurl
@@ -152,6 +153,53 @@ struct ServeCommandTests {
         #expect(result.stderr.contains("\\u000A") || result.stderr.contains("\\u000a"), "\(result.stderr)")
     }
 
+    @Test("eight heavy requests at once: over thumbnail.maxCost each is 413 before any download; under it they take turns in the work budget while /health answers, and the service's peak RSS stays under 512 MiB")
+    func heavyWork() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        origin.serve("/img/photo.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-3.jpg")), contentType: "image/jpeg")
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                      "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(Int(try await running.listeningAddress().split(separator: ":").last ?? ""))
+        let source = origin.url("/img/photo.jpg").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        func steps(_ step: String) -> String { Array(repeating: step, count: 8).joined(separator: ";") }
+        let heavy = (0..<8).map { "/thumbnail?url=\(source)&w=\(2040 + $0)&t=\(steps("blur:100"))" }
+        let refused = try await withThrowingTaskGroup(of: Int.self) { group in
+            for target in heavy { group.addTask { try await RawHTTP.send(port: port, target: target).status } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(refused == Array(repeating: 413, count: 8), "\(refused)")
+        #expect(origin.requestCount(path: "/img/photo.jpg") == 0, "refused before any download")
+        // 82 megapixel passes each: allowed, and more than the budget holds at once.
+        let finished = Finished()
+        let targets = (0..<8).map { "/thumbnail?url=\(source)&w=\(500 + $0)&h=500&t=\(steps("blur:40"))&format=png" }
+        let work = targets.map { target in
+            Task {
+                defer { finished.count.add(1, ordering: .relaxed) }
+                return try await RawHTTP.send(port: port, target: target).status
+            }
+        }
+        var healthChecks = 0
+        while finished.count.load(ordering: .relaxed) < work.count {
+            let health = try await RawHTTP.send(port: port, target: "/health")
+            #expect(health.status == 200)
+            healthChecks += 1
+        }
+        for task in work { #expect(try await task.value == 200) }
+        #expect(healthChecks >= 1)
+        let status = try String(contentsOfFile: "/proc/\(running.pid)/status", encoding: .utf8)
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }
+            .flatMap { Int($0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") } ?? .max
+        #expect(peak < 512 * 1024, "peak RSS \(peak / 1024) MiB")
+        running.signal(SIGTERM)
+        #expect(try await running.wait().status == 0)
+    }
+
     @Test("bad configuration stops start-up with exit status 2 and the key's name")
     func badConfiguration() async throws {
         let tool = Tool()
@@ -162,4 +210,8 @@ struct ServeCommandTests {
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
         }
     }
+}
+
+private final class Finished: Sendable {
+    let count = Atomic<Int>(0)
 }
