@@ -33,13 +33,57 @@ enum Vips {
     static func ensureInitialized() throws { try initialization.get() }
 
     /// The error for a failed call, with libvips' message (clearing its buffer).
+    ///
+    /// libvips 8.14 keeps one error buffer for the whole process, appended to by
+    /// every thread, so at the moment a call fails it may also hold a line of
+    /// another request's failure that happened at the same time. Each failing
+    /// call takes (copies and clears) the buffer at once, so nothing lingers for a
+    /// later request, and keeps only the lines of its own stage
+    /// (``ownLines(_:for:)``): a decode keeps loaders' and sources' lines, an
+    /// encode savers' and targets', a transform the rest. The lines kept are
+    /// joined with "; ", one line.
     static func error(_ code: WebImageError.Code, _ operation: String) -> WebImageError {
-        var message = ""
+        var text = ""
         if let copy = vips_error_buffer_copy() {
-            message = String(cString: copy).trimmingCharacters(in: .whitespacesAndNewlines)
+            text = String(cString: copy)
             g_free(copy)
         }
+        let message = ownLines(text, for: code).joined(separator: "; ")
         return WebImageError(code, message.isEmpty ? "\(operation) failed" : "\(operation): \(message)")
+    }
+
+    /// What stage of the work a line of libvips' error buffer comes from, by its
+    /// domain (the text before the first ": "): a loader or the source it reads
+    /// (`pngload`, `VipsForeignLoadPng`, `source`, `VipsJpeg`), a saver or the
+    /// target it writes (`webpsave`, `target`), or an operation (`rank`,
+    /// `extract_area`, `vips_image_…`).
+    enum LineStage: Equatable { case load, save, operation }
+
+    static func stage(ofLine line: Substring) -> LineStage {
+        guard let colon = line.range(of: ": ") else { return .operation }
+        let domain = line[..<colon.lowerBound].lowercased()
+        if domain.contains("save") || domain.contains("target") { return .save }
+        let loaderMarks = ["load", "source", "vipsjpeg", "heif", "png", "gif", "tiff", "webp", "jxl", "jpeg"]
+        return loaderMarks.contains(where: { domain.contains($0) }) ? .load : .operation
+    }
+
+    /// The lines of `text` (libvips' error buffer) that a failure of `code`'s
+    /// stage can have written, in order, blank ones dropped: `decodeFailed` keeps
+    /// loader lines and operation lines (a loader runs operations), `encodeFailed`
+    /// saver lines and operation lines, and every other code operation lines
+    /// only. A line of another stage belongs to another request's failure.
+    static func ownLines(_ text: String, for code: WebImageError.Code) -> [String] {
+        text.split(whereSeparator: \.isNewline).compactMap { raw in
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            guard !line.isEmpty else { return nil }
+            let stage = stage(ofLine: Substring(line))
+            let keep: Bool = switch code {
+            case .decodeFailed, .pixelLimitExceeded, .unsupportedFormat: stage != .save
+            case .encodeFailed: stage != .load
+            default: stage == .operation
+            }
+            return keep ? line : nil
+        }
     }
 
     /// Runs a call that makes an image through an out-parameter.

@@ -147,14 +147,18 @@ extension ImageTransformers {
     }
 
     /// Cuts away uniform borders: the colour of the top-left pixel, give or take
-    /// `threshold` (0...255). An image that is all border is returned as it is.
-    /// An animation is trimmed by its first frame's box, so that frames stay aligned.
+    /// `threshold` (0...255). An image that is all border is returned as it is,
+    /// and so is one less than 3 pixels wide or high (the search looks at each
+    /// pixel's 3x3 neighbourhood). An animation is trimmed by its first frame's box, so that frames stay aligned.
     public struct Trim: ImageTransformer {
         public var threshold: Double
         public init(threshold: Double = 10) { self.threshold = threshold }
         public var key: String { "trim(\(threshold))" }
         public func transform(_ image: Image) throws -> Image {
             guard (0...255).contains(threshold) else { throw WebImageError(.transformFailed, "trim threshold must be 0 to 255, not \(threshold)") }
+            // vips_find_trim looks at each pixel's 3x3 neighbourhood (its rank
+            // filter): a thinner image is all border, and is returned as it is.
+            guard image.pixelSize.width >= 3, image.pixelSize.height >= 3 else { return image }
             try Vips.ensureInitialized()
             let source = try VipsEncoder.handle(for: image)
             let first = try Vips.make(.transformFailed, "vips_extract_area") {
@@ -253,7 +257,7 @@ extension ImageTransformers {
             let frame = image.pixelSize
             let room = PixelSize(width: frame.width - 2 * margin, height: frame.height - 2 * margin)
             guard room.width > 0, room.height > 0 else {
-                throw WebImageError(.transformFailed, "a \(margin)-pixel watermark margin leaves no room in a \(frame) image")
+                throw WebImageError(.stepDoesNotFit, "watermark margin \(margin) does not fit the \(frame) image: twice the margin must be less than its width and height")
             }
             var mark = try VipsEncoder.handle(for: overlay)
             if mark.width > room.width || mark.height > room.height {

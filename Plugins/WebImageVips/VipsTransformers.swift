@@ -91,14 +91,30 @@ extension ImageTransformers {
             (self.x, self.y, self.width, self.height) = (x, y, width, height)
         }
         public var key: String { "crop(\(x),\(y),\(width)x\(height))" }
+
+        /// What puts the rectangle outside an image of `size`, in the terms of its
+        /// parameters, or nil when it fits.
+        static func misfit(x: Int, y: Int, width: Int, height: Int, in size: PixelSize) -> String? {
+            if x < 0 || y < 0 { return "x and y must be 0 or more" }
+            if width <= 0 || height <= 0 { return "width and height must be positive" }
+            if x >= size.width { return "x \(x) is past its width \(size.width)" }
+            if y >= size.height { return "y \(y) is past its height \(size.height)" }
+            func sum(_ a: Int, _ b: Int) -> String {
+                let (total, overflow) = a.addingReportingOverflow(b)
+                return overflow ? "" : " (\(total))"
+            }
+            if width > size.width - x { return "x + width\(sum(x, width)) is past its width \(size.width)" }
+            if height > size.height - y { return "y + height\(sum(y, height)) is past its height \(size.height)" }
+            return nil
+        }
         public func footprint(after input: ImageFootprint) -> ImageFootprint {
             var output = input
             output.size = PixelSize(width: min(width, input.size.width), height: min(height, input.size.height))
             return output
         }
         public func transform(_ image: Image) throws -> Image {
-            guard x >= 0, y >= 0, width > 0, height > 0, x + width <= image.pixelSize.width, y + height <= image.pixelSize.height else {
-                throw WebImageError(.transformFailed, "crop \(width)x\(height) at (\(x),\(y)) is outside the \(image.pixelSize) image")
+            if let problem = Self.misfit(x: x, y: y, width: width, height: height, in: image.pixelSize) {
+                throw WebImageError(.stepDoesNotFit, "crop:\(x),\(y),\(width),\(height) does not fit the \(image.pixelSize) image: \(problem)")
             }
             return try VipsFrames.map(image) { frame in
                 try Vips.make(.transformFailed, "vips_extract_area") {

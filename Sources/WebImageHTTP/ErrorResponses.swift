@@ -12,6 +12,7 @@ extension WebImageError {
     /// | `invalidURL`, `invalidArgument` | 400 Bad Request |
     /// | `forbidden` (allow-list, SSRF guard, signature) | 403 Forbidden |
     /// | `notFound` (the origin's 404 or 410) | 404 Not Found |
+    /// | `stepDoesNotFit` (a crop outside the image, a margin larger than it) | 422 Unprocessable Content |
     /// | `tooLarge`, `pixelLimitExceeded`, `costLimitExceeded` | 413 Content Too Large |
     /// | `unsupportedFormat`, `decodeFailed` | 415 Unsupported Media Type |
     /// | `badStatus`, `loadFailed` (the origin's errors, refused connections) | 502 Bad Gateway |
@@ -25,6 +26,7 @@ extension WebImageError {
         case .invalidURL, .invalidArgument: .badRequest
         case .forbidden: .forbidden
         case .notFound: .notFound
+        case .stepDoesNotFit: .unprocessableContent
         case .tooLarge, .pixelLimitExceeded, .costLimitExceeded: .contentTooLarge
         case .unsupportedFormat, .decodeFailed: .unsupportedMediaType
         case .badStatus, .loadFailed: .badGateway
@@ -39,11 +41,15 @@ extension WebImageError {
     /// What a client may be told about this failure: what went wrong in its terms,
     /// never the operator's detail (internal addresses, the SSRF rule that
     /// matched, configuration keys, advice such as `.retryFailed`). The full
-    /// message belongs in the service's log.
+    /// message belongs in the service's log. A ``WebImageError/Code/stepDoesNotFit``
+    /// is the exception: its message names the request's step and parameter and
+    /// the image's size, which the client needs to correct it, and is answered as
+    /// it is (a transformer that throws it writes nothing else into it).
     public var clientMessage: String {
         switch code {
         case .invalidURL: "the image URL is not valid"
         case .invalidArgument: "the request is not valid"
+        case .stepDoesNotFit: message
         case .forbidden: "fetching this image is not allowed"
         case .notFound: "the origin has no image at this URL"
         case .tooLarge: "the image is larger than this service accepts"

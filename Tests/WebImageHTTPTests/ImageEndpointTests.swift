@@ -139,6 +139,21 @@ struct EndpointFailureTests {
         #expect(post.status == .methodNotAllowed && post.headerFields[.allow] == "GET, HEAD")
     }
 
+    @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")
+    func stepDoesNotFit() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        // The thumbnail is at most 100x100, so a 500-pixel crop cannot fit it.
+        let answer = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=100&h=100&t=crop:20,10,500,50")
+        #expect(answer.status == .unprocessableContent, "\(EndpointFixture.json(answer))")
+        #expect(EndpointFixture.json(answer)["error"] as? String == "stepDoesNotFit")
+        let message = try #require(EndpointFixture.json(answer)["message"] as? String)
+        #expect(message.contains("crop:20,10,500,50") && message.contains("x + width (520)"), "\(message)")
+        #expect(answer.headerFields[.cacheControl] == "no-store")
+        let tiny = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=1&h=1&format=png&t=trim")
+        #expect(tiny.status == .ok, "\(EndpointFixture.json(tiny))")
+    }
+
     @Test("the origin's failures get client-safe messages: no internal address, rule or advice reaches the client")
     func clientSafe() async throws {
         let f = try await EndpointFixture.make(["thumbnail.allowedHosts": "*", "loader.blockPrivateAddresses": "true"])

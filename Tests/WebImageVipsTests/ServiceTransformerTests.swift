@@ -182,6 +182,12 @@ struct ServiceTransformerTests {
         let blank = try ImageTransformers.Trim().transform(canvas(30, 30, [7, 7, 7]))
         #expect(blank.pixelSize == PixelSize(30))
         #expect(throws: WebImageError.self) { try ImageTransformers.Trim(threshold: 400).transform(image) }
+        // Thinner than the search's 3x3 neighbourhood (libvips' rank filter fails
+        // there with "window too large"): all border, returned as it is.
+        for size in [PixelSize(1), PixelSize(width: 2, height: 40), PixelSize(width: 40, height: 1)] {
+            let thin = try ImageTransformers.Trim().transform(canvas(size.width, size.height, [9, 9, 9]))
+            #expect(thin.pixelSize == size)
+        }
     }
 
     @Test("greyscale gives one band (two with alpha), white stays white and colours become their lightness")
@@ -213,7 +219,9 @@ struct ServiceTransformerTests {
         #expect(key == again && key != other, "the key follows the overlay's bytes")
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: Data("not an image".utf8)) }
         #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, opacity: 1.5) }
-        #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, margin: 60).transform(base) }
+        // A margin that leaves no room is the request's mistake, named with the image's size.
+        let misfit = #expect(throws: WebImageError.self) { try ImageTransformers.Watermark(data: logo, margin: 40).transform(base) }
+        #expect(misfit?.code == .stepDoesNotFit && misfit?.message.contains("margin 40") == true && misfit?.message.contains("100x80") == true)
 
         // Decoded once, used many times: the same key and pixels as from the bytes.
         let overlay = try ImageTransformers.Watermark.Overlay(data: logo)

@@ -29,14 +29,30 @@ struct VipsTransformerTests {
         #expect(ImageTransformers.Resize(PixelSize(40), mode: .fill).key == "resize(40x40,fill)")
     }
 
-    @Test("crop, and a crop outside the image is a typed error")
+    @Test("crop, and a crop outside the image is stepDoesNotFit naming the parameter that passes it")
     func crop() throws {
         let image = try quadrantImage()
         let cropped = try ImageTransformers.Crop(x: 40, y: 0, width: 40, height: 20).transform(image)
         #expect(cropped.pixelSize == PixelSize(width: 40, height: 20))
         #expect(try corner(cropped, 5, 5) == [0, 255, 0], "the top-right quadrant is green")
-        let error = #expect(throws: WebImageError.self) { try ImageTransformers.Crop(x: 70, y: 0, width: 20, height: 10).transform(image) }
-        #expect(error?.code == .transformFailed && error?.message.contains("outside") == true)
+        let whole = try ImageTransformers.Crop(x: 0, y: 0, width: 80, height: 40).transform(image)
+        #expect(whole.pixelSize == image.pixelSize, "a crop of the whole image fits")
+        let cases: [(ImageTransformers.Crop, String)] = [
+            (.init(x: 70, y: 0, width: 20, height: 10), "x + width (90) is past its width 80"),
+            (.init(x: 0, y: 35, width: 10, height: 10), "y + height (45) is past its height 40"),
+            (.init(x: 80, y: 0, width: 1, height: 1), "x 80 is past its width 80"),
+            (.init(x: 0, y: 40, width: 1, height: 1), "y 40 is past its height 40"),
+            (.init(x: -1, y: 0, width: 5, height: 5), "x and y must be 0 or more"),
+            (.init(x: 0, y: 0, width: 0, height: 5), "width and height must be positive"),
+            (.init(x: Int.max - 1, y: 0, width: Int.max, height: 1), "x \(Int.max - 1) is past its width 80"),
+            (.init(x: 1, y: 0, width: Int.max, height: 1), "x + width"),
+        ]
+        for (crop, why) in cases {
+            let error = #expect(throws: WebImageError.self) { try crop.transform(image) }
+            #expect(error?.code == .stepDoesNotFit, "\(crop.key)")
+            #expect(error?.message.contains("crop:\(crop.x),\(crop.y),\(crop.width),\(crop.height)") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("80x40") == true && error?.message.contains(why) == true, "\(error?.message ?? "")")
+        }
     }
 
     @Test("rotate by quarter turns and by any angle; flip both ways")

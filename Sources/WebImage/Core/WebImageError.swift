@@ -43,8 +43,14 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         public static let pixelLimitExceeded = Code("pixelLimitExceeded")
         /// Encoding to the requested format failed or is not supported.
         public static let encodeFailed = Code("encodeFailed")
-        /// A transformer failed.
+        /// A transformer failed: the service's own failure, not the request's.
         public static let transformFailed = Code("transformFailed")
+        /// A transform step does not fit the image it was given: a crop outside
+        /// it, a watermark margin that leaves no room in it. The request's
+        /// mistake, though one that shows only once the image's size is known;
+        /// a transformer checks it before any pixel work and names the step and
+        /// the parameter. A service answers it 422 (an error of the request).
+        public static let stepDoesNotFit = Code("stepDoesNotFit")
         /// A cache store failed to read or write.
         public static let storeFailed = Code("storeFailed")
         /// Invalid configuration or argument.

@@ -5,7 +5,10 @@
 ///   output would: it becomes part of derived cache keys (`…-t=resize(256x256,fit)`).
 /// - ``transform(_:)`` runs on the manager's blocking pool and may block. It
 ///   applies to every frame of an animated image and throws ``WebImageError`` with
-///   code ``WebImageError/Code/transformFailed`` when it cannot.
+///   code ``WebImageError/Code/stepDoesNotFit`` when its parameters do not fit
+///   the image (a crop outside it), checked before any pixel work and named in
+///   the parameters' terms, or ``WebImageError/Code/transformFailed`` when it
+///   fails on an image it should handle.
 /// - It must accept the storage of the coder it is meant for; a transformer that
 ///   receives storage it does not know throws.
 /// - ``footprint(after:)`` says, from the input's footprint alone, how large the
