@@ -47,6 +47,8 @@ public struct ImageEndpoint: Sendable {
     /// The endpoint's breaker, when the manager has none of its own.
     public let originBreaker: OriginCircuitBreaker?
     let responses = ResponseCounters()
+    /// The store's size for ``recordGauges()``, read at most once a minute.
+    let storeSample = StoreSample()
 
     public init(manager: ImageManager, settings: Settings, logger: Logger = Logger(label: "webimage.http")) {
         self.manager = manager

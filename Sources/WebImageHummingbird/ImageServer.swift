@@ -46,11 +46,16 @@ public struct ImageServer: Sendable {
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addImageRoutes(endpoint)
         router.get("/health") { _, _ in "ok\n" }
-        let metrics = metrics
+        let metrics = metrics, endpoint = endpoint
         router.get("/metrics") { _, _ -> Response in
             guard let metrics else { return Response(status: .notFound) }
+            // The gauges are set to their values now, then rendered with the rest;
+            // the process's own metrics (memory, CPU, descriptors) follow.
+            await endpoint.recordGauges()
+            var buffer = ByteBuffer(bytes: metrics())
+            buffer.writeString(ProcessMetrics.exposition())
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: metrics())))
+                            body: ResponseBody(byteBuffer: buffer))
         }
         return router
     }

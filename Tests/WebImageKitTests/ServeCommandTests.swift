@@ -42,6 +42,22 @@ struct ServeCommandTests {
         #expect((info?["pixelWidth"] as? Int ?? 0) > (info?["pixelHeight"] as? Int ?? 0), "upright: the sample is landscape, stored rotated")
         let metrics = String(decoding: try await get("/metrics").data, as: UTF8.self)
         #expect(metrics.contains("thumbnail_responses_total{source=\"network\"} 1"), "\(metrics.prefix(2000))")
+        // The gauges: what the process and the service hold now.
+        func value(_ name: String) -> Double? {
+            metrics.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }).flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let rss = try #require(value("process_resident_memory_bytes"), "\(metrics)")
+        #expect(rss > 1_000_000 && rss < 4e9, "\(rss)")
+        #expect((value("webimage_process_anonymous_memory_bytes") ?? 0) > 0 && (value("webimage_process_anonymous_memory_bytes") ?? .infinity) < rss)
+        #expect(metrics.contains("# TYPE process_cpu_seconds_total counter") && (value("process_cpu_seconds_total") ?? 0) > 0)
+        #expect((value("process_open_fds") ?? 0) > 3 && value("process_start_time_seconds") ?? 0 > 1.7e9)
+        #expect((value("webimage_memory_tier_bytes") ?? 0) > 0 && value("webimage_memory_tier_entries") ?? 0 >= 1,
+                "the thumbnail is in memory")
+        #expect((value("webimage_store_bytes") ?? 0) > 0 && value("webimage_store_entries") ?? 0 >= 1, "the store's size, sampled")
+        #expect(value("webimage_originals_bytes") == 0 && value("webimage_decoded_pixels_in_flight") == 0 && value("webimage_work_in_flight") == 0,
+                "nothing in flight once the answers are in")
+        let limit = try #require(value("webimage_originals_limit_bytes"))
+        #expect(Int(limit) == 512 << 20, "\(limit)")
 
         running.signal(SIGTERM)
         let result = try await running.wait()

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Tracing
 
 extension ImageManager {
@@ -70,6 +71,11 @@ extension ImageManager {
                         throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(key)")
                     }
                 }
+                // Decoded pixels held by this job until it ends (a gauge in /metrics).
+                let held = image.pixelSize.width.multipliedReportingOverflow(by: image.pixelSize.height * max(1, image.frameCount))
+                let pixels = held.overflow ? Int.max / 4 : held.partialValue
+                self.pixelsInFlight.add(pixels, ordering: .relaxed)
+                defer { self.pixelsInFlight.subtract(pixels, ordering: .relaxed) }
                 metrics.decoded(duration: ContinuousClock.now - started)
                 if let transformer {
                     let input = image

@@ -50,6 +50,8 @@ public final class ImageManager: Sendable {
     let writes: BackgroundWork
     /// Downloaded originals waiting for, or in, their decode (``Configuration/originalsBudget``).
     let originals: ByteBudget
+    /// Pixels decoded by pool jobs still running (``decodedPixelsInFlight``).
+    let pixelsInFlight = Atomic<Int>(0)
     /// The tracer spans go to, nil for the no-op one (``Configuration/tracer``,
     /// else the process's as it was when the manager was made).
     let spanTracer: (any Tracer)?
@@ -72,6 +74,13 @@ public final class ImageManager: Sendable {
 
     /// Store writes running in the background now, and the bytes they hold.
     public var pendingStoreWrites: (count: Int, bytes: Int) { writes.pending }
+
+    /// Loads running now (callers of ``loadImage(with:options:context:progress:)`` and the like).
+    public var loadsInFlight: Int { loads.count }
+
+    /// Pixels decoded by jobs still running (every frame counted), with the
+    /// results they transform into not counted twice: what the pool's jobs hold.
+    public var decodedPixelsInFlight: Int { pixelsInFlight.load(ordering: .relaxed) }
 
     /// Stops the manager without losing work: new loads fail at once with
     /// ``WebImageError/Code/shutDown``; loads in flight finish, and so do the store
