@@ -17,7 +17,7 @@ extension WebImageError {
     /// | `unsupportedFormat`, `decodeFailed` | 415 Unsupported Media Type |
     /// | `badStatus`, `loadFailed` (the origin's errors, refused connections) | 502 Bad Gateway |
     /// | `timedOut` | 504 Gateway Timeout |
-    /// | `originUnavailable` (the origin's circuit is open), `overloaded`, `shutDown` | 503 Service Unavailable |
+    /// | `originUnavailable` (the origin's circuit is open), `overloaded`, `shutDown`, `workTimedOut` (the deadline passed in the service's own work) | 503 Service Unavailable |
     /// | `blockedURL` | the status of the failure that blocked it |
     /// | `cancelled` | 499 (the client went away) |
     /// | anything else | 500 Internal Server Error |
@@ -31,7 +31,7 @@ extension WebImageError {
         case .unsupportedFormat, .decodeFailed: .unsupportedMediaType
         case .badStatus, .loadFailed: .badGateway
         case .timedOut: .gatewayTimeout
-        case .originUnavailable, .shutDown, .overloaded: .serviceUnavailable
+        case .originUnavailable, .shutDown, .overloaded, .workTimedOut: .serviceUnavailable
         case .blockedURL: (underlying as? WebImageError)?.responseStatus ?? .badGateway
         case .cancelled: .init(code: 499, reasonPhrase: "Client Closed Request")
         default: .internalServerError
@@ -59,7 +59,8 @@ extension WebImageError {
         case .decodeFailed: "the origin's image could not be decoded"
         case .badStatus: statusCode.map { "the origin answered HTTP \($0)" } ?? "the origin answered with an error"
         case .loadFailed: "the image could not be loaded from its origin"
-        case .timedOut: "the image was not ready in time"
+        case .timedOut: "the image's origin did not answer in time"
+        case .workTimedOut: "the service is busy and did not finish this image in time; try again shortly"
         case .originUnavailable: "the image's origin is failing; try again later"
         case .overloaded: "the service is busy; try again shortly"
         case .shutDown: "the service is restarting; try again"

@@ -29,8 +29,15 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         public static let badStatus = Code("badStatus")
         /// The response or file is larger than the configured limit.
         public static let tooLarge = Code("tooLarge")
-        /// The load did not finish in time.
+        /// The load did not finish in time because its origin (or the file it
+        /// reads) did not: a download past the loader's timeout, or a deadline that
+        /// passed while the download ran.
         public static let timedOut = Code("timedOut")
+        /// The load's deadline passed while the service itself worked on it: the
+        /// wait for room (the work or originals budget, the decode pool), the
+        /// decode, the transform, the encode or the store, its download (if any)
+        /// finished. The message names the stage. Transient, with a `retryAfter`.
+        public static let workTimedOut = Code("workTimedOut")
         /// A network or I/O failure: connection refused or reset, DNS, a truncated body.
         public static let loadFailed = Code("loadFailed")
         /// Access was refused: a file not readable, an address the SSRF policy forbids.
@@ -117,7 +124,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
 
     private static func defaultTransience(_ code: Code) -> Bool {
         switch code {
-        case .timedOut, .loadFailed, .cancelled, .storeFailed, .shutDown: true
+        case .timedOut, .workTimedOut, .loadFailed, .cancelled, .storeFailed, .shutDown: true
         default: false
         }
     }

@@ -43,6 +43,8 @@ extension ImageManager {
         let parent = ServiceContext.current ?? .topLevel
         // Heavy work waits for its room in the service's work budget (not a derived
         // result's decode: its bytes are the finished image).
+        let jobKey = plan.jobKey, stages = jobStages
+        stages.set(jobKey, .waitingForRoom)
         var work: ByteBudget.Reservation?
         if !derived, let budget = context.workBudget {
             do { work = try await budget.acquire(context.workCost) } catch {
@@ -61,6 +63,7 @@ extension ImageManager {
             return try await pool.run { try flag.makingCurrent {
                 let started = ContinuousClock.now
                 var image: Image
+                stages.set(jobKey, .decode)
                 image = try self.stage("webimage.decode", parent) { span in
                     span.set("webimage.bytes", data.count)
                     do {
@@ -79,6 +82,7 @@ extension ImageManager {
                 metrics.decoded(duration: ContinuousClock.now - started)
                 if let transformer {
                     let input = image
+                    stages.set(jobKey, .transform)
                     image = try self.stage("webimage.transform", parent) { span in
                         span.set("webimage.transformer", transformer.key)
                         do {
@@ -92,7 +96,8 @@ extension ImageManager {
                 }
                 let made = image
                 let encoded = try serializer.map { serializer in
-                    try self.stage("webimage.encode", parent) { span in
+                    stages.set(jobKey, .encode)
+                    return try self.stage("webimage.encode", parent) { span in
                         let bytes = serializer.serialize(made, derivedKey, coders)
                         span.set("webimage.bytes", bytes?.count ?? 0)
                         return bytes

@@ -9,6 +9,9 @@ extension ImageManager {
     func fetch(_ plan: LoadPlan, firstRead: DiskRead?, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> ImageResult {
         let (url, plainKey, key, options, context, store) = (plan.url, plan.plainKey, plan.key, plan.options, plan.context, plan.store)
         let bytesOnly = plan.bytesOnly
+        let jobKey = plan.jobKey
+        jobStages.set(jobKey, .lookup)
+        defer { jobStages.clear(jobKey) }
         /// One disk lookup, unless the caller's task already made it.
         func lookup(_ lookupKey: String) async -> CacheEntry? {
             // An original another job just downloaded, or a write still on its way to the store.
@@ -46,6 +49,7 @@ extension ImageManager {
         defer { original?.release() }
         func downloadSource() async throws -> (data: Data, cacheType: CacheType, response: LoadResponse?) {
             original?.release()
+            jobStages.set(jobKey, .waitingForOriginals)
             let reservation: ByteBudget.Reservation
             do { reservation = try await originals.reserve(0, origin: Self.originKey(url)) } catch {
                 throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
@@ -55,6 +59,7 @@ extension ImageManager {
                 reservation.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
                 progress(value)
             }
+            jobStages.set(jobKey, .download)
             do {
                 let source = try await download(plan, progress: reporting)
                 reservation.resize(to: source.data.count)
@@ -134,6 +139,7 @@ extension ImageManager {
         let image = decoded.image
         var storeFailure: WebImageError?
         if source.cacheType == .none {
+            jobStages.set(jobKey, .store)
             storeFailure = await storeOriginal(source.data, response: source.response, plan)
         }
         guard plan.derivesBytes else {

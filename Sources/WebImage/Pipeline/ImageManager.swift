@@ -50,6 +50,8 @@ public final class ImageManager: Sendable {
     let writes: BackgroundWork
     /// Downloaded originals waiting for, or in, their decode (``Configuration/originalsBudget``).
     let originals: ByteBudget
+    /// The stage of each job running, for the message of a deadline that passes.
+    let jobStages = JobStages()
     /// Pixels decoded by pool jobs still running (``decodedPixelsInFlight``).
     let pixelsInFlight = Atomic<Int>(0)
     /// The tracer spans go to, nil for the no-op one (``Configuration/tracer``,
@@ -212,7 +214,8 @@ public final class ImageManager: Sendable {
         }
         let read = firstRead
         do {
-            return try await Self.within(context.deadline, url: url) {
+            let jobKey = plan.jobKey
+            return try await Self.within(context.deadline, url: url, stage: { self.jobStages.stage(of: jobKey) }) {
                 try await self.images.value(for: plan.jobKey, priority: Self.priority(options), progress: progress) { progress in
                     try await self.fetch(plan, firstRead: read, progress: progress)
                 }
@@ -228,16 +231,19 @@ public final class ImageManager: Sendable {
         try await store?.removeData(forKey: key)
     }
 
-    /// Runs `body`, or fails with `timedOut` at `deadline`: the body is cancelled
-    /// then (the coalesced job with it, when no other caller waits for it).
+    /// Runs `body`, or fails at `deadline` with the error of the stage the job is
+    /// in then (``LoadStage/deadlineError(_:)``: `timedOut` in a download,
+    /// `workTimedOut` elsewhere): the body is cancelled then (the coalesced job
+    /// with it, when no other caller waits for it).
     private static func within<T: Sendable>(_ deadline: ContinuousClock.Instant?, url: URL,
+                                           stage: @escaping @Sendable () -> LoadStage?,
                                            _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let deadline else { return try await body() }
         return try await withThrowingTaskGroup(of: T.self) { group in
             group.addTask { try await body() }
             group.addTask {
                 try await Task.sleep(until: deadline, clock: .continuous)
-                throw WebImageError(.timedOut, "\(url.absoluteString) was not loaded by its deadline")
+                throw (stage() ?? .lookup).deadlineError(url.absoluteString)
             }
             defer { group.cancelAll() }
             guard let first = try await group.next() else { throw WebImageError(.cancelled, "cancelled") }

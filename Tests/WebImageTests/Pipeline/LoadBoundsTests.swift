@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import WebImage
 
@@ -92,11 +93,29 @@ struct LoadBoundsTests {
         var context = ImageContext()
         context.deadline = .now + .milliseconds(200)
         let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("a.timg"), context: context) }
-        #expect(error?.code == .timedOut && error?.message.contains("deadline") == true)
+        #expect(error?.code == .timedOut && error?.message.contains("deadline in its download") == true, "\(String(describing: error))")
         h.loader.open()
         #expect(await eventually { h.loader.cancellations == 1 }, "the job was cancelled with its only caller")
         let later = try await h.manager.loadImage(with: h.url("a.timg"))
         #expect(later.image != nil, "a new load starts afresh")
+    }
+
+    @Test("a deadline that passes in the transform, after the download finished, is workTimedOut naming the transform, with a retryAfter; no stage is kept once the job ends")
+    func deadlineInTransform() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 8, height: 8))
+        let gate = TransformGate()
+        var context = ImageContext()
+        context.transformer = GatedTransformer(gate: gate)
+        // Long enough for the download and decode of 8x8 pixels on a busy machine;
+        // the transform waits at its gate until after the deadline.
+        context.deadline = .now + .seconds(2)
+        let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("a.timg"), context: context) }
+        gate.open()
+        #expect(error?.code == .workTimedOut && error?.isTransient == true && error?.retryAfter != nil, "\(String(describing: error))")
+        #expect(error?.message.contains("its transform, after its download had finished") == true, "\(String(describing: error))")
+        #expect(h.loader.requestCount == 1, "the download had finished")
+        #expect(await eventually { h.manager.loadsInFlight == 0 && h.manager.jobStages.isEmpty }, "the job's stage goes with it")
     }
 
     @Test("shutdown's grace period ends loads still in flight with shutDown, at once, and cancels their downloads")
@@ -134,5 +153,25 @@ struct InFlightCounterTests {
         await idle.value
         #expect(counter.count == 0)
         #expect(InFlightCounter().limit > 1 << 40, "no ceiling by default")
+    }
+}
+
+/// A gate a transform waits at (on the pool's thread, which may block), for at
+/// most a minute so that a failing test cannot hang the suite.
+final class TransformGate: Sendable {
+    private let opened = Mutex(false)
+    func open() { opened.withLock { $0 = true } }
+    func wait() {
+        let until = ContinuousClock.now + .seconds(60)
+        while !opened.withLock({ $0 }), ContinuousClock.now < until { usleep(2_000) }
+    }
+}
+
+struct GatedTransformer: ImageTransformer {
+    let gate: TransformGate
+    var key: String { "gated" }
+    func transform(_ image: Image) throws -> Image {
+        gate.wait()
+        return image
     }
 }
