@@ -106,7 +106,18 @@ extension LMDBCacheStore {
             try setAccess(txn, item.databaseKey, stamp: item.stamp, size: UInt64(item.data.count))
             size = try adjustTotals(txn, size: Int64(item.data.count), count: 1).size
         }
-        return limits.maxSize.map { Int(size) > $0 } ?? false
+        guard let maxSize = limits.maxSize else { return false }
+        return try footprint(txn, data: Int(size)) > maxSize
+    }
+
+    /// What the size limit judges: the bytes the store's pages occupy (its data
+    /// with each entry's header and the rest of its last page, and the index
+    /// databases), or the data alone when that is more (a store of a few small
+    /// entries, all on each database's first page). The pages are what the file
+    /// needs: a 20 KB thumbnail takes five or six 4 KiB pages, so the data alone
+    /// undercounts the disk by a tenth or more.
+    func footprint(_ txn: borrowing Transaction, data: Int) throws -> Int {
+        max(data, try occupiedBytes(txn, [environment.entries, environment.access, environment.lru, environment.totals]))
     }
 
     /// Deletes an entry and its index records; returns the bytes freed (0 if absent).
@@ -181,7 +192,17 @@ extension LMDBCacheStore {
                 try removeOldest(while: { stamp, _ in stamp < cutoff })
                 if try currentSize() < before { try settle() }
             }
-            if let maxSize, try currentSize() > maxSize { _ = try trim(toSize: maxSize / 2) }
+            if let maxSize {
+                // Over the limit in pages, trim the data to half of it in the same
+                // proportion: the pages of the entries that go go with them.
+                let (footprint, data) = try environment.read { txn in
+                    let data = try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                    return (try self.footprint(txn, data: data), data)
+                }
+                if footprint > maxSize {
+                    _ = try trim(toSize: Int(Double(data) * Double(maxSize / 2) / Double(footprint)))
+                }
+            }
         }
     }
 

@@ -336,3 +336,19 @@ func forEach(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ body: (_ key: Unsaf
 func dropAll(_ txn: borrowing Transaction, _ dbi: MDB_dbi) throws {
     try LMDBEnvironment.check(mdb_drop(txn.pointer, dbi, 0), "mdb_drop")
 }
+
+/// The bytes the databases' pages occupy in the file (branch, leaf and overflow
+/// pages, each a whole page) past each database's first page, as this
+/// transaction sees them: what the store's entries take on disk, free pages
+/// aside. `mdb_stat` reads each database's root record, so this costs a few
+/// lookups, not a walk.
+func occupiedBytes(_ txn: borrowing Transaction, _ dbis: [MDB_dbi]) throws -> Int {
+    var total = 0
+    for dbi in dbis {
+        var stat = MDB_stat()
+        try LMDBEnvironment.check(mdb_stat(txn.pointer, dbi, &stat), "mdb_stat")
+        let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
+        total += max(0, pages - 1) * Int(stat.ms_psize)
+    }
+    return total
+}

@@ -120,6 +120,37 @@ struct LMDBCacheStoreTests {
         #expect(try await store.totalSize == sizes, "the size total matches the entries")
     }
 
+    @Test("a burst of large writes keeps the store within maxSize, judged by the pages it occupies: data.mdb ends near the limit, not twice it")
+    func staysWithinMaxSize() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let maxSize = 4 << 20
+        let store = try LMDBCacheStore(directory: directory, limits: CacheLimits(maxAge: nil, maxSize: maxSize, sweepInterval: nil))
+        // Values just over a 4 KiB page take two pages each: counting the data alone
+        // let the file grow to twice the limit. (A thumbnail of 20 KB takes five or
+        // six pages: a tenth or more over its data.)
+        var generator = SplitMix(seed: 7)
+        let values = (0..<8).map { _ in Data((0..<4_200).map { _ in UInt8.random(in: 0...255, using: &generator) }) }
+        var peakFile = 0
+        for round in 0..<20 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<100 {
+                    group.addTask { try await store.setData(values[index % 8], forKey: "burst-\(round)-\(index)") }
+                }
+                try await group.waitForAll()
+            }
+            let file = (try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("data.mdb").path)[.size] as? Int) ?? 0
+            peakFile = max(peakFile, file)
+        }
+        let size = try await store.totalSize, count = try await store.count
+        #expect(size <= maxSize && count >= 20, "data \(size) bytes in \(count) entries")
+        // The file holds the pages in use, at most one burst (100 writes of two
+        // pages) past the limit before its sweep, and pages freed by the last trim
+        // that LMDB reuses two transactions later.
+        #expect(peakFile <= maxSize + 100 * (8 << 10) + (1 << 20), "data.mdb reached \(peakFile) bytes, with maxSize \(maxSize)")
+        await store.close()
+    }
+
     @Test("in a batch, a value that cannot fit fails alone; the writes beside it succeed")
     func groupCommitFailure() async throws {
         let directory = temporaryDirectory()
