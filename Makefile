@@ -1,13 +1,13 @@
 # The plain entry points. `make test` is the README's test command and what CI runs.
 SWIFT ?= swift
-APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev
+APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev libjemalloc2
 # The tests start their own Redis servers (standalone and a 3-primary cluster) on
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.
 # GNU time measures the tool's peak memory in its tests.
 EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time
 
-.PHONY: deps example-deps s3-peer apt-install test build demo release-tool link-order serve soak bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
+.PHONY: deps example-deps s3-peer apt-install test build demo release-tool link-order serve soak soak-mixed soak-mixed-ci bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -73,6 +73,21 @@ test: deps example-deps s3-peer
 SOAK_REQUESTS ?= 20000
 soak: deps example-deps
 	cd Examples/ThumbnailServer && WEBIMAGE_SOAK_REQUESTS=$(SOAK_REQUESTS) $(SWIFT) test -c release --filter soak
+
+# A day of mixed traffic, shortened: the release `webimage serve` under 20 000
+# requests of every kind (photos, PNG, WebP, AVIF, animated GIF, 4000x3000
+# images; random boxes, formats and steps; repeats; deliberate mistakes; failing
+# origins), its memory recorded every 1 000 requests and after 60 s idle. Fails
+# on a 5xx that is not an origin's, a mistake not answered 4xx, or memory over
+# its bound (Benchmarks/soak/soak_mixed.py says which). CI runs 2 000.
+SOAK_MIXED_REQUESTS ?= 20000
+soak-mixed: deps
+	$(SWIFT) build -c release --product webimage
+	python3 Benchmarks/soak/soak_mixed.py --requests $(SOAK_MIXED_REQUESTS) --tool $$($(SWIFT) build -c release --show-bin-path)/webimage
+
+soak-mixed-ci: deps
+	$(SWIFT) build -c release --product webimage
+	python3 Benchmarks/soak/soak_mixed.py --requests 2000 --tool $$($(SWIFT) build -c release --show-bin-path)/webimage
 
 # The thumbnail server example on http://127.0.0.1:8080/ (gallery at /).
 serve: deps

@@ -69,7 +69,9 @@ def make_corpus(tool, folder):
     vips("extract_area", os.path.join(folder, "large.v"), os.path.join(folder, "large.jpg[Q=85]"), 0, 0, 4000, 3000)
     vips("extract_area", os.path.join(folder, "large.v"), os.path.join(folder, "large.png[compression=1]"), 0, 0, 4000, 3000)
     os.remove(os.path.join(folder, "large.v"))
-    made["large"] = ["large.jpg", "large.png"]
+    vips("copy", os.path.join(folder, "large.jpg"), os.path.join(folder, "large.webp[Q=75]"))
+    vips("rot", os.path.join(folder, "large.jpg"), os.path.join(folder, "large-portrait.jpg[Q=85]"), "d90")
+    made["large"] = ["large.jpg", "large.png", "large.webp", "large-portrait.jpg"]
     return made
 
 
@@ -123,15 +125,17 @@ def random_steps(rng, box):
     return steps
 
 
-def make_request(rng, corpus, origin):
-    """(path, expectation): 'ok' (2xx, or a 4xx/422 the image's size explains),
-    'client' (must be 4xx), 'origin' (must be 404 or 502)."""
+def make_request(rng, corpus, origin, failing):
+    """(path, expectation): 'ok' (2xx, or a 413 or 422 the image's size explains),
+    'client' (must be 4xx), 'origin' (must be 404, 415, 502, or 503 once the
+    failing origin's circuit is open). The failing paths are on an origin of
+    their own, so that its breaker never refuses the good images."""
     roll = rng.random()
     if roll < 0.02:
         name = rng.choice(["fail/404", "fail/500", "fail/truncated.jpg"])
-        url = f"http://127.0.0.1:{origin}/{name}"
+        url = f"http://127.0.0.1:{failing}/{name}"
         return f"/thumbnail?url={urllib.parse.quote(url, safe='')}&w=100", "origin"
-    kind = rng.choice(["photo", "photo", "png", "webp", "avif", "gif", "large"])
+    kind = rng.choice(["photo", "photo", "png", "webp", "avif", "gif", "large", "large"])
     name = rng.choice(corpus[kind])
     url = urllib.parse.quote(f"http://127.0.0.1:{origin}/{name}", safe="")
     if roll < 0.05:
@@ -149,6 +153,21 @@ def make_request(rng, corpus, origin):
     if steps:
         query.append("t=" + urllib.parse.quote(";".join(steps), safe=":,;"))
     return "/thumbnail?" + "&".join(query), "ok"
+
+
+def tier_bytes(port):
+    """The memory tier's bytes from /metrics (what the cache holds on purpose)."""
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+        connection.close()
+        for line in text.splitlines():
+            if line.startswith("webimage_memory_tier_bytes "):
+                return int(float(line.split()[1]))
+    except Exception:
+        pass
+    return 0
 
 
 def memory(pid):
@@ -180,9 +199,10 @@ def main():
     try:
         images = os.path.join(work, "images")
         corpus = make_corpus(args.tool, images)
-        origin_port = free_port()
-        origin = Origin(("127.0.0.1", origin_port), origin_handler(images))
-        threading.Thread(target=origin.serve_forever, daemon=True).start()
+        origin_port, failing_port = free_port(), free_port()
+        for port_number in (origin_port, failing_port):
+            origin = Origin(("127.0.0.1", port_number), origin_handler(images))
+            threading.Thread(target=origin.serve_forever, daemon=True).start()
 
         port = free_port()
         env = dict(os.environ)
@@ -190,7 +210,7 @@ def main():
             key, _, value = item.partition("=")
             env[key] = value
         command = [args.tool, "serve", "--cache-dir", os.path.join(work, "cache"),
-                   "--set", f"http.port={port}", "--set", f"thumbnail.allowedHosts=127.0.0.1:{origin_port}",
+                   "--set", f"http.port={port}", "--set", f"thumbnail.allowedHosts=127.0.0.1:{origin_port},127.0.0.1:{failing_port}",
                    "--set", "loader.blockPrivateAddresses=false", "--set", f"memory.costLimit={MEMORY_LIMIT}"]
         for item in args.set:
             command += ["--set", item]
@@ -206,13 +226,13 @@ def main():
             if seen and rng.random() < 0.3:
                 plan.append(rng.choice(seen))
             else:
-                request = make_request(rng, corpus, origin_port)
+                request = make_request(rng, corpus, origin_port, failing_port)
                 plan.append(request)
                 seen.append(request)
 
         lock = threading.Lock()
         state = {"next": 0, "done": 0, "statuses": {}, "failures": [], "samples": []}
-        step = 1000 if args.requests >= 5000 else max(100, args.requests // 10)
+        step = 1000 if args.requests >= 2000 else max(100, args.requests // 10)
         started = time.monotonic()
 
         def client():
@@ -234,12 +254,12 @@ def main():
                     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
                     status, body = 0, str(error).encode()
                 bad = None
-                if status == 0 or (status >= 500 and not (expect == "origin" and status == 502)):
+                if status == 0 or (status >= 500 and not (expect == "origin" and status in (502, 503))):
                     bad = "5xx or no answer"
                 elif expect == "client" and not 400 <= status < 500:
                     bad = "a mistake not answered 4xx"
-                elif expect == "origin" and status not in (404, 415, 502):
-                    bad = "an origin failure not answered 404, 415 or 502"
+                elif expect == "origin" and status not in (404, 415, 502, 503):
+                    bad = "an origin failure not answered 404, 415, 502 or 503"
                 elif expect == "ok" and status >= 400 and status not in (413, 422):
                     bad = "a valid request refused"
                 with lock:
@@ -250,10 +270,11 @@ def main():
                         state["failures"].append(None)
                     state["done"] += 1
                     if state["done"] % step == 0:
-                        sample = {"requests": state["done"], "seconds": round(time.monotonic() - started, 1), **memory(server.pid)}
+                        sample = {"requests": state["done"], "seconds": round(time.monotonic() - started, 1), **memory(server.pid),
+                                  "tier": tier_bytes(port)}
                         state["samples"].append(sample)
                         print(f"{sample['requests']:>6} requests {sample['seconds']:>7.1f} s  anon {sample['RssAnon'] / MIB:7.1f} MiB"
-                              f"  rss {sample['VmRSS'] / MIB:7.1f} MiB", flush=True)
+                              f"  (memory tier {sample['tier'] / MIB:5.1f} MiB)  rss {sample['VmRSS'] / MIB:7.1f} MiB", flush=True)
             connection.close()
 
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
@@ -263,8 +284,9 @@ def main():
             thread.join()
         busy = time.monotonic() - started
         time.sleep(args.idle)
-        idle = memory(server.pid)
-        print(f"after {args.idle:.0f} s idle: anon {idle['RssAnon'] / MIB:.1f} MiB, rss {idle['VmRSS'] / MIB:.1f} MiB, peak rss {idle['VmHWM'] / MIB:.1f} MiB")
+        idle = {**memory(server.pid), "tier": tier_bytes(port)}
+        print(f"after {args.idle:.0f} s idle: anon {idle['RssAnon'] / MIB:.1f} MiB (memory tier {idle['tier'] / MIB:.1f} MiB), "
+              f"rss {idle['VmRSS'] / MIB:.1f} MiB, peak rss {idle['VmHWM'] / MIB:.1f} MiB")
 
         bound = MEMORY_LIMIT + WORK_PEAK + MARGIN
         first = state["samples"][0]["RssAnon"] if state["samples"] else idle["RssAnon"]

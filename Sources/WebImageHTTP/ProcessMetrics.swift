@@ -21,7 +21,7 @@ import Glibc
 public enum ProcessMetrics {
     public static func exposition() -> String {
         #if os(Linux)
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+        guard let stat = procFile("/proc/self/stat"),
               let close = stat.lastIndex(of: ")") else { return "" }
         // The fields after the command name, which may itself hold spaces: state is field 3.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -58,15 +58,24 @@ public enum ProcessMetrics {
 
     /// A `kB` line of `/proc/self/status` (`RssAnon:   1234 kB`).
     static func statusKilobytes(_ key: String) -> Double? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        guard let status = procFile("/proc/self/status") else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix(key + ":") {
             return line.dropFirst(key.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Double($0) }
         }
         return nil
     }
 
+    /// A file of `/proc` read to its end: they report a size of 0, and a read
+    /// by the size they report can stop at the first page.
+    static func procFile(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
     private static func bootTime() -> Double? {
-        guard let stat = try? String(contentsOfFile: "/proc/stat", encoding: .utf8) else { return nil }
+        guard let stat = procFile("/proc/stat") else { return nil }
         return stat.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }).flatMap { Double($0.dropFirst(6)) }
     }
 }

@@ -24,7 +24,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    static let keys: Set<String> = ["http.host", "http.port"]
+    /// `allocator` is read before the command runs (``ServeAllocator``); it is
+    /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
+    static let keys: Set<String> = ["http.host", "http.port", "allocator"]
 
     func run() async throws {
         let registry = PrometheusCollectorRegistry()
@@ -60,6 +62,13 @@ struct ServeCommand: AsyncParsableCommand {
         // Exits 0 either way: loads ended when the grace period ran out were
         // answered 503, which is what the grace period is for (the log says
         // finishedWithinGrace).
+        // Said once, so that an operator can see which allocator took effect.
+        if ServeAllocator.jemallocIsLoaded {
+            logger.info("allocator", metadata: ["allocator": "jemalloc", "MALLOC_CONF": "\(ProcessInfo.processInfo.environment["MALLOC_CONF"] ?? "")"])
+        } else {
+            logger.notice("allocator", metadata: ["allocator": "system malloc",
+                                                  "why": "\(ServeAllocator.whySystem ?? "WEBIMAGE_ALLOCATOR=system")"])
+        }
         _ = try await server.run(onServerRunning: { port in
             FileHandle.standardOutput.write(Data("listening on http://\(server.host.contains(":") ? "[\(server.host)]" : server.host):\(port)\n".utf8))
         })

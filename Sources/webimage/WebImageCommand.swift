@@ -19,6 +19,7 @@ struct WebImageCommand: AsyncParsableCommand {
     )
 
     static func main() async {
+        ServeAllocator.chooseForServe()
         limitMallocArenas()
         do {
             var command = try parseAsRoot(nil)

@@ -56,6 +56,16 @@ struct ServeCommandTests {
         #expect((value("webimage_store_bytes") ?? 0) > 0 && value("webimage_store_entries") ?? 0 >= 1, "the store's size, sampled")
         #expect(value("webimage_originals_bytes") == 0 && value("webimage_decoded_pixels_in_flight") == 0 && value("webimage_work_in_flight") == 0,
                 "nothing in flight once the answers are in")
+        // The executable's allocator: jemalloc, with the background thread that
+        // returns freed pages while the service is idle.
+        let mapsFile = try #require(FileHandle(forReadingAtPath: "/proc/\(running.pid)/maps"))
+        let maps = String(decoding: try mapsFile.readToEnd() ?? Data(), as: UTF8.self)
+        try mapsFile.close()
+        #expect(maps.contains("libjemalloc"), "jemalloc is mapped")
+        let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(running.pid)/task").compactMap {
+            try? String(contentsOfFile: "/proc/\(running.pid)/task/\($0)/comm", encoding: .utf8)
+        }
+        #expect(threads.contains { $0.hasPrefix("jemalloc_bg_thd") }, "threads: \(Set(threads))")
         let limit = try #require(value("webimage_originals_limit_bytes"))
         #expect(Int(limit) == 512 << 20, "\(limit)")
 
@@ -63,6 +73,36 @@ struct ServeCommandTests {
         let result = try await running.wait()
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains("stopped"))
+        #expect(result.stderr.contains("allocator=jemalloc") && result.stderr.contains("MALLOC_CONF=background_thread:true"), "\(result.stderr.prefix(2000))")
+    }
+
+    @Test("serve runs on jemalloc unless WEBIMAGE_ALLOCATOR=system or --set allocator=system; the batch commands never do")
+    func allocator() async throws {
+        let tool = Tool()
+        for (environment, extra) in [(["WEBIMAGE_ALLOCATOR": "system"], [String]()), ([:], ["--set", "allocator=system"])] {
+            let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0"] + extra, environment: environment)
+            defer { running.signal(SIGKILL) }
+            _ = try await running.listeningAddress()
+            let maps = try #require(FileHandle(forReadingAtPath: "/proc/\(running.pid)/maps"))
+            let text = String(decoding: try maps.readToEnd() ?? Data(), as: UTF8.self)
+            try maps.close()
+            #expect(!text.contains("libjemalloc"), "\(environment) \(extra)")
+            running.signal(SIGTERM)
+            let result = try await running.wait()
+            #expect(result.status == 0 && result.stderr.contains("allocator=system malloc") && result.stderr.contains("why=allocator=system"),
+                    "\(result.stderr.prefix(1500))")
+        }
+        // A batch keeps glibc's malloc: jemalloc's structures would cost it peak RSS.
+        let samples = tool.home.appendingPathComponent("samples")
+        let made = try await tool.run(["samples", samples.path])
+        #expect(made.status == 0)
+        let running = try tool.start(["info", "--json", samples.appendingPathComponent("photo-1.jpg").path])
+        let pid = running.pid
+        let maps = FileHandle(forReadingAtPath: "/proc/\(pid)/maps")
+        let text = String(decoding: (try? maps?.readToEnd()) ?? Data(), as: UTF8.self)
+        try? maps?.close()
+        #expect(!text.contains("libjemalloc"))
+        #expect(try await running.wait().status == 0)
     }
 
     @Test("SIGTERM with requests in flight: ImageManagerService and the HTTP server in one ServiceGroup; every request is answered, exit 0, and their thumbnails are on disk after a restart")
