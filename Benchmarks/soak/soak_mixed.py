@@ -111,7 +111,8 @@ def origin_handler(folder):
 
 
 STEPS = ["blur:{s}", "sharpen:{s2}", "rotate:90", "rotate:{deg}", "flip:h", "flip:v", "grey", "trim", "round:{r}",
-         "tint:255,136,0", "crop:{x},{y},{cw},{ch}", "pad:{p}x{p}", "flatten", "resize:{cw}x{ch}:fill"]
+         "tint:255,136,0", "crop:{x},{y},{cw},{ch}", "pad:{p}x{p}", "flatten", "resize:{cw}x{ch}:fill",
+         "watermark:logo", "watermark:logo:nw:0.8:{m}"]
 
 
 def random_steps(rng, box):
@@ -120,7 +121,8 @@ def random_steps(rng, box):
         template = rng.choice(STEPS)
         values = {"s": round(rng.uniform(0.5, 8), 1), "s2": round(rng.uniform(0.5, 3), 1), "deg": rng.randint(1, 359),
                   "r": rng.randint(1, 40), "x": rng.randint(0, max(0, box // 4)), "y": rng.randint(0, max(0, box // 4)),
-                  "cw": rng.randint(1, max(1, box // 2)), "ch": rng.randint(1, max(1, box // 2)), "p": rng.randint(16, 2000)}
+                  "cw": rng.randint(1, max(1, box // 2)), "ch": rng.randint(1, max(1, box // 2)), "p": rng.randint(16, 2000),
+                  "m": rng.randint(0, 200)}
         steps.append(template.format(**values))
     return steps
 
@@ -212,6 +214,10 @@ def main():
         command = [args.tool, "serve", "--cache-dir", os.path.join(work, "cache"),
                    "--set", f"http.port={port}", "--set", f"thumbnail.allowedHosts=127.0.0.1:{origin_port},127.0.0.1:{failing_port}",
                    "--set", "loader.blockPrivateAddresses=false", "--set", f"memory.costLimit={MEMORY_LIMIT}"]
+        marks = os.path.join(work, "marks")
+        os.makedirs(marks)
+        shutil.copy(os.path.join(images, "logo.png"), os.path.join(marks, "logo.png"))
+        command += ["--set", f"thumbnail.watermarks={marks}"]
         for item in args.set:
             command += ["--set", item]
         log = open(os.path.join(work, "serve.log"), "w")
