@@ -174,6 +174,8 @@ public final class LMDBCacheStore: CacheStore {
     /// Joins the next write transaction (group commit: writes that arrive while one
     /// commits share the next), and returns once it is committed.
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        // Larger than a quarter of the limit: not kept, or it would flush the store.
+        guard limits.admits(data.count) else { return try await removeData(forKey: key) }
         let databaseKey = LMDBRecord.databaseKey(key)
         let now = LMDBRecord.milliseconds(clock())
         let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now,

@@ -72,18 +72,41 @@ enum Vips {
     /// loader lines and operation lines (a loader runs operations), `encodeFailed`
     /// saver lines and operation lines, and every other code operation lines
     /// only. A line of another stage belongs to another request's failure.
-    static func ownLines(_ text: String, for code: WebImageError.Code) -> [String] {
+    ///
+    /// A decode of a known format (``decodingFormat``, bound by the coder while it
+    /// decodes) also drops the loader lines that name another format (`vipspng`
+    /// in a WebP's decode): another request's decode failing at the same moment.
+    static func ownLines(_ text: String, for code: WebImageError.Code, format: ImageFormat? = decodingFormat) -> [String] {
         text.split(whereSeparator: \.isNewline).compactMap { raw in
             let line = raw.trimmingCharacters(in: .whitespaces)
             guard !line.isEmpty else { return nil }
             let stage = stage(ofLine: Substring(line))
             let keep: Bool = switch code {
-            case .decodeFailed, .pixelLimitExceeded, .unsupportedFormat: stage != .save
+            case .decodeFailed, .pixelLimitExceeded, .unsupportedFormat: stage != .save && !(stage == .load && namesAnotherFormat(line, than: format))
             case .encodeFailed: stage != .load
             default: stage == .operation
             }
             return keep ? line : nil
         }
+    }
+
+    /// The format of the bytes being decoded on this task, for ``ownLines(_:for:format:)``.
+    @TaskLocal static var decodingFormat: ImageFormat?
+
+    /// The words by which loaders' domains name their format.
+    private static let formatMarks: [(ImageFormat, [String])] = [
+        (.png, ["png"]), (.jpeg, ["jpeg", "jpg"]), (.webp, ["webp"]), (.gif, ["gif"]), (.tiff, ["tiff"]),
+        (.heif, ["heif", "avif"]), (.avif, ["heif", "avif"]), (.jxl, ["jxl"]),
+    ]
+
+    /// Whether a loader line's domain names a format other than `format` (a
+    /// domain naming none, such as `source`, names no other).
+    static func namesAnotherFormat(_ line: String, than format: ImageFormat?) -> Bool {
+        guard let format, let colon = line.range(of: ": ") else { return false }
+        let domain = line[..<colon.lowerBound].lowercased()
+        let own = formatMarks.first { $0.0 == format }?.1 ?? []
+        if own.contains(where: { domain.contains($0) }) { return false }
+        return formatMarks.contains { _, marks in marks.contains { domain.contains($0) } }
     }
 
     /// Runs a call that makes an image through an out-parameter.

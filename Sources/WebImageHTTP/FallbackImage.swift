@@ -59,14 +59,15 @@ extension ImageEndpoint {
             url = URL(string: "webimage-fallback://\(digest)/\(name)") ?? URL(string: "webimage-fallback://\(digest)/image.\(format.fileExtension)")!
         }
 
-        /// Checks that `coders` read its header: a file whose first bytes look right
-        /// but that no coder here decodes is refused at start-up too.
+        /// Checks that `coders` decode it, whole: a file whose header reads but
+        /// whose pixels do not (cut short, corrupted) is refused at start-up too,
+        /// not found out at the first failing origin.
         /// - Throws: `WebImageError` `.invalidArgument` naming the file.
         public func check(with coders: CoderRegistry) throws {
             guard let decoder = coders.decoder(for: data) else {
                 throw WebImageError(.invalidArgument, "\(file.path): no coder here decodes it")
             }
-            do { _ = try decoder.info(data) } catch {
+            do { _ = try decoder.decode(data, options: DecodeOptions()) } catch {
                 throw WebImageError(.invalidArgument, "\(file.path) does not decode: \(WebImageError.wrap(error, as: .decodeFailed, "decoding").message)")
             }
         }

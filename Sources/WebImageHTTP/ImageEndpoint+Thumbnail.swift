@@ -14,7 +14,7 @@ extension ImageEndpoint {
         let query = try parse { try ThumbnailQuery(parameters, settings: settings) }
         let cost = query.estimatedCost
         guard cost <= Double(settings.maxCost) else {
-            throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows (thumbnail.maxCost): ask for a smaller box or lighter steps"))
+            throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows: ask for a smaller box or lighter steps"))
         }
         var context = try context(for: query.url)
         apply(query, to: &context, accept: request.headerFields[.accept])

@@ -170,6 +170,21 @@ public struct CacheStoreConformance: Sendable {
                 let size = try await store.totalSize
                 try expect(size <= 500, "totalSize after trimming is \(size), over half the limit")
             }
+
+            await checker.check("an entry over a quarter of the size limit (CacheLimits.maxEntrySize) is not kept, and flushes nothing") {
+                let clock = ManualClock()
+                let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
+                for index in 0..<4 { try await store.setData(Data(count: 100), forKey: "s\(index)") }
+                try await store.setData(Data(count: 50), forKey: "large")
+                try await store.setData(Data(count: 300), forKey: "large")  // 300 > 1000 / 4
+                try await store.removeExpired()
+                try expect(try await store.data(forKey: "large") == nil, "an entry over maxEntrySize was kept, or its older value was left")
+                for index in 0..<4 {
+                    try expect(try await store.data(forKey: "s\(index)") != nil, "s\(index) was evicted by an entry the store does not keep")
+                }
+                try await store.setData(Data(count: 250), forKey: "fits")
+                try expect(try await store.data(forKey: "fits")?.count == 250, "an entry of exactly maxEntrySize was not kept")
+            }
         }
 
         try checker.finish()

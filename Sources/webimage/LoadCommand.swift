@@ -308,14 +308,17 @@ final class Reporter: Sendable {
                     emit(Self.row("FROM", "SIZE", "FRAMES", "BYTES", "MS", "INPUT"))
                     state.headerPrinted = true
                 }
+                // The input as one line, its control characters escaped: a name with
+                // ESC or a newline must not drive the terminal or split the table.
+                let input = WebImageError.escapingControlCharacters(record.input)
                 if let error = record.error {
-                    emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(record.input)  \(error.code): \(error.message)"))
+                    emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(input)  \(error.code): \(error.message)"))
                 } else {
                     let loaded = record.input.contains("://") && !record.input.hasPrefix("file:") ? "network" : "file"
                     let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; case .shared?: "shared"; default: loaded }
                     emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
                                    record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds),
-                                   record.input + (record.warning.map { "  (\($0))" } ?? "")))
+                                   input + (record.warning.map { "  (\(WebImageError.escapingControlCharacters($0)))" } ?? "")))
                 }
             }
             if progress {

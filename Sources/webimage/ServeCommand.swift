@@ -40,6 +40,14 @@ struct ServeCommand: AsyncParsableCommand {
                 flags: flags, file: global.configFile, defaults: ImageEndpoint.Settings.serviceDefaults,
                 knownKeys: PluginCatalog.standard.knownKeys.union(ImageEndpoint.Settings.standardKeys).union(Self.keys),
                 keyFamilies: ImageEndpoint.Settings.keyFamilies)
+            if let allocator = ConfigValues(config).text("allocator") {
+                guard ServeAllocator.values.contains(allocator) else {
+                    throw ConfigValues(config).invalid("allocator", allocator, "jemalloc or system")
+                }
+                if allocator == "system", ServeAllocator.jemallocIsLoaded {
+                    logger.warning("allocator=system is read before the configuration file: set WEBIMAGE_ALLOCATOR=system or --set allocator=system")
+                }
+            }
             let presets = try ConfigLayers.names(in: "thumbnail.presets", flags: flags, file: global.configFile)
             let settings = try ImageEndpoint.Settings.standard(config: config, presetNames: presets)
             let values = ConfigValues(config)
@@ -64,7 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
         // finishedWithinGrace).
         // Said once, so that an operator can see which allocator took effect.
         if ServeAllocator.jemallocIsLoaded {
-            logger.info("allocator", metadata: ["allocator": "jemalloc", "MALLOC_CONF": "\(ProcessInfo.processInfo.environment["MALLOC_CONF"] ?? "")"])
+            logger.info("allocator", metadata: ["allocator": "jemalloc", "MALLOC_CONF": "\(ServeAllocator.startedWith ?? "")"])
         } else {
             logger.notice("allocator", metadata: ["allocator": "system malloc",
                                                   "why": "\(ServeAllocator.whySystem ?? "WEBIMAGE_ALLOCATOR=system")"])

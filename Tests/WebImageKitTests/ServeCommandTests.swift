@@ -92,6 +92,11 @@ struct ServeCommandTests {
             #expect(result.status == 0 && result.stderr.contains("allocator=system malloc") && result.stderr.contains("why=allocator=system"),
                     "\(result.stderr.prefix(1500))")
         }
+        // A value that is neither is a configuration error, as any other key's.
+        for (environment, extra) in [(["WEBIMAGE_ALLOCATOR": "SYSTEM"], [String]()), ([:], ["--set", "allocator=foo"])] {
+            let refused = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0"] + extra, environment: environment)
+            #expect(refused.status == 2 && refused.stderr.contains("allocator") && refused.stderr.contains("jemalloc or system"), "\(refused.stderr)")
+        }
         // A batch keeps glibc's malloc: jemalloc's structures would cost it peak RSS.
         let samples = tool.home.appendingPathComponent("samples")
         let made = try await tool.run(["samples", samples.path])
@@ -174,8 +179,12 @@ struct ServeCommandTests {
         try Data((0..<4096).map { _ in UInt8.random(in: 0...255) }).write(to: junk)
         let truncated = tool.home.appendingPathComponent("truncated.png")
         try Data(try Data(contentsOf: URL(fileURLWithPath: fallback)).prefix(40)).write(to: truncated)
+        // Its header reads, its pixels do not: cut inside the image data.
+        let cut = tool.home.appendingPathComponent("cut.png")
+        let logo = try Data(contentsOf: URL(fileURLWithPath: fallback))
+        try Data(logo.prefix(logo.count * 2 / 3)).write(to: cut)
         for (path, words) in [("/srv/missing.png", "No such file"), (junk.path, "not an image"), (samples.path, "a directory"),
-                              (truncated.path, "does not decode")] {
+                              (truncated.path, "does not decode"), (cut.path, "does not decode")] {
             let refused = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
                                               "--set", "thumbnail.allowedHosts=images.invalid", "--set", "thumbnail.fallbackImage=\(path)"])
             #expect(refused.status == 2 && refused.stderr.contains("thumbnail.fallbackImage") && refused.stderr.contains(words),

@@ -52,6 +52,19 @@ struct ToolHardeningTests {
         #expect(directory.status == 2 && directory.stderr.contains("directory"), "\(directory.stderr)")
     }
 
+    @Test("the table prints each input on one line with its control characters escaped: ESC cannot drive the terminal")
+    func controlCharactersInTable() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let list = tool.home.appendingPathComponent("list.txt")
+        try Data("/nonexistent/\u{1B}[31mred\u{07}.jpg\n".utf8).write(to: list)
+        let result = try await tool.run(["load", "--store", "none", "--input-file", list.path])
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(!result.stdout.contains("\u{1B}") && !result.stdout.contains("\u{07}"), "\(result.stdout)")
+        #expect(result.stdout.contains("\\u001B[31mred\\u0007.jpg"), "\(result.stdout)")
+        #expect(result.stdout.split(separator: "\n").count == 2, "the header and one row: \(result.stdout)")
+    }
+
     @Test("an input line over 64 KiB is an error for that line alone, and a 24 MB line without a newline keeps memory flat")
     func longLines() async throws {
         let tool = Tool()

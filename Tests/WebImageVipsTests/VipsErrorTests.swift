@@ -20,6 +20,12 @@ struct VipsErrorTests {
         #expect(Vips.ownLines(buffer, for: .encodeFailed) == ["webpsave: unable to encode", "target: write failed", "extract_area: bad extract area"])
         #expect(Vips.ownLines(buffer, for: .transformFailed) == ["extract_area: bad extract area"])
         #expect(Vips.ownLines("\n  \n", for: .decodeFailed).isEmpty)
+        // A WebP's decode drops a PNG loader's line: another request's, failing at the same moment.
+        let twoDecodes = "vipspng: libpng read error\nwebp: unable to parse image\nsource: bad seek to 10\n"
+        #expect(Vips.ownLines(twoDecodes, for: .decodeFailed, format: .webp) == ["webp: unable to parse image", "source: bad seek to 10"])
+        #expect(Vips.ownLines(twoDecodes, for: .decodeFailed, format: .png) == ["vipspng: libpng read error", "source: bad seek to 10"])
+        #expect(Vips.ownLines("heifload: bad box\n", for: .decodeFailed, format: .avif) == ["heifload: bad box"])
+        #expect(Vips.ownLines(twoDecodes, for: .decodeFailed, format: nil).count == 3, "an unknown format keeps every loader line")
         #expect(Vips.stage(ofLine: "pngsave: x") == .save && Vips.stage(ofLine: "VipsJpeg: x") == .load && Vips.stage(ofLine: "no domain here") == .operation)
     }
 

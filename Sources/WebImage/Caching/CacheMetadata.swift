@@ -58,6 +58,15 @@ public struct CacheLimits: Hashable, Sendable {
     /// No expiry, no size limit, no timer.
     public static let unlimited = CacheLimits(maxAge: nil, maxSize: nil, sweepInterval: nil)
 
+    /// The largest entry a store keeps: a quarter of ``maxSize``. A larger one is
+    /// not stored (and an older entry under its key is removed), since writing it
+    /// would trim the store to half at once and flush every other entry: one
+    /// large image, asked for by anyone, must not empty a cache.
+    public var maxEntrySize: Int? { maxSize.map { $0 / 4 } }
+
+    /// Whether an entry of `size` bytes is kept (``maxEntrySize``).
+    public func admits(_ size: Int) -> Bool { maxEntrySize.map { size <= $0 } ?? true }
+
     /// The oldest access date that is still fresh at `now`.
     public func expiryCutoff(now: Date) -> Date? {
         guard let maxAge else { return nil }

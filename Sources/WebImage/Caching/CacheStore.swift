@@ -37,7 +37,8 @@ public protocol CacheStore: Sendable {
     func removeData(forKey key: String) async throws
     /// Removes every entry.
     func removeAll() async throws
-    /// Removes expired entries and trims to half the size limit when over it.
+    /// Removes expired entries and trims to half the size limit when over it. (A
+    /// store with limits keeps no entry over ``CacheLimits/maxEntrySize``.)
     func removeExpired() async throws
     /// The bytes of every entry's data.
     var totalSize: Int { get async throws }

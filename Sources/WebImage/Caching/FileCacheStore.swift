@@ -123,6 +123,8 @@ public final class FileCacheStore: CacheStore {
     }
 
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        // Larger than a quarter of the limit: not kept, or it would flush the store.
+        guard limits.admits(data.count) else { return try await removeData(forKey: key) }
         let overLimit = try await pool.run { [self] in
             var metadata = metadata
             metadata.storedAt = clock()

@@ -41,6 +41,8 @@ public final class MemoryCacheStore: CacheStore {
     }
 
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        // Larger than a quarter of the limit: not kept, or it would flush the store.
+        guard limits.admits(data.count) else { return try await removeData(forKey: key) }
         var metadata = metadata
         let now = clock()
         metadata.storedAt = now

@@ -11,7 +11,21 @@ extension ImageManager {
     /// - Returns: the description, and where the bytes came from (`.disk` or `.none`).
     /// - Throws: ``WebImageError``: the loader's errors, ``WebImageError/Code/unsupportedFormat``
     ///   when no coder recognises the bytes, the coder's errors for a header it cannot read.
+    ///
+    /// The context's ``ImageContext/deadline`` bounds it as it bounds a load: past
+    /// it, `timedOut` while the download runs, `workTimedOut` elsewhere.
     public func info(for url: URL, context: ImageContext = ImageContext()) async throws -> (info: ImageInfo, cacheType: CacheType) {
+        let stage = StageBox()
+        do {
+            return try await Self.within(context.deadline, url: url, stage: { stage.value }) {
+                try await self.readInfo(for: url, context: context, stage: stage)
+            }
+        } catch {
+            throw WebImageError.wrap(error, as: .loadFailed, "reading the header of \(url.absoluteString)")
+        }
+    }
+
+    private func readInfo(for url: URL, context: ImageContext, stage: StageBox) async throws -> (info: ImageInfo, cacheType: CacheType) {
         let key = cacheKey(for: url, context: context)
         var data: Data?
         var cacheType = CacheType.none
@@ -21,7 +35,9 @@ extension ImageManager {
             cacheType = .disk
         }
         if data == nil {
+            stage.value = .download
             data = try await performLoad(url: url, options: [], context: context, validators: nil) { _ in }.data
+            stage.value = .decode
         }
         let bytes = data ?? Data()
         guard let coder = context.coder ?? configuration.coders.decoder(for: bytes) else {

@@ -235,7 +235,7 @@ public final class ImageManager: Sendable {
     /// in then (``LoadStage/deadlineError(_:)``: `timedOut` in a download,
     /// `workTimedOut` elsewhere): the body is cancelled then (the coalesced job
     /// with it, when no other caller waits for it).
-    private static func within<T: Sendable>(_ deadline: ContinuousClock.Instant?, url: URL,
+    static func within<T: Sendable>(_ deadline: ContinuousClock.Instant?, url: URL,
                                            stage: @escaping @Sendable () -> LoadStage?,
                                            _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard let deadline else { return try await body() }

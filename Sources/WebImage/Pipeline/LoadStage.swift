@@ -39,3 +39,12 @@ final class JobStages: Sendable {
     func stage(of key: String) -> LoadStage? { stages.withLock { $0[key] } }
     var isEmpty: Bool { stages.withLock { $0.isEmpty } }
 }
+
+/// The stage of one call that is not a coalesced job (`ImageManager.info`).
+final class StageBox: Sendable {
+    private let stage = Mutex(LoadStage.lookup)
+    var value: LoadStage {
+        get { stage.withLock { $0 } }
+        set { stage.withLock { $0 = newValue } }
+    }
+}
