@@ -142,7 +142,8 @@ let package = Package(
         ),
         // Our C over libvips (colour, resampling and alpha policy; test fixtures).
         .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps"),
-        .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps"], path: "Plugins/WebImageVips", swiftSettings: upcoming),
+        .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps", .product(name: "Logging", package: "swift-log")],
+                path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
         // JPEG thumbnails on libjpeg-turbo's scaled decode, finished by our C (small
         // results) or by libvips.

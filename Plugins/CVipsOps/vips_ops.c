@@ -266,3 +266,20 @@ int CVips_to_16bit(VipsImage *in, VipsImage **out) {
     g_object_unref(cast);
     return rc;
 }
+
+static CVips_log_handler cvips_log_handler;
+
+static void cvips_glib_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {
+    (void)data;
+    CVips_log_handler handler = cvips_log_handler;
+    if (handler) handler(domain ? domain : "", (int)level, message ? message : "");
+}
+
+void CVips_route_log(CVips_log_handler handler) {
+    cvips_log_handler = handler;
+    GLogLevelFlags levels = (GLogLevelFlags)(G_LOG_LEVEL_MASK | G_LOG_FLAG_FATAL | G_LOG_FLAG_RECURSION);
+    const char *domains[] = { "VIPS", "GLib", "GLib-GObject", "GModule" };
+    for (size_t i = 0; i < sizeof(domains) / sizeof(domains[0]); i++) {
+        g_log_set_handler(domains[i], levels, cvips_glib_log, NULL);
+    }
+}

@@ -1,6 +1,7 @@
 internal import CVips
 internal import CVipsOps
 import Foundation
+import Logging
 import WebImage
 
 /// The one place that calls libvips: initialises it once, takes its global
@@ -23,6 +24,11 @@ enum Vips {
         var probe: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0]
         _ = vips_foreign_find_load_buffer(&probe, probe.count)
         vips_error_clear()
+        // libvips' and GLib's warnings go to swift-log, one escaped line each,
+        // not to stderr as GLib's own two-line records.
+        CVips_route_log { domain, level, message in
+            Vips.log(domain: domain.map { String(cString: $0) } ?? "", level: level, message: message.map { String(cString: $0) } ?? "")
+        }
         vips_block_untrusted_set(1)
         vips_cache_set_max(0)
         vips_concurrency_set(1)
@@ -31,6 +37,28 @@ enum Vips {
     }()
 
     static func ensureInitialized() throws { try initialization.get() }
+
+    /// Where libvips' and GLib's log messages go (label `webimage.vips`).
+    static let logger = Logger(label: "webimage.vips")
+
+    /// One GLib log message as a swift-log record: criticals and errors at
+    /// `error`; warnings at `info`, since they are about an input (a corrupt
+    /// JPEG's "premature end of data segment"), not the service, and the request's
+    /// own error says whether it failed; libheif's note that it ignores an AVIF's
+    /// nclx colour description, which every such file gets, and GLib's messages
+    /// and debug output at `debug`. The text is one line, escaped.
+    static func log(domain: String, level: Int32, message: String) {
+        let text = WebImageError.escapingControlCharacters(message.trimmingCharacters(in: .whitespacesAndNewlines))
+        let swiftLevel: Logger.Level
+        if level & (Int32(G_LOG_LEVEL_ERROR.rawValue) | Int32(G_LOG_LEVEL_CRITICAL.rawValue)) != 0 {
+            swiftLevel = .error
+        } else if level & Int32(G_LOG_LEVEL_WARNING.rawValue) != 0, !message.contains("ignoring nclx profile") {
+            swiftLevel = .info
+        } else {
+            swiftLevel = .debug
+        }
+        logger.log(level: swiftLevel, "libvips: \(text)", metadata: ["domain": "\(domain)"])
+    }
 
     /// The error for a failed call, with libvips' message (clearing its buffer).
     ///

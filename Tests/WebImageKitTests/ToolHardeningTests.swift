@@ -52,6 +52,27 @@ struct ToolHardeningTests {
         #expect(directory.status == 2 && directory.stderr.contains("directory"), "\(directory.stderr)")
     }
 
+    @Test("libvips' warnings about a corrupt JPEG reach the log as one line each, never GLib's raw two-line records on stderr")
+    func libvipsWarnings() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        var photo = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        // An end-of-image marker in the middle of the scan: libjpeg warns, libvips passes it on.
+        let middle = photo.count / 2
+        photo.replaceSubrange(middle..<(middle + 2), with: [0xFF, 0xD9])
+        let corrupt = tool.home.appendingPathComponent("corrupt.jpg")
+        try photo.write(to: corrupt)
+        for arguments in [["load", "--store", "none", corrupt.path], ["info", corrupt.path]] {
+            let result = try await tool.run(arguments, environment: ["LOG_LEVEL": "debug"])
+            #expect(!result.stderr.contains("VIPS-WARNING") && !result.stderr.contains("(process:"), "\(arguments[0]): \(result.stderr.prefix(1500))")
+        }
+        let logged = try await tool.run(["load", "--store", "none", corrupt.path], environment: ["LOG_LEVEL": "info"])
+        let lines = logged.stderr.split(separator: "\n").filter { $0.contains("libvips:") }
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.contains("domain=VIPS") }, "\(logged.stderr.prefix(1500))")
+    }
+
     @Test("the table prints each input on one line with its control characters escaped: ESC cannot drive the terminal")
     func controlCharactersInTable() async throws {
         let tool = Tool()

@@ -83,4 +83,13 @@ const void *CVips_profile(VipsImage *image, size_t *len);
 /// Fixtures: 8-bit RGB or grey as 16-bit (x 257), labelled RGB16 or GREY16.
 int CVips_to_16bit(VipsImage *in, VipsImage **out);
 
+/// Receives one GLib log message: its domain ("VIPS", "GLib", ...), its level
+/// (GLogLevelFlags bits) and its text.
+typedef void (*CVips_log_handler)(const char *domain, int level, const char *message);
+
+/// Routes the log messages of libvips and GLib (libvips' warnings, such as
+/// "VipsJpeg: Corrupt JPEG data", which GLib would print to stderr as two lines
+/// of their own) to `handler`, from whichever thread logs them.
+void CVips_route_log(CVips_log_handler handler);
+
 #endif
