@@ -92,6 +92,32 @@ struct ServeCommandTests {
             #expect(result.status == 0 && result.stderr.contains("allocator=system malloc") && result.stderr.contains("why=allocator=system"),
                     "\(result.stderr.prefix(1500))")
         }
+        // operations.md's command for an app that embeds the endpoint, its variables
+        // read from the page and run on a server process (this tool's serve, which
+        // then sees jemalloc already loaded): jemalloc with its background thread.
+        let page = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/operations.md"), encoding: .utf8)
+        let start = try #require(page.range(of: "```sh\n   LD_PRELOAD="))
+        let block = try #require(page[start.upperBound...].range(of: "```").map { page[page.index(start.lowerBound, offsetBy: 6)..<$0.lowerBound] })
+        var documented: [String: String] = [:]
+        for word in block.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\\" }) where word.contains("=") {
+            let parts = word.split(separator: "=", maxSplits: 1)
+            documented[String(parts[0])] = String(parts[1])
+        }
+        #expect(documented.keys.sorted() == ["LD_PRELOAD", "MALLOC_CONF"], "\(documented)")
+        #expect(FileManager.default.fileExists(atPath: documented["LD_PRELOAD"] ?? ""), "the documented library exists")
+        let preloaded = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0"], environment: documented)
+        defer { preloaded.signal(SIGKILL) }
+        _ = try await preloaded.listeningAddress()
+        let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(preloaded.pid)/task").compactMap {
+            try? String(contentsOfFile: "/proc/\(preloaded.pid)/task/\($0)/comm", encoding: .utf8)
+        }
+        #expect(threads.contains { $0.hasPrefix("jemalloc_bg_thd") }, "threads: \(Set(threads))")
+        preloaded.signal(SIGTERM)
+        let preloadedResult = try await preloaded.wait()
+        #expect(preloadedResult.status == 0 && preloadedResult.stderr.contains("allocator=jemalloc")
+                && preloadedResult.stderr.contains("MALLOC_CONF=\(documented["MALLOC_CONF"] ?? "-")"), "\(preloadedResult.stderr.prefix(1500))")
+
         // A value that is neither is a configuration error, as any other key's.
         for (environment, extra) in [(["WEBIMAGE_ALLOCATOR": "SYSTEM"], [String]()), ([:], ["--set", "allocator=foo"])] {
             let refused = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0"] + extra, environment: environment)
