@@ -41,7 +41,7 @@ extension WebImageError {
     /// What a client may be told about this failure: what went wrong in its terms,
     /// never the operator's detail (internal addresses, the SSRF rule that
     /// matched, configuration keys, advice such as `.retryFailed`). The full
-    /// message belongs in the service's log. A ``WebImageError/Code/stepDoesNotFit``
+    /// message belongs in the service's log. A `stepDoesNotFit`
     /// is the exception: its message names the request's step and parameter and
     /// the image's size, which the client needs to correct it, and is answered as
     /// it is (a transformer that throws it writes nothing else into it).

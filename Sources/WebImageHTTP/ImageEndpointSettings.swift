@@ -27,8 +27,8 @@ extension ImageEndpoint {
     /// | `thumbnail.blockPrivateAddresses` | `true` (else `loader.blockPrivateAddresses` where set) | refuse origins at private, loopback and link-local addresses, checked where the loader connects (the loader's exempt ranges apply) |
     /// | `thumbnail.maxDownloadsPerOrigin` | `4` (else `loader.maxConcurrentPerHost` where set) | downloads of one origin at once across requests; `0` for no limit |
     /// | `loader.circuitBreaker.failures`, `.cooldown` | `5`, `30s` | when the manager has no breaker of its own, the endpoint's: an origin failing that often in a row is answered 503 for the cooldown; `0` for none |
-    /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (``TransformCost``); past it, 413 before any work |
-    /// | `thumbnail.maxCostInFlight` | `250` per core | megapixel passes rendered at once across requests; heavier requests wait for room (``WorkBudget``) |
+    /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (`TransformCost`); past it, 413 before any work |
+    /// | `thumbnail.maxCostInFlight` | `250` per core | megapixel passes rendered at once across requests; heavier requests wait for room (`WorkBudget`) |
     /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
     /// | `thumbnail.onlyPresets` | `false` | refuse any sizing, format or transform parameter: only `preset=` |
     /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails; read and checked at start-up (``FallbackImage``) |
@@ -47,10 +47,10 @@ extension ImageEndpoint {
         public var maxSteps = 8
         /// Refuse origins at private, loopback and link-local addresses, checked
         /// where the loader connects, after DNS and at every redirect
-        /// (``ImageContext/refusesPrivateAddresses``). On by default: the URLs
+        /// (`ImageContext.refusesPrivateAddresses`). On by default: the URLs
         /// come from strangers. The loader's exempt ranges still apply.
         public var blockPrivateAddresses = true
-        /// Downloads of one origin at once across requests (``OriginLimit``), so
+        /// Downloads of one origin at once across requests (`OriginLimit`), so
         /// that an origin that never answers holds that many of the loader's slots,
         /// not all; 0 for no limit. Default 4.
         public var maxDownloadsPerOrigin = 4
@@ -61,13 +61,13 @@ extension ImageEndpoint {
         public var circuitBreakerFailures = OriginCircuitBreaker.defaultFailureThreshold
         public var circuitBreakerCooldown: Duration = OriginCircuitBreaker.defaultCooldown
         /// The most one request's work may cost, in megapixel passes: the
-        /// thumbnail's pixels plus its `t=` steps (``TransformCost``), estimated
+        /// thumbnail's pixels plus its `t=` steps (`TransformCost`), estimated
         /// from the box before any work (413 past it) and checked again on the
         /// decoded image, every frame counted. Default 400: about 4 s of one core
         /// (eight `blur:100` on a 2048 box cost 3,400).
         public var maxCost = 400
         /// Megapixel passes rendered at once across all requests; a request that
-        /// costs a pass or more waits for room before its decode (``WorkBudget``).
+        /// costs a pass or more waits for room before its decode (`WorkBudget`).
         /// Default 250 per core.
         public var maxCostInFlight = 250 * max(1, ProcessInfo.processInfo.activeProcessorCount)
         public var deadline: Duration = .seconds(30)

@@ -4,7 +4,7 @@ public import WebImage
 import Logging
 import Synchronization
 
-/// Runs an ``ImageManager`` as a swift-service-lifecycle `Service`: on graceful
+/// Runs an `ImageManager` as a swift-service-lifecycle `Service`: on graceful
 /// shutdown (SIGTERM, SIGINT, or the group's trigger) it calls
 /// `ImageManager.shutdown(gracePeriod:)`, so loads in flight and the store writes
 /// they left running finish before the process exits.

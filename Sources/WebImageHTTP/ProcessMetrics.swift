@@ -16,7 +16,7 @@ import Glibc
 /// | `process_start_time_seconds` | gauge | when the process started, in Unix time |
 /// | `webimage_process_anonymous_memory_bytes` | gauge | the anonymous part of the resident set (`RssAnon`): the heap, which a long-running service must give back; the rest is code and mapped files |
 ///
-/// ``ImageServer`` (WebImageHummingbird) appends it to every `/metrics` answer;
+/// `ImageServer` (WebImageHummingbird) appends it to every `/metrics` answer;
 /// an app with a Prometheus registry of its own appends it to that text.
 public enum ProcessMetrics {
     public static func exposition() -> String {

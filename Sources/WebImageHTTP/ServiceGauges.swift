@@ -17,7 +17,7 @@ extension ImageEndpoint {
     /// | `webimage_store_writes_pending`, `webimage_store_writes_pending_bytes` | background store writes not yet landed |
     /// | `webimage_store_bytes`, `webimage_store_entries` | the disk store's data bytes and entries, read at most once a minute (a file store or a bucket walks its entries to count them), within 2 s |
     ///
-    /// ``ImageServer`` (WebImageHummingbird) calls this before every `/metrics`
+    /// `ImageServer` (WebImageHummingbird) calls this before every `/metrics`
     /// answer. An app that serves its own metrics calls it before each scrape, or
     /// every few seconds.
     public func recordGauges() async {

@@ -30,7 +30,7 @@ public struct ThumbnailQuery: Sendable {
 
     /// What answering it may cost, in megapixel passes, before the source is
     /// known: the box's pixels (the thumbnail made on decode), then the `t=`
-    /// steps from a box-sized image of four bands (``TransformCost``). An
+    /// steps from a box-sized image of four bands (`TransformCost`). An
     /// animation costs this per frame: the manager checks the decoded image again.
     public var estimatedCost: Double {
         let footprint = ImageFootprint(size: box, bands: 4)
