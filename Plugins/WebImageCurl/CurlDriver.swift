@@ -16,9 +16,9 @@ final class CurlDriver: Sendable {
         var stopped = false
     }
 
-    private let inbox = Mutex(Inbox())
+    private let inbox = Lock(Inbox())
     /// Transfers waiting for a slot, and transfers running.
-    let counts = Mutex<(queued: Int, active: Int)>((0, 0))
+    let counts = Lock<(queued: Int, active: Int)>((0, 0))
     /// `@unchecked`: the multi handle is used by the driver thread, except for
     /// `curl_multi_wakeup`, which libcurl documents as safe from any thread.
     private struct Multi: @unchecked Sendable { let handle: UnsafeMutableRawPointer }

@@ -82,7 +82,7 @@ public final class CurlLoader: Loader {
     /// files, a cache-only service) starts no driver thread and never runs
     /// `curl_global_init`, which initialises OpenSSL (a few milliseconds and a few
     /// MiB of resident library pages per process).
-    private let startedDriver = Mutex<CurlDriver?>(nil)
+    private let startedDriver = Lock<CurlDriver?>(nil)
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration

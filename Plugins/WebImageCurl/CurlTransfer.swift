@@ -15,7 +15,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// What this request sends beyond a plain GET (a method, a body, a signature).
     let call: CurlCall
     private let progress: @Sendable (LoadProgress) -> Void
-    private let continuation = Mutex<CheckedContinuation<LoadResponse, any Error>?>(nil)
+    private let continuation = Lock<CheckedContinuation<LoadResponse, any Error>?>(nil)
     private let cancelled = Atomic<Bool>(false)
 
     // Driver thread only.

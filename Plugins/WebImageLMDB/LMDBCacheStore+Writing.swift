@@ -14,7 +14,7 @@ struct PendingWrite: Sendable {
 
 /// The batch one commit took, kept for its retries.
 final class TakenBatch: Sendable {
-    let batch = Mutex<[PendingWrite]?>(nil)
+    let batch = Lock<[PendingWrite]?>(nil)
 }
 
 extension LMDBCacheStore {

@@ -69,13 +69,13 @@ public final class LMDBCacheStore: CacheStore {
     let readers: BlockingThreadPool
     let readsOnCallingThread: Bool
     /// Access dates not yet written, by database key.
-    let pendingAccess = Mutex<[[UInt8]: UInt64]>([:])
+    let pendingAccess = Lock<[[UInt8]: UInt64]>([:])
     /// Writes waiting for the next transaction, and whether a commit is queued.
-    let pendingWrites = Mutex<(items: [PendingWrite], queued: Bool)>(([], false))
-    private let sweeper = Mutex<CacheSweeper?>(nil)
+    let pendingWrites = Lock<(items: [PendingWrite], queued: Bool)>(([], false))
+    private let sweeper = Lock<CacheSweeper?>(nil)
     /// Entries that failed their checksum, counted and logged as they are removed.
     private let damaged = DamagedEntryReport(store: "lmdb")
-    private let flusher = Mutex<CacheSweeper?>(nil)
+    private let flusher = Lock<CacheSweeper?>(nil)
 
     /// Opens (creating if needed) the store in `directory`.
     /// - Throws: `WebImageError/Code/storeFailed` with LMDB's message: a path that

@@ -38,7 +38,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     /// `mdb_txn_begin` allocates and takes the lock-file mutex to claim a reader
     /// slot, which costs about as much as a warm read itself; `mdb_txn_renew`
     /// reuses both. At most ``maxIdleReaders`` are kept.
-    private let idleReaders = Mutex<[IdleReader]>([])
+    private let idleReaders = Lock<[IdleReader]>([])
     /// `@unchecked`: a reset `MDB_txn*`, used by one thread at a time (it is taken
     /// out of the list under the lock before use); `MDB_NOTLS` lets it move threads.
     private struct IdleReader: @unchecked Sendable { let txn: OpaquePointer }

@@ -57,7 +57,7 @@ enum LMDBFileCheck {
     /// Environments this process has open, by resolved path, with how many times.
     /// The check must not so much as open their lock file: closing any descriptor
     /// of a file drops every POSIX lock the process holds on it, LMDB's included.
-    private static let openHere = Mutex<[String: Int]>([:])
+    private static let openHere = Lock<[String: Int]>([:])
 
     private static func key(_ directory: URL) -> String { directory.resolvingSymlinksInPath().standardizedFileURL.path }
 

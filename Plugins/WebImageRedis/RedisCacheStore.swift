@@ -321,7 +321,7 @@ public final class RedisCacheStore: CacheStore {
 
 /// A running sum that `@Sendable` closures add to.
 private final class Totals: Sendable {
-    private let sum = Mutex(0)
+    private let sum = Lock(0)
     func add(_ value: Int) { sum.withLock { $0 += value } }
     var value: Int { sum.withLock { $0 } }
 }

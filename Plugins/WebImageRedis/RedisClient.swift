@@ -29,8 +29,8 @@ final class RedisClient: Sendable {
     /// The threads every blocking call runs on: at most `maxConnections` at once,
     /// and apart from the I/O pool, so that a stalled Redis never holds up disk hits.
     let threads: BlockingThreadPool
-    private let pools = Mutex<[RedisAddress: RedisNodePool]>([:])
-    private let topology = Mutex<(map: Topology, stale: Bool)>((.unknown, false))
+    private let pools = Lock<[RedisAddress: RedisNodePool]>([:])
+    private let topology = Lock<(map: Topology, stale: Bool)>((.unknown, false))
 
     init(settings: Settings) {
         self.settings = settings

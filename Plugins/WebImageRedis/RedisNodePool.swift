@@ -18,7 +18,7 @@ final class RedisNodePool: Sendable {
         var downUntil: ContinuousClock.Instant?
         var lastError = ""
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init(address: RedisAddress, settings: RedisClient.Settings) {
         self.address = address

@@ -176,7 +176,7 @@ public final class S3CacheStore: CacheStore {
     /// record's length is in it. For dashboards: it reads every object's tail.
     public var totalSize: Int {
         get async throws {
-            let total = Mutex(0)
+            let total = Lock(0)
             try await list { objects in
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for (index, object) in objects.enumerated() {
@@ -204,7 +204,7 @@ public final class S3CacheStore: CacheStore {
     /// The number of entries under the prefix.
     public var count: Int {
         get async throws {
-            let total = Mutex(0)
+            let total = Lock(0)
             try await list { objects in total.withLock { $0 += objects.count } }
             return total.withLock { $0 }
         }

@@ -93,7 +93,7 @@ final class ColourTransform: @unchecked Sendable {
     /// camera or phone share a profile, and making a transform costs more than
     /// applying it to a thumbnail. Bounded, so a stream of distinct profiles
     /// keeps at most `capacity` transforms.
-    private static let recent = Mutex<[(profile: Data, transform: ColourTransform)]>([])
+    private static let recent = Lock<[(profile: Data, transform: ColourTransform)]>([])
     static let capacity = 8
 
     /// The transform for `profile`, made or reused; nil when lcms2 cannot use it.

@@ -74,7 +74,7 @@ public struct ImageManagerService: Service {
     /// Who shuts the manager down (the first to claim), and how it ended.
     private final class Outcome: Sendable {
         let claimed = Atomic<Bool>(false)
-        let result = Mutex<Bool?>(nil)
+        let result = Lock<Bool?>(nil)
         func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
         func finish(_ value: Bool) { result.withLock { $0 = value } }
     }

@@ -53,7 +53,7 @@ extension ImageEndpoint {
 final class StoreSample: Sendable {
     struct Value: Sendable { var bytes: Int, entries: Int }
     private struct State { var value: Value?, takenAt: ContinuousClock.Instant?, reading = false }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let interval: Duration, timeout: Duration
 
     init(interval: Duration = .seconds(60), timeout: Duration = .seconds(2)) {

@@ -193,7 +193,7 @@ public struct CacheStoreConformance: Sendable {
 
 /// A clock the suite moves by hand.
 final class ManualClock: Sendable {
-    private let offset = Mutex<TimeInterval>(0)
+    private let offset = Lock<TimeInterval>(0)
     private let start = Date()
     func advance(by seconds: TimeInterval) { offset.withLock { $0 += seconds } }
     var now: @Sendable () -> Date { { [self] in start.addingTimeInterval(offset.withLock { $0 }) } }

@@ -100,7 +100,7 @@ public struct LoaderConformance: Sendable {
 
 /// A thread-safe list of progress values.
 final class ProgressLog: Sendable {
-    private let storage = Mutex<[LoadProgress]>([])
+    private let storage = Lock<[LoadProgress]>([])
     func append(_ value: LoadProgress) { storage.withLock { $0.append(value) } }
     var values: [LoadProgress] { storage.withLock { $0 } }
 }

@@ -38,8 +38,8 @@ final class InputSource: Sendable {
     private let stream: Stream?
     private let window: DispatchSemaphore
     /// Set by ``stop()``: no further input is handed out.
-    private let stopped = Mutex(false)
-    private let output = Mutex<AsyncStream<Input>.Continuation?>(nil)
+    private let stopped = Lock(false)
+    private let output = Lock<AsyncStream<Input>.Continuation?>(nil)
 
     /// - Throws: ``OpenError`` when `file` cannot be opened for reading, or is a directory.
     init(arguments: [String], file: String?, window: Int) throws {

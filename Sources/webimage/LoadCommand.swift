@@ -116,7 +116,7 @@ struct LoadCommand: AsyncParsableCommand {
         // SIGTERM or SIGINT: take no new input, let the loads in flight finish and be
         // reported, wait for the manager's pending writes, then exit 128+signal. A
         // second signal exits at once.
-        let interrupted = Mutex<Int32?>(nil)
+        let interrupted = Lock<Int32?>(nil)
         let signalSources = [Int32(SIGTERM), Int32(SIGINT)].map { (number: Int32) -> any DispatchSourceSignal in
             signal(number, SIG_IGN)
             let handler = DispatchSource.makeSignalSource(signal: number, queue: .global())
@@ -272,7 +272,7 @@ final class Reporter: Sendable {
         var headerPrinted = false
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
     private let json: Bool
     private let progress: Bool
     private let started = ContinuousClock.now
@@ -280,7 +280,7 @@ final class Reporter: Sendable {
     init(json: Bool, total: Int?, progress: Bool) {
         self.json = json
         self.progress = progress
-        state = Mutex(State(counts: ProgressBar.Counts(total: total)))
+        state = Lock(State(counts: ProgressBar.Counts(total: total)))
     }
 
     var failures: Int { state.withLock { $0.counts.failed } }

@@ -1,9 +1,8 @@
 package import Foundation
-import WebImage
+package import WebImage
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-package import Synchronization
 
 /// A real HTTP/1.1 server on 127.0.0.1 for the loader's tests, with routes that
 /// misbehave on purpose, and counters of what it saw. It also answers as a forward
@@ -26,12 +25,12 @@ package final class TestHTTPServer: Sendable {
         package var requests: [(path: String, headers: [String: String])] = []
     }
 
-    package let stats = Mutex(Stats())
+    package let stats = Lock(Stats())
     /// Bodies served at exact request paths (`serve(_:_:)`), checked before the routes.
-    private let files = Mutex<[String: (data: Data, contentType: String, delay: Int)]>([:])
+    private let files = Lock<[String: (data: Data, contentType: String, delay: Int)]>([:])
     /// Responses held by `/gate` until `openGate()`, and whether it is open.
-    private let gate = Mutex<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
-    private let channel: Mutex<(any Channel)?> = Mutex(nil)
+    private let gate = Lock<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
+    private let channel: Lock<(any Channel)?> = Lock(nil)
     package let port: Int
     package static let gzipBody: Data = makeGzip(bytes(5000))
 
@@ -45,7 +44,7 @@ package final class TestHTTPServer: Sendable {
 
     /// Starts on a free port of `host` (any loopback address: 127.0.0.2 works too).
     package static func start(host: String = "127.0.0.1") async throws -> TestHTTPServer {
-        let box = Mutex<TestHTTPServer?>(nil)
+        let box = Lock<TestHTTPServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

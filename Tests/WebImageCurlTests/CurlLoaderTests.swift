@@ -367,8 +367,8 @@ struct CurlLoaderTests {
         try await withServer { server in
             // A timeout far beyond the bound below: only cancellation can end the load in time.
             let loader = CurlLoader(configuration: .init(timeout: .seconds(600)))
-            let progressAfterCancel = Mutex(0)
-            let cancelledFlag = Mutex(false)
+            let progressAfterCancel = Lock(0)
+            let cancelledFlag = Lock(false)
             let task = Task {
                 try await loader.load(LoadRequest(url: server.url("/stall"))) { _ in
                     if cancelledFlag.withLock({ $0 }) { progressAfterCancel.withLock { $0 += 1 } }
@@ -512,7 +512,7 @@ struct CurlLoaderTests {
         try await withServer { server in
             let other = try await TestHTTPServer.start(host: "127.0.0.2")
             let start = ContinuousClock.now
-            let offset = Mutex<Duration>(.zero)
+            let offset = Lock<Duration>(.zero)
             let breaker = OriginCircuitBreaker(failureThreshold: 3, cooldown: .seconds(30), clock: { start + offset.withLock { $0 } })
             var configuration = ImageManager.Configuration()
             configuration.loaders.registerCurl()

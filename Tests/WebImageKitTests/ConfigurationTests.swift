@@ -280,7 +280,7 @@ struct ProgressBarTests {
         // A server's overlays, decoded once: the same keys as from bytes, and the
         // resolver is all that runs per parse.
         let overlay = try ImageTransformers.Watermark.Overlay(data: logo)
-        let asked = Mutex(0)
+        let asked = Lock(0)
         let decoded: (String) throws -> ImageTransformers.Watermark.Overlay = { name in
             asked.withLock { $0 += 1 }
             guard name == "logo" else { throw WebImageError(.invalidArgument, "no watermark '\(name)'") }

@@ -275,7 +275,7 @@ struct RedisClusterTests {
 }
 
 final class Flag: Sendable {
-    private let value = Mutex(false)
+    private let value = Lock(false)
     func set() { value.withLock { $0 = true } }
     var isSet: Bool { value.withLock { $0 } }
 }

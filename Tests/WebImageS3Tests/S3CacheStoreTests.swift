@@ -62,7 +62,7 @@ struct S3CacheStoreTests {
     @Test("every read checks the entry's age: past maxAge it is a miss before the bucket's lifecycle rule removes it")
     func ageOnRead() async throws {
         let moto = try await MotoServer.shared()
-        let now = Mutex(Date())
+        let now = Lock(Date())
         let store = try store(moto, limits: CacheLimits(maxAge: .seconds(86_400)), clock: { now.withLock { $0 } })
         try await store.setData(Data([1, 2, 3]), forKey: "k", metadata: CacheMetadata())
         now.withLock { $0 += 3600 }

@@ -59,8 +59,8 @@ public final class FileCacheStore: CacheStore {
     private let clock: @Sendable () -> Date
     /// Bytes written since the last sweep measured the directory; a write that
     /// takes the estimate over the limit starts a sweep.
-    private let estimatedSize = Mutex<Int?>(nil)
-    private let sweeper = Mutex<CacheSweeper?>(nil)
+    private let estimatedSize = Lock<Int?>(nil)
+    private let sweeper = Lock<CacheSweeper?>(nil)
     /// Entries that failed their checksum, counted and logged as they are removed.
     private let damaged = DamagedEntryReport(store: "filesystem")
     /// A hit moves the file's access date only when it is older than this.

@@ -14,10 +14,10 @@ public final class MemoryCacheStore: CacheStore {
         var totalSize = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let limits: CacheLimits
     private let clock: @Sendable () -> Date
-    private let sweeper = Mutex<CacheSweeper?>(nil)
+    private let sweeper = Lock<CacheSweeper?>(nil)
 
     /// - Parameters:
     ///   - limits: expiry and size limits; by default those of ``CacheLimits``.

@@ -96,10 +96,10 @@ public final class MemoryImageCache: Sendable {
         }
     }
 
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     public init(limits: Limits = Limits()) {
-        state = Mutex(State(limits: limits))
+        state = Lock(State(limits: limits))
     }
 
     /// The limits in force; setting them trims at once.

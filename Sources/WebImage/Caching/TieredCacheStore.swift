@@ -51,7 +51,7 @@ public final class TieredCacheStore: CacheStore {
     /// Background writes in flight per key, so that a remove waits for the write
     /// before it: a write that landed in the shared tier after the remove would
     /// bring the removed entry back.
-    private let writing = Mutex<[String: (count: Int, waiters: [CheckedContinuation<Void, Never>])]>([:])
+    private let writing = Lock<[String: (count: Int, waiters: [CheckedContinuation<Void, Never>])]>([:])
     private let localHits = Counter(label: "webimage_tier_hits_total", dimensions: [("tier", "local")])
     private let sharedHits = Counter(label: "webimage_tier_hits_total", dimensions: [("tier", "shared")])
     private let misses = Counter(label: "webimage_tier_misses_total")

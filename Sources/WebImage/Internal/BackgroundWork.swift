@@ -20,7 +20,7 @@ final class BackgroundWork: Sendable {
         var idleWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     let maxPending: Int
     let maxPendingBytes: Int
 

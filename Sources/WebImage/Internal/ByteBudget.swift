@@ -36,7 +36,7 @@ final class ByteBudget: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init(limit: Int) {
         self.limit = max(1, limit)
@@ -95,12 +95,12 @@ final class ByteBudget: Sendable {
     final class Reservation: Sendable {
         private let budget: ByteBudget
         private let origin: String
-        private let held: Mutex<Int>
+        private let held: Lock<Int>
 
         fileprivate init(budget: ByteBudget, bytes: Int, origin: String) {
             self.budget = budget
             self.origin = origin
-            self.held = Mutex(bytes)
+            self.held = Lock(bytes)
         }
 
         /// The bytes charged now.

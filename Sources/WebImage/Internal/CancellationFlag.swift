@@ -16,7 +16,7 @@ package final class CancellationFlag: Sendable {
         var handlers: [UInt64: @Sendable () -> Void] = [:]
         var next: UInt64 = 0
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     package init() {}
 

@@ -28,7 +28,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var nextID: UInt64 = 1
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// The number of jobs running; for tests and metrics.
     var jobCount: Int { state.withLock { $0.jobs.count } }

@@ -19,7 +19,7 @@ final class PendingEntries: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Holds `data` under `key` (replacing what was there); returns the token that removes it.
     func hold(_ data: Data, key: String, metadata: CacheMetadata) -> UInt64 {

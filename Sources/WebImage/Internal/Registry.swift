@@ -15,7 +15,7 @@ final class Registry<Value: Sendable>: Sendable {
         var nextID: UInt64 = 1
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init() {}
 

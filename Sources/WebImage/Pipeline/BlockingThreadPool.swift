@@ -33,7 +33,7 @@ public final class BlockingThreadPool: Sendable {
         var stopped = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Lock(Queue())
     private let available = DispatchSemaphore(value: 0)
     /// The number of threads.
     public let threadCount: Int
@@ -109,7 +109,7 @@ private final class Ticket<T: Sendable>: Sendable {
         var cancelled = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Stores the continuation; false if the task was cancelled before.
     func attach(_ continuation: CheckedContinuation<T, any Error>) -> Bool {

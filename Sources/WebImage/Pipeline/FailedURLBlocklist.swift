@@ -43,7 +43,7 @@ public final class FailedURLBlocklist: Sendable {
         var error: WebImageError
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Lock<[String: Entry]>([:])
 
     /// The last shared write made for each URL, and the last `removeAll`: each new
     /// write waits for the one before it (see ``inBackground(_:url:_:)``).
@@ -53,7 +53,7 @@ public final class FailedURLBlocklist: Sendable {
         var nextID = 0
     }
 
-    private let lanes = Mutex(Lanes())
+    private let lanes = Lock(Lanes())
 
     /// - Parameters:
     ///   - ttl: how long a failed URL stays blocked.

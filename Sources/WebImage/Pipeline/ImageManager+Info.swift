@@ -36,7 +36,7 @@ extension ImageManager {
         }
         if data == nil {
             stage.value = .download
-            data = try await performLoad(url: url, options: [], context: context, validators: nil) { _ in }.data
+            data = try await stages.original.load(url: url, options: [], context: context, validators: nil) { _ in }.data
             stage.value = .decode
         }
         let bytes = data ?? Data()

@@ -1,7 +1,7 @@
 public import Foundation
 import Logging
 import Synchronization
-import Tracing
+package import Tracing
 
 /// Loads images through the tiers: memory, then disk, then a loader; decodes,
 /// transforms and caches what it loads.
@@ -38,39 +38,32 @@ import Tracing
 /// ``WebImageError/Code/cancelled``.
 public final class ImageManager: Sendable {
     public let configuration: Configuration
+    /// The stages a load goes through (Stages/): lookup, original, render, publish.
+    let stages: LoadStages
+    /// Jobs in flight, one per job key (``LoadPlan/jobKey``) however many callers wait.
     let images = Coalescer<String, ImageResult>()
-    let downloads = Coalescer<String, LoadResponse>()
-    /// Originals just downloaded and background writes not yet stored, asked before the store.
-    let pending = PendingEntries()
-    let slots = Mutex<[String: ImageTask]>([:])
-    let metrics: PipelineMetrics
+    let slots = Lock<[String: ImageTask]>([:])
     /// Loads in flight, counted so that ``shutdown(gracePeriod:)`` can wait for them.
     let loads = InFlightCounter()
-    /// Store writes running in the background, bounded.
-    let writes: BackgroundWork
-    /// Downloaded originals waiting for, or in, their decode (``Configuration/originalsBudget``).
-    let originals: ByteBudget
-    /// The stage of each job running, for the message of a deadline that passes.
-    let jobStages = JobStages()
-    /// Pixels decoded by pool jobs still running (``decodedPixelsInFlight``).
-    let pixelsInFlight = Atomic<Int>(0)
-    /// The tracer spans go to, nil for the no-op one (``Configuration/tracer``,
-    /// else the process's as it was when the manager was made).
-    let spanTracer: (any Tracer)?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.metrics = PipelineMetrics(dimensions: configuration.metricsDimensions)
-        self.writes = BackgroundWork(maxPending: configuration.maxPendingWrites, maxPendingBytes: configuration.maxPendingWriteBytes)
-        self.originals = ByteBudget(limit: configuration.originalsBudget)
-        let tracer = configuration.tracer ?? InstrumentationSystem.tracer
-        self.spanTracer = tracer is NoOpTracer ? nil : tracer
+        self.stages = LoadStages(configuration: configuration)
     }
+
+    var services: StageServices { stages.services }
+    var metrics: PipelineMetrics { stages.services.metrics }
+    var jobStages: JobStages { stages.services.jobStages }
+    var downloads: Coalescer<String, LoadResponse> { stages.original.downloads }
+    var writes: BackgroundWork { stages.publish.writes }
+
+    /// The tracer spans go to; nil for the no-op one (then no span is made at all).
+    package var activeTracer: (any Tracer)? { stages.services.spans.tracer }
 
     /// Bytes of downloaded originals reserved now (``Configuration/originalsBudget``),
     /// the most reserved at once so far, and the loads waiting for room.
     public var originalsInFlight: (bytes: Int, peak: Int, waiting: Int) {
-        let usage = originals.usage
+        let usage = stages.original.budget.usage
         return (usage.reserved, usage.peak, usage.waiting)
     }
 
@@ -82,7 +75,7 @@ public final class ImageManager: Sendable {
 
     /// Pixels decoded by jobs still running (every frame counted), with the
     /// results they transform into not counted twice: what the pool's jobs hold.
-    public var decodedPixelsInFlight: Int { pixelsInFlight.load(ordering: .relaxed) }
+    public var decodedPixelsInFlight: Int { stages.render.pixelsInFlight.load(ordering: .relaxed) }
 
     /// Stops the manager without losing work: new loads fail at once with
     /// ``WebImageError/Code/shutDown``; loads in flight finish, and so do the store
@@ -155,7 +148,8 @@ public final class ImageManager: Sendable {
     /// The key a load's result is cached under: the plain key, or a derived one
     /// when the context asks for a thumbnail or a transformation.
     public func resultKey(for url: URL, options: ImageOptions = [], context: ImageContext = ImageContext()) -> String {
-        CacheKey.derived(from: cacheKey(for: url, context: context), options: options, context: context, encodeOptions: encodeOptions(context))
+        CacheKey.derived(from: cacheKey(for: url, context: context), options: options, context: context,
+                         encodeOptions: stages.render.encodeOptions(context))
     }
 
     /// Loads an image. See the type's discussion for the steps.
@@ -177,7 +171,7 @@ public final class ImageManager: Sendable {
         }
         defer { loads.leave() }
         let plan = plan(url: url, options: options, context: context)
-        return try await traced("webimage.load") { span in
+        return try await services.spans.traced("webimage.load") { span in
             span.set("server.address", url.host ?? "")
             span.set("url.scheme", url.scheme ?? "")
             let result = try await load(plan, progress: progress)
@@ -188,36 +182,35 @@ public final class ImageManager: Sendable {
     }
 
     private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
-        let (url, options, context) = (plan.url, plan.options, plan.context)
-        if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
-            throw Self.blocked(url, by: failure, elsewhere: false)
+        let url = plan.url
+        if !plan.options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
+            throw OriginalStage.blocked(url, by: failure, elsewhere: false)
         }
-        if let hit = await memoryHit(plan) {
+        if let hit = await stages.lookup.memoryHit(plan) {
             return hit
         }
-
         // The fast path: a disk hit that no job is loading is read on the caller's
         // task (an LMDB read is a memory lookup; a file store hops to its I/O pool
-        // once), with no coalescer task or continuation. Bytes are returned as they
-        // are; a hit to decode goes on into the coalesced job with its bytes, so
-        // that concurrent decodes of one key still happen once.
-        var firstRead: DiskRead?
+        // once), with no coalesced job. Bytes are returned as they are; a hit to
+        // decode goes on into the job with its bytes, so that concurrent decodes
+        // of one key still happen once.
+        var firstRead: LookupStage.DiskRead?
         if plan.readsDisk, let store = plan.store, !images.isRunning(plan.jobKey) {
-            let entry = await read(store, plan.diskKey)
+            let entry = await stages.lookup.read(store, plan.diskKey)
             if let entry, plan.bytesOnly {
                 metrics.hit(entry.cacheType)
-                rememberData(entry.data, key: plan.key, context: context, checksum: entry.checksum, madeAt: entry.metadata.storedAt)
+                stages.publish.rememberData(entry.data, key: plan.key, context: plan.context, checksum: entry.checksum,
+                                            madeAt: entry.metadata.storedAt)
                 return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: plan.key, url: url,
                                    checksum: entry.checksum, lastModified: entry.metadata.storedAt)
             }
-            firstRead = DiskRead(key: plan.diskKey, entry: entry)
+            firstRead = LookupStage.DiskRead(key: plan.diskKey, entry: entry)
         }
-        let read = firstRead
+        let (read, stages, jobStages, jobKey) = (firstRead, stages, jobStages, plan.jobKey)
         do {
-            let jobKey = plan.jobKey
-            return try await Self.within(context.deadline, url: url, stage: { self.jobStages.stage(of: jobKey) }) {
-                try await self.images.value(for: plan.jobKey, priority: Self.priority(options), progress: progress) { progress in
-                    try await self.fetch(plan, firstRead: read, progress: progress)
+            return try await Self.within(plan.context.deadline, url: url, stage: { jobStages.stage(of: jobKey) }) {
+                try await self.images.value(for: jobKey, priority: OriginalStage.priority(plan.options), progress: progress) { progress in
+                    try await LoadJob(plan, stages: stages, firstRead: read, progress: progress).run()
                 }
             }
         } catch {
@@ -249,52 +242,5 @@ public final class ImageManager: Sendable {
             guard let first = try await group.next() else { throw WebImageError(.cancelled, "cancelled") }
             return first
         }
-    }
-
-    // MARK: Tiers
-
-    /// A disk lookup already made on the caller's task, handed to the job.
-    struct DiskRead: Sendable {
-        var key: String
-        var entry: CacheEntry?
-    }
-
-    private func memoryHit(_ plan: LoadPlan) async -> ImageResult? {
-        let (options, context) = (plan.options, plan.context)
-        guard let cache = memoryCache, context.queryCacheTiers.contains(.memory),
-              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
-        else { return nil }
-        return try? await traced("webimage.memory") { span in
-            let hit = await memoryLookup(plan, cache)
-            span.set("webimage.hit", hit != nil)
-            return hit
-        }
-    }
-
-    private func memoryLookup(_ plan: LoadPlan, _ cache: MemoryImageCache) async -> ImageResult? {
-        let (url, key, options, context) = (plan.url, plan.key, plan.options, plan.context)
-        if options.contains(.avoidDecode) {
-            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return nil }
-            metrics.hit(.memory)
-            return ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url, checksum: checksum, lastModified: madeAt)
-        }
-        guard let (image, cachedData) = cache.entry(forKey: key), let image else { return nil }
-        metrics.hit(.memory)
-        var data = cachedData
-        if data == nil, options.contains(.queryMemoryData), let store = context.store ?? store {
-            data = try? await store.data(forKey: key)
-        }
-        return ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
-    }
-
-    static func blocked(_ url: URL, by failure: WebImageError, elsewhere: Bool) -> WebImageError {
-        WebImageError(.blockedURL, "\(url.absoluteString) failed recently\(elsewhere ? " on another host" : "") (\(failure)); pass .retryFailed to try again",
-                      isTransient: false, statusCode: failure.statusCode, underlying: failure)
-    }
-
-    static func priority(_ options: ImageOptions) -> TaskPriority? {
-        if options.contains(.highPriority) { return .high }
-        if options.contains(.lowPriority) { return .low }
-        return nil
     }
 }

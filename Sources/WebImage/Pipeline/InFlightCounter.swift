@@ -15,7 +15,7 @@ public final class InFlightCounter: Sendable {
     /// The count, plus ``stoppedBit`` once ``stop()`` was called.
     private let state = Atomic<Int>(0)
     private static let stoppedBit = 1 << 62
-    private let waiters = Mutex<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
+    private let waiters = Lock<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
     /// The most counted in at once; `Int.max` (the default) for no ceiling.
     public let limit: Int
 

@@ -63,7 +63,7 @@ public final class OriginCircuitBreaker: Sendable {
         var trialInFlight = false
     }
 
-    private let circuits = Mutex<[String: Circuit]>([:])
+    private let circuits = Lock<[String: Circuit]>([:])
 
     /// What ``admit(_:)`` lets through: the origin and whether this load is the
     /// half-open circuit's one trial. Hand it back to ``report(_:outcome:)``.

@@ -35,7 +35,7 @@ public final class OriginLimit: Sendable {
         var nextID: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     public init(limit: Int) { self.limit = max(1, limit) }
 

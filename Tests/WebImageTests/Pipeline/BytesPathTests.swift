@@ -6,7 +6,7 @@ import WebImage
 /// A store that remembers which task each read ran on.
 final class TaskRecordingStore: CacheStore {
     let base = MemoryCacheStore(limits: .unlimited)
-    private let readers = Mutex<[Int]>([])
+    private let readers = Lock<[Int]>([])
     var readTasks: [Int] { readers.withLock { $0 } }
 
     static func currentTask() -> Int { withUnsafeCurrentTask { $0?.hashValue ?? 0 } }

@@ -123,7 +123,7 @@ struct CoalescingTests {
         for (index, url) in urls.enumerated() where index % 5 != 0 {
             h.loader.serve(url.absoluteString, data: TestCoder.encode(width: 2, height: 2))
         }
-        let reports = Mutex<[ImagePrefetcher.Progress]>([])
+        let reports = Lock<[ImagePrefetcher.Progress]>([])
         let prefetcher = ImagePrefetcher(manager: h.manager, maxConcurrent: 3, options: [.lowPriority, .waitStoreCache])
         let final = await prefetcher.prefetch(urls) { progress in reports.withLock { $0.append(progress) } }
         #expect(final == .init(finished: 20, skipped: 4, total: 20))

@@ -171,7 +171,7 @@ struct InFlightCounterTests {
 /// A gate a transform waits at (on the pool's thread, which may block), for at
 /// most a minute so that a failing test cannot hang the suite.
 final class TransformGate: Sendable {
-    private let opened = Mutex(false)
+    private let opened = Lock(false)
     func open() { opened.withLock { $0 = true } }
     func wait() {
         let until = ContinuousClock.now + .seconds(60)

@@ -12,7 +12,7 @@ final class RecordingMetrics: MetricsFactory, Sendable {
         return factory
     }()
 
-    private let values = Mutex<[String: Int64]>([:])
+    private let values = Lock<[String: Int64]>([:])
 
     static func name(_ label: String, _ dimensions: [(String, String)]) -> String {
         label + dimensions.sorted { $0.0 < $1.0 }.map { "|\($0.0)=\($0.1)" }.joined()

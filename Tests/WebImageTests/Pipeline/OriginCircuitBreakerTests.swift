@@ -6,7 +6,7 @@ import WebImage
 /// A monotonic clock the test moves by hand.
 final class ManualInstant: Sendable {
     private let start = ContinuousClock.now
-    private let offset = Mutex<Duration>(.zero)
+    private let offset = Lock<Duration>(.zero)
     var source: @Sendable () -> ContinuousClock.Instant { { self.start + self.offset.withLock { $0 } } }
     func advance(_ duration: Duration) { offset.withLock { $0 += duration } }
 }

@@ -16,7 +16,7 @@ final class FakeFailureStore: SharedFailureStore {
         /// Signalled when a record for the URL lands.
         var landed: [String: Signal] = [:]
     }
-    let state = Mutex(State())
+    let state = Lock(State())
 
     /// Holds every later `recordFailure` for `url` until ``release(_:)``; the
     /// returned signal fires when the first of them has arrived and waits.
@@ -59,7 +59,7 @@ final class FakeFailureStore: SharedFailureStore {
 
 /// A one-shot event: ``wait()`` returns once ``fire()`` was called, before or after.
 final class Signal: Sendable {
-    private let state = Mutex<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Lock<(fired: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
     func fire() {
         let waiters = state.withLock { state in
             state.fired = true

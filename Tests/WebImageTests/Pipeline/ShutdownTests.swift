@@ -31,7 +31,7 @@ struct ShutdownTests {
         _ = try await h.manager.loadImage(with: h.url("a.timg"))
         #expect(h.manager.pendingStoreWrites.count == 1)
 
-        let returned = Mutex(false)
+        let returned = Lock(false)
         let shutdown = Task {
             let clean = await h.manager.shutdown(gracePeriod: .seconds(600))
             returned.withLock { $0 = true }

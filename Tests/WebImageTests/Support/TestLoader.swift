@@ -21,7 +21,7 @@ final class TestLoader: Loader {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     func serve(_ url: String, _ resource: Resource) { state.withLock { $0.resources[url] = resource } }
     func serve(_ url: String, data: Data, etag: String? = nil) { serve(url, Resource(data: data, etag: etag)) }
@@ -82,7 +82,7 @@ func temporaryDirectory(_ name: String = #function) -> URL {
 
 /// A clock tests can move.
 final class TestClock: Sendable {
-    private let now = Mutex(Date())
+    private let now = Lock(Date())
     var date: Date { now.withLock { $0 } }
     func advance(by seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
     var source: @Sendable () -> Date { { self.date } }
@@ -133,7 +133,7 @@ func run(_ executable: String, _ arguments: [String]) throws {
 
 /// A counter shared across tasks.
 final class Tally: Sendable {
-    private let count = Mutex(0)
+    private let count = Lock(0)
     func increment() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
@@ -159,7 +159,7 @@ struct FullDiskStore: CacheStore {
 /// as long as a test needs (a real store, MemoryCacheStore, keeps what is written).
 final class GatedStore: CacheStore {
     let inner = MemoryCacheStore(limits: .unlimited)
-    private let gate = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let gate = Lock<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func open() {
         let waiters = gate.withLock { gate in
@@ -188,7 +188,7 @@ final class GatedStore: CacheStore {
     func removeAll() async throws { try await inner.removeAll() }
     func removeExpired() async throws {}
     /// The number of entries when `close()` was called, if it was.
-    private let closedWith = Mutex<Int?>(nil)
+    private let closedWith = Lock<Int?>(nil)
     var countAtClose: Int? { closedWith.withLock { $0 } }
     func close() async {
         let count = (try? await inner.count) ?? -1

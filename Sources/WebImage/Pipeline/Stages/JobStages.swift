@@ -32,7 +32,7 @@ enum LoadStage: Sendable {
 
 /// The stage of every job running, by its job key.
 final class JobStages: Sendable {
-    private let stages = Mutex<[String: LoadStage]>([:])
+    private let stages = Lock<[String: LoadStage]>([:])
 
     func set(_ key: String, _ stage: LoadStage) { stages.withLock { $0[key] = stage } }
     func clear(_ key: String) { _ = stages.withLock { $0.removeValue(forKey: key) } }
@@ -42,7 +42,7 @@ final class JobStages: Sendable {
 
 /// The stage of one call that is not a coalesced job (`ImageManager.info`).
 final class StageBox: Sendable {
-    private let stage = Mutex(LoadStage.lookup)
+    private let stage = Lock(LoadStage.lookup)
     var value: LoadStage {
         get { stage.withLock { $0 } }
         set { stage.withLock { $0 = newValue } }

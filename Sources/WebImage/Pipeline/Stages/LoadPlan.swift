@@ -40,7 +40,7 @@ extension ImageManager {
         // Bytes of an original live under the plain key; a thumbnail's or a
         // transform's under the derived key, bytes-only or not.
         let key = options.contains(.avoidDecode) && !storesDerived
-            ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context, encodeOptions: encodeOptions(context))
+            ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context, encodeOptions: stages.render.encodeOptions(context))
         let store = context.store ?? self.store
         return LoadPlan(
             url: url, options: options, context: context, plainKey: plainKey, key: key,

@@ -1,0 +1,184 @@
+import Foundation
+import Logging
+import Tracing
+
+/// An original's bytes and where they came from.
+struct Original: Sendable {
+    var data: Data
+    /// `.none` for bytes just downloaded; `.disk` or `.shared` for a stored entry
+    /// (or a revalidated one the origin answered 304 for).
+    var cacheType: CacheType
+    /// The loader's response, for bytes just downloaded.
+    var response: LoadResponse?
+}
+
+/// The stage that brings an original's bytes from its origin: one download per
+/// URL however many loads want it (shared by the URL's key), admitted to the
+/// originals' budget before it starts, with the URL policy, the shared blocklist
+/// and the origin's circuit breaker asked first.
+///
+/// The URL policy is checked here, once per load, before the loader runs: the
+/// loader then checks it at every redirect. A refusal is
+/// ``WebImageError/Code/forbidden``, which an HTTP endpoint maps to 403.
+struct OriginalStage: Sendable {
+    let services: StageServices
+    let lookup: LookupStage
+    /// Downloads in flight, one per URL (and validators, for a revalidation).
+    let downloads = Coalescer<String, LoadResponse>()
+    /// Downloaded originals waiting for, or in, their decode (``ImageManager/Configuration/originalsBudget``).
+    let budget: ByteBudget
+
+    var blocklist: FailedURLBlocklist { services.configuration.blocklist }
+
+    /// Downloads the original within the originals' budget. The reservation it
+    /// returns is charged nothing until the response declares a length or bytes
+    /// arrive, then what exists; the job holds it until it ends.
+    func download(_ plan: LoadPlan, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> (Original, ByteBudget.Reservation) {
+        services.jobStages.set(plan.jobKey, .waitingForOriginals)
+        let reservation: ByteBudget.Reservation
+        do { reservation = try await budget.reserve(0, origin: Self.originKey(plan.url)) } catch {
+            throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
+        }
+        let reporting: @Sendable (LoadProgress) -> Void = { value in
+            reservation.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
+            progress(value)
+        }
+        services.jobStages.set(plan.jobKey, .download)
+        do {
+            let original = try await fetch(plan, progress: reporting)
+            reservation.resize(to: original.data.count)
+            return (original, reservation)
+        } catch {
+            reservation.release()
+            throw recordFailure(error, url: plan.url)
+        }
+    }
+
+    /// The bytes from the loader, one download per URL however many jobs want it;
+    /// with ``ImageOptions/refreshCached``, a conditional request for a stored entry.
+    private func fetch(_ plan: LoadPlan, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> Original {
+        let (url, plainKey, options, context, store) = (plan.url, plan.plainKey, plan.options, plan.context, plan.store)
+        var cached: CacheEntry?
+        if options.contains(.refreshCached), let store, context.queryCacheTiers.contains(.disk) {
+            cached = await lookup.read(store, plainKey)
+        }
+        // Every tier missed: before the origin, ask whether another host of the fleet found this URL broken.
+        if cached == nil, !options.contains(.retryFailed), blocklist.shared != nil,
+           let failure = await blocklist.sharedBlockingError(for: url.absoluteString) {
+            throw Self.blocked(url, by: failure, elsewhere: true)
+        }
+        let validators = cached.map { [$0.metadata.etag ?? "", $0.metadata.lastModified ?? ""].joined(separator: "|") }
+        let jobKey = plainKey + (validators.map { "|revalidate|" + $0 } ?? "")
+        let validatorMetadata = cached?.metadata
+        let response = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
+            try await self.load(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
+        }
+        guard response.isNotModified else { return Original(data: response.data, cacheType: .none, response: response) }
+        guard let cached, let store else {
+            throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)
+        }
+        var metadata = cached.metadata
+        metadata.etag = response.etag ?? metadata.etag
+        metadata.lastModified = response.lastModified ?? metadata.lastModified
+        do { try await store.updateMetadata(metadata, forKey: plainKey) } catch { services.logStoreError(error, key: plainKey) }
+        services.logger.debug("revalidated, not modified", metadata: ["url": "\(url.absoluteString)"])
+        return Original(data: cached.data, cacheType: .disk, response: nil)
+    }
+
+    /// One request to the loader: the URL policy and the origin breaker asked
+    /// first, the breaker told how it went, a status outside 2xx and 304 thrown.
+    /// (``ImageManager/info(for:context:)`` uses it too, for a header-only read.)
+    func load(url: URL, options: ImageOptions, context: ImageContext, validators: CacheMetadata?,
+              progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+        let configuration = services.configuration
+        guard let loader = context.loader ?? configuration.loaders.loader(for: url) else {
+            throw WebImageError(.invalidURL, "no loader is registered for \(url.scheme.map { "'\($0)' URLs" } ?? "paths") (\(url.absoluteString))")
+        }
+        var request = LoadRequest(
+            url: url,
+            headers: configuration.requestHeaders,
+            priority: options.contains(.highPriority) ? .high : options.contains(.lowPriority) ? .low : .normal,
+            timeout: configuration.timeout,
+            maxResponseSize: configuration.maxResponseSize,
+            ifNoneMatch: validators?.etag,
+            ifModifiedSince: validators?.lastModified
+        )
+        request.urlPolicy = context.urlPolicy ?? configuration.urlPolicy
+        request.refusesPrivateAddresses = context.refusesPrivateAddresses
+        context.requestModifier?(&request)
+        if let policy = request.urlPolicy, let reason = policy(request.url) {
+            throw WebImageError(.forbidden, "\(request.url.absoluteString) \(reason)", isTransient: false)
+        }
+        let breaker = context.originBreaker ?? configuration.originBreaker
+        let admission = try breaker?.admit(request.url)
+        if let breaker, request.stillAdmitted == nil {
+            let queued = request.url
+            request.stillAdmitted = { breaker.refusal(for: queued) }
+        }
+        let started = ContinuousClock.now
+        let response: LoadResponse
+        do {
+            response = try await send(request, with: loader, limit: context.originLimit, progress: progress)
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+            if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }
+            throw failure
+        }
+        // One error for a status outside 2xx and 304: its outcome for the breaker,
+        // then thrown (the Retry-After is parsed once).
+        let failure = response.isNotModified || (200..<300).contains(response.statusCode) ? nil
+            : WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
+        if let admission { breaker?.report(admission, outcome: failure.map(OriginCircuitBreaker.outcome(of:)) ?? .answered) }
+        services.metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
+        if let failure { throw failure }
+        if response.isNotModified { return response }
+        guard !response.data.isEmpty else {
+            throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
+        }
+        return response
+    }
+
+    /// The loader's call, in its span, within the origin's share of the loader's slots.
+    private func send(_ request: LoadRequest, with loader: any Loader, limit: OriginLimit?,
+                      progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+        try await services.spans.traced("webimage.download") { span in
+            span.set("server.address", request.url.host ?? "")
+            span.set("url.scheme", request.url.scheme ?? "")
+            let response = if let limit {
+                try await limit.run(Self.originKey(request.url)) { try await loader.load(request, progress: progress) }
+            } else {
+                try await loader.load(request, progress: progress)
+            }
+            span.set("http.response.status_code", response.statusCode)
+            span.set("webimage.bytes", response.data.count)
+            return response
+        }
+    }
+
+    /// A failure of the URL itself: counted, and put on the failed-URL blocklist
+    /// when it is the kind the blocklist keeps.
+    func recordFailure(_ error: any Error, url: URL) -> WebImageError {
+        let error = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+        services.metrics.failed(error.code)
+        if blocklist.record(error, for: url.absoluteString) {
+            services.logger.info("blocked a failing URL", metadata: ["url": "\(url.absoluteString)", "error": "\(error)"])
+        }
+        return error
+    }
+
+    /// The origin a download is charged to in the originals' budget: scheme, host and port.
+    static func originKey(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? "")\(url.port.map { ":\($0)" } ?? "")"
+    }
+
+    static func blocked(_ url: URL, by failure: WebImageError, elsewhere: Bool) -> WebImageError {
+        WebImageError(.blockedURL, "\(url.absoluteString) failed recently\(elsewhere ? " on another host" : "") (\(failure)); pass .retryFailed to try again",
+                      isTransient: false, statusCode: failure.statusCode, underlying: failure)
+    }
+
+    static func priority(_ options: ImageOptions) -> TaskPriority? {
+        if options.contains(.highPriority) { return .high }
+        if options.contains(.lowPriority) { return .low }
+        return nil
+    }
+}

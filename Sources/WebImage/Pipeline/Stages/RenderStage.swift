@@ -1,0 +1,161 @@
+import Foundation
+import Logging
+import Synchronization
+import Tracing
+
+/// The stage that makes pixels: decode, transform and (for derived bytes wanted
+/// now) encode, in one job on the blocking pool. One queue wait, not one per
+/// step behind every decode that arrived in between.
+///
+/// Heavy work first waits for its room in the context's work budget. Each step
+/// of a transform chain is checked against the decode's limits before it runs,
+/// and a cancelled load (its callers gone, its deadline passed) stops between steps.
+final class RenderStage: Sendable {
+    let services: StageServices
+    /// Pixels decoded by pool jobs still running (``ImageManager/decodedPixelsInFlight``).
+    let pixelsInFlight = Atomic<Int>(0)
+
+    init(services: StageServices) {
+        self.services = services
+    }
+
+    /// A decoded image, and the derived result's bytes when they were asked for.
+    struct Rendered: Sendable {
+        var image: Image
+        /// The cache serializer's bytes when encoding was asked for; inside, nil
+        /// when the serializer made none.
+        var encoded: Data??
+    }
+
+    /// What one pool job does, worked out on the caller's task.
+    private struct Work: Sendable {
+        let key: String
+        let derivedKey: String
+        let jobKey: String
+        let coder: any ImageCoder
+        let options: DecodeOptions
+        let transformer: (any ImageTransformer)?
+        let serializer: CacheSerializer?
+    }
+
+    /// Decodes `data` (and for originals, transforms; with `encoding`, also encodes
+    /// the derived result).
+    /// - Parameter derived: the bytes are a derived result already: no thumbnail,
+    ///   no transform, no orientation, no work budget.
+    func render(_ data: Data, _ plan: LoadPlan, derived: Bool, encoding: Bool = false) async throws -> Rendered {
+        let configuration = services.configuration
+        guard let coder = plan.context.coder ?? configuration.coders.decoder(for: data) else {
+            let what = ImageFormat.sniff(data).map { "\($0) data, which no registered coder decodes" } ?? "data no registered coder recognises"
+            throw WebImageError(.unsupportedFormat, "\(plan.plainKey) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
+        }
+        let work = Work(key: plan.plainKey, derivedKey: plan.key, jobKey: plan.jobKey, coder: coder,
+                        options: decodeOptions(plan, derived: derived),
+                        transformer: derived ? nil : plan.context.transformer,
+                        serializer: encoding ? serializer(plan.context) : nil)
+        services.jobStages.set(plan.jobKey, .waitingForRoom)
+        var room: ByteBudget.Reservation?
+        if !derived, let budget = plan.context.workBudget {
+            do { room = try await budget.acquire(plan.context.workCost) } catch {
+                throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
+            }
+        }
+        defer { room?.release() }
+        // The pool's thread has no task: its spans are started under the load's context.
+        let parent = ServiceContext.current ?? .topLevel
+        let (pool, maxCost) = (configuration.pool, plan.context.maxTransformCost)
+        return try await CancellationFlag.run { flag in
+            var limits = TransformBudget(pixelLimit: work.options.pixelLimit, memoryLimit: work.options.memoryLimit,
+                                         isCancelled: { flag.isCancelled })
+            limits.maxCost = maxCost
+            let budget = limits
+            return try await pool.run { try flag.makingCurrent { try self.run(work, data, budget, parent) } }
+        }
+    }
+
+    /// The decode options of one load: the manager's, with the load's options and context on top.
+    private func decodeOptions(_ plan: LoadPlan, derived: Bool) -> DecodeOptions {
+        let (options, context) = (plan.options, plan.context)
+        var decodeOptions = services.configuration.decodeOptions
+        decodeOptions.scale = context.scaleFactor ?? ImageScale.scale(forKey: plan.plainKey)
+        decodeOptions.firstFrameOnly = decodeOptions.firstFrameOnly || options.contains(.decodeFirstFrameOnly)
+        decodeOptions.scaleDownLargeImages = decodeOptions.scaleDownLargeImages || options.contains(.scaleDownLargeImages)
+        decodeOptions.keepOrientation = decodeOptions.keepOrientation || context.keepOrientation
+        decodeOptions.allowTruncated = decodeOptions.allowTruncated || context.allowTruncated
+        decodeOptions.keepColorProfile = decodeOptions.keepColorProfile || encodeOptions(context).keepColorProfile
+        decodeOptions.preserveAspectRatio = context.preserveAspectRatio
+        decodeOptions.cropFocus = context.cropFocus
+        // Derived bytes already are the thumbnail, transformed and upright.
+        decodeOptions.thumbnailPixelSize = derived ? nil : context.thumbnailPixelSize
+        if derived { decodeOptions.keepOrientation = true }
+        return decodeOptions
+    }
+
+    /// The pool job: decode, transform, encode, each in its span.
+    private func run(_ work: Work, _ data: Data, _ budget: TransformBudget, _ parent: ServiceContext) throws -> Rendered {
+        let (spans, stages) = (services.spans, services.jobStages)
+        let started = ContinuousClock.now
+        stages.set(work.jobKey, .decode)
+        var image = try spans.step("webimage.decode", parent) { span in
+            span.set("webimage.bytes", data.count)
+            do {
+                let image = try work.coder.decode(data, options: work.options)
+                span.setSize("webimage.image", image.pixelSize)
+                return image
+            } catch {
+                throw WebImageError.wrap(error, as: .decodeFailed, "decoding \(work.key)")
+            }
+        }
+        // Decoded pixels held by this job until it ends (a gauge in /metrics).
+        let held = image.pixelSize.width.multipliedReportingOverflow(by: image.pixelSize.height * max(1, image.frameCount))
+        let pixels = held.overflow ? Int.max / 4 : held.partialValue
+        pixelsInFlight.add(pixels, ordering: .relaxed)
+        defer { pixelsInFlight.subtract(pixels, ordering: .relaxed) }
+        services.metrics.decoded(duration: ContinuousClock.now - started)
+        if let transformer = work.transformer {
+            let input = image
+            stages.set(work.jobKey, .transform)
+            image = try spans.step("webimage.transform", parent) { span in
+                span.set("webimage.transformer", transformer.key)
+                do {
+                    let output = try budget.apply(transformer, to: input)
+                    span.setSize("webimage.image", output.pixelSize)
+                    return output
+                } catch {
+                    throw WebImageError.wrap(error, as: .transformFailed, "transforming \(work.key) with \(transformer.key)")
+                }
+            }
+        }
+        let made = image, coders = services.configuration.coders
+        let encoded = try work.serializer.map { serializer in
+            stages.set(work.jobKey, .encode)
+            return try spans.step("webimage.encode", parent) { span in
+                let bytes = serializer.serialize(made, work.derivedKey, coders)
+                span.set("webimage.bytes", bytes?.count ?? 0)
+                return bytes
+            }
+        }
+        return Rendered(image: image, encoded: encoded)
+    }
+
+    /// A derived result's bytes, by the cache serializer, on the decode pool; nil
+    /// when the serializer makes none. (A background store write's encode.)
+    func encodeDerived(_ image: Image, key: String, context: ImageContext) async throws -> Data? {
+        let serializer = serializer(context)
+        let coders = services.configuration.coders
+        do { return try await services.configuration.pool.run({ serializer.serialize(image, key, coders) }) } catch {
+            throw WebImageError.wrap(error, as: .encodeFailed, "encoding \(key)")
+        }
+    }
+
+    /// What makes a derived result's bytes: the load's serializer, else the
+    /// manager's, else negotiation from the accepted formats, else the encode format.
+    func serializer(_ context: ImageContext) -> CacheSerializer {
+        let configuration = services.configuration
+        return context.cacheSerializer ?? configuration.cacheSerializer
+            ?? context.acceptedFormats.map { .negotiating($0, options: encodeOptions(context)) }
+            ?? .encoding(as: context.encodeFormat, options: encodeOptions(context))
+    }
+
+    /// The options derived results are encoded with: the load's, else the manager's.
+    func encodeOptions(_ context: ImageContext) -> EncodeOptions { context.encodeOptions ?? services.configuration.encodeOptions }
+}
