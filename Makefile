@@ -63,6 +63,7 @@ link-order: deps
 # The package's tests, then each example's (examples are packages of their own).
 # .ci/swift-test repeats what failed at the end of the output.
 test: deps example-deps s3-peer
+	.ci/check-docs
 	SWIFT=$(SWIFT) .ci/swift-test
 	cd Examples/CustomCoder && SWIFT=$(SWIFT) ../../.ci/swift-test
 	cd Examples/ThumbnailServer && SWIFT=$(SWIFT) ../../.ci/swift-test
@@ -156,7 +157,7 @@ fuzz-ci:
 
 # The package's tests under ThreadSanitizer and AddressSanitizer (separate build
 # folders; suppressions and their reasons in Tests/sanitizers/). Under TSan every
-# module's Mutex is a pthread mutex (WEBIMAGE_TSAN_LOCKS, SanitizerMutex), which
+# module's lock (WebImage's Lock) is a pthread mutex (WEBIMAGE_TSAN_LOCKS), which
 # TSan sees, unlike the standard library's. Tests run in parallel: the suites
 # whose bodies block in libvips or libjpeg run off the cooperative pool
 # (.offCooperativePool, docs/testing.md).

@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 import PackageDescription
 
 // libFuzzer targets over the package's parsers and decoders. Built apart from the

@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 import PackageDescription
 
 // A thumbnail service over HTTP: Hummingbird in front of an ImageManager, with a
