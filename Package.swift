@@ -1,4 +1,4 @@
-// swift-tools-version:6.1
+// swift-tools-version:6.2
 import PackageDescription
 
 /// Upcoming features on every target, as swift-configuration does: explicit
@@ -98,7 +98,8 @@ let package = Package(
     ],
     targets: [
         // Core: contracts, registries, the manager, memory cache, file store, file loader.
-        // No C dependency: a user who wants only these links `WebImage` alone.
+        // No image or network C library: its only C is CWebImageSystem, system-call shims.
+        // A user who wants only these links `WebImage` alone.
         .target(
             name: "WebImage",
             dependencies: [
@@ -251,9 +252,20 @@ let package = Package(
             path: "Tests/LMDBHelper",
             swiftSettings: upcoming
         ),
+        // Tests only: docs/serving.md's Swift snippets, compiled (DocSnippetsTests
+        // checks that the page shows them as they are here).
+        .target(
+            name: "WebImageDocSnippets",
+            dependencies: ["WebImageKit", "WebImageHTTP", "WebImageHummingbird",
+                           .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "Metrics", package: "swift-metrics"),
+                           .product(name: "Prometheus", package: "swift-prometheus"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            path: "Tests/DocSnippets"  // a new user's settings: Swift 6, no upcoming features
+        ),
         .testTarget(
             name: "WebImageHTTPTests",
-            dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport", "WebImageCurl",
+            dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageDocSnippets", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport", "WebImageCurl",
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -272,7 +284,7 @@ let package = Package(
         .target(
             name: "WebImageTestSupport",
             dependencies: [
-                "WebImage",  // its SanitizerMutex, under `make tsan`
+                "WebImage",  // its Lock, the package's one lock type
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

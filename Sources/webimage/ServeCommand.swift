@@ -36,10 +36,7 @@ struct ServeCommand: AsyncParsableCommand {
         let server: ImageServer
         do {
             let flags = try global.flags()
-            let config = try await ConfigLayers.reader(
-                flags: flags, file: global.configFile, defaults: ImageEndpoint.Settings.serviceDefaults,
-                knownKeys: PluginCatalog.standard.knownKeys.union(ImageEndpoint.Settings.standardKeys).union(Self.keys),
-                keyFamilies: ImageEndpoint.Settings.keyFamilies)
+            let (config, presets) = try await ConfigLayers.service(file: global.configFile, flags: flags, extraKeys: Self.keys)
             if let allocator = ConfigValues(config).text("allocator") {
                 guard ServeAllocator.values.contains(allocator) else {
                     throw ConfigValues(config).invalid("allocator", allocator, "jemalloc or system")
@@ -48,20 +45,12 @@ struct ServeCommand: AsyncParsableCommand {
                     logger.warning("allocator=system is read before the configuration file: set WEBIMAGE_ALLOCATOR=system or --set allocator=system")
                 }
             }
-            let presets = try ConfigLayers.names(in: "thumbnail.presets", flags: flags, file: global.configFile)
-            let settings = try ImageEndpoint.Settings.standard(config: config, presetNames: presets)
             let values = ConfigValues(config)
             let host = values.text("http.host") ?? "127.0.0.1"
             let port = try values.int("http.port", minimum: 0) ?? 8080
             guard port <= 65_535 else { throw values.invalid("http.port", String(port), "a port number") }
-            let manager = try ConfigLayers.manager(config: config)
-            do { try settings.fallbackImage?.check(with: manager.configuration.coders) } catch let error as WebImageError {
-                throw WebImageError(.invalidArgument, "thumbnail.fallbackImage: \(error.message)")
-            }
-            if settings.allowedHosts.patterns.isEmpty {
-                logger.warning("thumbnail.allowedHosts is empty: every image request will be refused with 403")
-            }
-            server = ImageServer(endpoint: ImageEndpoint(manager: manager, settings: settings, logger: logger),
+            let endpoint = try ImageEndpoint.configured(config: config, presetNames: presets, logger: logger)
+            server = ImageServer(endpoint: endpoint,
                                  host: host, port: port, metrics: { registry.emitToBuffer() }, logger: logger)
         } catch let error as WebImageError {
             Terminal.error("configuration: \(error.message)")

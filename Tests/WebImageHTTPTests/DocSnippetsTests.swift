@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageDocSnippets
+import WebImageHTTP
+import WebImageKit
+
+/// docs/serving.md shows its Swift snippets as Tests/DocSnippets compiles them:
+/// a page's example that does not build is a new user's first error.
+@Suite("serving.md's snippets are the compiled ones")
+struct DocSnippetsTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The regions of a snippet file, by name: the lines between `snippet-begin: NAME`
+    /// and `snippet-end`, without those between `snippet-pause` and `snippet-resume`,
+    /// each line's first four spaces of function indentation removed.
+    static func snippets(in file: URL) throws -> [String: String] {
+        var found: [String: String] = [:]
+        var name: String?
+        var paused = false
+        var lines: [String] = []
+        for line in try String(contentsOf: file, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false) {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.hasPrefix("// snippet-begin: ") {
+                name = String(text.dropFirst("// snippet-begin: ".count))
+                lines = []
+            } else if text == "// snippet-end", let current = name {
+                found[current] = lines.joined(separator: "\n").trimmingCharacters(in: .newlines)
+                name = nil
+            } else if text == "// snippet-pause" {
+                paused = true
+            } else if text == "// snippet-resume" {
+                paused = false
+            } else if name != nil, !paused {
+                lines.append(line.hasPrefix("    ") ? String(line.dropFirst(4)) : String(line))
+            }
+        }
+        return found
+    }
+
+    /// The bodies of a page's ```swift blocks.
+    static func swiftBlocks(in page: URL) throws -> [String] {
+        let text = try String(contentsOf: page, encoding: .utf8)
+        return text.components(separatedBy: "```swift\n").dropFirst().compactMap {
+            $0.components(separatedBy: "\n```").first
+        }
+    }
+
+    @Test("the Hummingbird app (routes, presets, fallback, metrics, graceful stop) is on the page as compiled, in at most 30 lines")
+    func hummingbirdApp() throws {
+        let snippets = try Self.snippets(in: Self.root.appendingPathComponent("Tests/DocSnippets/ServingSnippets.swift"))
+        let app = try #require(snippets["hummingbird-app"])
+        let blocks = try Self.swiftBlocks(in: Self.root.appendingPathComponent("docs/serving.md"))
+        #expect(blocks.contains(app), "serving.md shows Tests/DocSnippets/ServingSnippets.swift's hummingbird-app region verbatim")
+        let code = app.split(separator: "\n").filter {
+            let line = $0.trimmingCharacters(in: .whitespaces)
+            return !line.isEmpty && !line.hasPrefix("//")
+        }
+        #expect(code.count <= 30, "a new user's whole app is at most 30 lines of Swift; it is \(code.count)")
+        // Referenced, so that the compiled function is the one this test reads.
+        _ = hummingbirdApp as () async throws -> Void
+    }
+
+    @Test("ImageEndpoint.configured(file:) reads the file's presets, the flags over the file, and names the key of a bad value")
+    func configuredFromFile() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("configured-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("images.json")
+        try Data("""
+            {"store": {"kind": "none"}, "thumbnail": {"allowedHosts": "images.example.com",
+             "presets": {"avatar": "w=64&h=64&crop=centre", "card": "w=320"}}}
+            """.utf8).write(to: file)
+        let endpoint = try await ImageEndpoint.configured(file: file.path, flags: ["thumbnail.maxDimension": "1000"], environment: [:])
+        #expect(endpoint.settings.presets.keys.sorted() == ["avatar", "card"])
+        #expect(endpoint.settings.allowedHosts.patterns == ["images.example.com"])
+        #expect(endpoint.manager.store == nil, "store.kind none in the file")
+        #expect(endpoint.settings.maxDimension == 1000, "a flag over the file")
+        await #expect(throws: WebImageError.self) {
+            _ = try await ImageEndpoint.configured(file: file.path, flags: ["thumbnail.presetz.x": "w=1"], environment: [:])
+        }
+        do {
+            _ = try await ImageEndpoint.configured(file: file.path, flags: ["thumbnail.fallbackImage": folder.appendingPathComponent("none.png").path],
+                                                   environment: [:])
+            Issue.record("a missing fallback image is refused at start")
+        } catch let error as WebImageError {
+            #expect(error.code == .invalidArgument && error.message.contains("thumbnail.fallbackImage"), "\(error)")
+        }
+    }
+}
