@@ -205,6 +205,7 @@ let package = Package(
                            .product(name: "Metrics", package: "swift-metrics"),
                            // ImageManagerService
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming
         ),
@@ -241,7 +242,8 @@ let package = Package(
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Metrics", package: "swift-metrics"),
-                           .product(name: "Prometheus", package: "swift-prometheus")],
+                           .product(name: "Prometheus", package: "swift-prometheus"),
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming,
             linkerSettings: releaseToolLinking
         ),

@@ -105,7 +105,7 @@ enum LMDBFileCheck {
         func read(_ count: Int, at offset: UInt64) -> [UInt8]? {
             guard offset + UInt64(count) <= fileSize else { return nil }
             var bytes = [UInt8](repeating: 0, count: count)
-            let n = bytes.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: Int(offset)) }
+            let n = try? FileIO.readFully(descriptor, into: &bytes, at: Int(offset))
             return n == count ? bytes : nil
         }
         func u16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }

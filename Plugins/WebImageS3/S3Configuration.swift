@@ -114,11 +114,8 @@ extension S3Configuration {
         }
         if let region = value("s3.region") ?? environment["AWS_REGION"].flatMap({ $0.isEmpty ? nil : $0 }) { self.region = region }
         if let text = value("s3.pathStyle") {
-            switch text.lowercased() {
-            case "true", "1", "yes": pathStyle = true
-            case "false", "0", "no": pathStyle = false
-            default: throw WebImageError(.invalidArgument, "s3.pathStyle: '\(text)' is not true or false")
-            }
+            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "s3.pathStyle: '\(text)' is not true or false") }
+            pathStyle = flag
         }
         switch (value("s3.accessKeyID"), value("s3.secretAccessKey")) {
         case (let id?, let secret?): credentials = S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: value("s3.sessionToken"))

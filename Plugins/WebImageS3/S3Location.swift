@@ -51,12 +51,8 @@ public struct S3Location: Sendable, Hashable, CustomStringConvertible {
     /// lower-case letters, digits, dots, dashes (and underscores, which Google
     /// Cloud Storage allows), beginning and ending with a letter or digit.
     public static func validate(bucket: String) throws {
-        let bytes = Array(bucket.utf8)
-        func isAlphanumeric(_ byte: UInt8) -> Bool { (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) }
-        guard (3...63).contains(bytes.count), isAlphanumeric(bytes.first!), isAlphanumeric(bytes.last!),
-              bytes.allSatisfy({ isAlphanumeric($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") })
-        else {
-            throw WebImageError(.invalidURL, "'\(bucket)' is not a bucket name: 3 to 63 lower-case letters, digits, dots and dashes, beginning and ending with a letter or digit")
+        guard BucketName.isValid(bucket) else {
+            throw WebImageError(.invalidURL, "'\(bucket)' is not a bucket name: \(BucketName.rule)")
         }
     }
 

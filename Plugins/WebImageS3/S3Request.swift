@@ -94,6 +94,9 @@ public struct S3Request: Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// A payload's digest for SigV4, by swift-crypto (already linked for the
+    /// HMAC): bodies are megabytes, where BoringSSL's SHA extensions matter.
+    /// Cache keys are hashed by the core's `SHA256Digest`.
     static func sha256Hex(_ data: Data) -> String {
         SHA256.hash(data: data).map { byte in
             let text = String(byte, radix: 16)

@@ -33,11 +33,8 @@ public struct ConfigValues: Sendable {
 
     public func bool(_ key: String) throws -> Bool? {
         guard let text = text(key) else { return nil }
-        switch text.lowercased() {
-        case "true", "yes", "1", "on": return true
-        case "false", "no", "0", "off": return false
-        default: throw invalid(key, text, "true or false")
-        }
+        guard let flag = Bool(setting: text) else { throw invalid(key, text, "true or false") }
+        return flag
     }
 
     /// Bytes: `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB` (KB/MB/GB are powers of 1024 too).

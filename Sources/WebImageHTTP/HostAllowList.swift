@@ -1,4 +1,5 @@
 public import Foundation
+import WebImage
 
 /// The hosts the service fetches from: `images.example.com` (any port),
 /// `images.example.com:8443` (that port only), `*.example.com` (any subdomain,
@@ -32,8 +33,7 @@ public struct HostAllowList: Sendable, Hashable, CustomStringConvertible {
             if pattern.hasPrefix("s3://") {
                 let bucket = String(pattern.dropFirst(5))
                 if bucket == "*" { entries.append(.anyBucket); continue }
-                guard !bucket.isEmpty, bucket.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E || $0 == 0x2D || $0 == 0x5F })
-                else { return nil }
+                guard BucketName.isValid(bucket) else { return nil }
                 entries.append(.bucket(bucket))
                 continue
             }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Synchronization
+import UnixSignals
 import WebImage
 import WebImageKit
 #if canImport(Glibc)
@@ -117,19 +118,17 @@ struct LoadCommand: AsyncParsableCommand {
         // reported, wait for the manager's pending writes, then exit 128+signal. A
         // second signal exits at once.
         let interrupted = Lock<Int32?>(nil)
-        let signalSources = [Int32(SIGTERM), Int32(SIGINT)].map { (number: Int32) -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let handler = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            handler.setEventHandler {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let watcher = Task {
+            for await signal in signals {
+                let number = signal.rawValue
                 if interrupted.withLock({ previous in defer { previous = previous ?? number }; return previous != nil }) {
                     Glibc.exit(128 + number)
                 }
                 source.stop()
             }
-            handler.resume()
-            return handler
         }
-        defer { signalSources.forEach { $0.cancel() } }
+        defer { watcher.cancel() }
         let job = LoadJob(manager: manager, context: context, options: cacheOnly ? [.waitStoreCache, .fromCacheOnly] : [.waitStoreCache],
                           out: out)
         let limits = self.limits
@@ -186,9 +185,7 @@ struct LoadLimits: Equatable {
     static let standard = LoadLimits(total: 8, files: min(8, ProcessInfo.processInfo.activeProcessorCount + 1))
 
     /// A path or a `file://` URL; `http(s)://`, `s3://` and other schemes are downloads.
-    static func isLocalFile(_ input: String) -> Bool {
-        !input.contains("://") || input.lowercased().hasPrefix("file://")
-    }
+    static func isLocalFile(_ input: String) -> Bool { isLocalFileInput(input) }
 }
 
 /// One input through the manager, then to a file if asked.
@@ -314,7 +311,7 @@ final class Reporter: Sendable {
                 if let error = record.error {
                     emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(input)  \(error.code): \(error.message)"))
                 } else {
-                    let loaded = record.input.contains("://") && !record.input.hasPrefix("file:") ? "network" : "file"
+                    let loaded = isLocalFileInput(record.input) ? "file" : "network"
                     let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; case .shared?: "shared"; default: loaded }
                     emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
                                    record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds),
@@ -353,14 +350,19 @@ enum OutputFile {
         let url = URL(fileURLWithPath: path)
         let temporary = url.deletingLastPathComponent()
             .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).part").path
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))") }
-        var failure = data.withUnsafeBytes { FileIO.writeAll(fd, $0) }
-        if close(fd) != 0, failure == 0 { failure = errno }
-        if failure == 0, rename(temporary, path) != 0 { failure = errno }
-        if failure != 0 {
+        let fd: Int32
+        do { fd = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode: 0o644) } catch {
+            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(error.code)))")
+        }
+        do throws(SystemCallError) {
+            var failure: SystemCallError?
+            do { try FileIO.writeAll(fd, data) } catch { failure = error }
+            do { try FileIO.close(fd, temporary) } catch { failure = failure ?? error }
+            if let failure { throw failure }
+            try FileIO.syscall("rename \(temporary)") { rename(temporary, path) }
+        } catch {
             unlink(temporary)
-            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(failure)))")
+            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(error.code)))")
         }
     }
 

@@ -126,6 +126,12 @@ func inputURL(_ input: String) -> URL? {
     return URL(fileURLWithPath: input).standardizedFileURL
 }
 
+/// Whether an input is a local file (a path, or a `file://` URL in any case):
+/// `URL.isLocalFile`, the rule the file loader loads by.
+func isLocalFileInput(_ input: String) -> Bool {
+    inputURL(input)?.isLocalFile ?? !input.contains("://")
+}
+
 /// JSON for one value per line, keys sorted, `null`s kept.
 func jsonLine(_ object: [String: Any?]) -> String {
     let cleaned = object.mapValues { $0 ?? NSNull() }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import WebImageHTTP
+import WebImage
+import WebImageS3
 
 @Suite("The service's allow-list and s3:// sources")
 struct S3AllowListTests {
@@ -16,6 +18,15 @@ struct S3AllowListTests {
         #expect(!(try #require(HostAllowList(["*"]))).allows(URL(string: "s3://photos/a.jpg")!))
         #expect((try #require(HostAllowList(["s3://*"]))).allows(URL(string: "s3://anything/a.jpg")!))
         #expect(HostAllowList(["s3://"]) == nil && HostAllowList(["s3://Bad!"]) == nil && HostAllowList(["s3://a/b"]) == nil)
+        // The allow-list and the S3 plugin read a bucket's name by one rule: what one refuses, so does the other.
+        for name in ["ab", "-photos", "photos-", String(repeating: "a", count: 64), "pho tos"] {
+            #expect(HostAllowList(["s3://\(name)"]) == nil, "s3://\(name)")
+            #expect(throws: WebImageError.self, "s3://\(name)") { try S3Location.validate(bucket: name) }
+        }
+        for name in ["abc", "my.photos-2", "gcs_bucket", String(repeating: "a", count: 63)] {
+            #expect(HostAllowList(["s3://\(name)"]) != nil, "s3://\(name)")
+            #expect(throws: Never.self, "s3://\(name)") { try S3Location.validate(bucket: name) }
+        }
     }
 
     @Test("url=s3://… is accepted only when the allow-list names a bucket")

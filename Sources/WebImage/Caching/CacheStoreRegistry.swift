@@ -77,11 +77,12 @@ public struct CacheStoreSettings: Sendable {
         self.extra = extra
     }
 
-    /// A true/false setting from ``extra`` (`true`, `false`, `1`, `0`), nil when unset.
+    /// A true/false setting from ``extra`` (`true`, `yes`, `1`, `on`, `false`, `no`,
+    /// `0`, `off`, any case), nil when unset.
     /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key for any other text.
     public func flag(_ key: String) throws -> Bool? {
         guard let text = extra[key] else { return nil }
-        guard let flag = ["true": true, "false": false, "1": true, "0": false][text.lowercased()] else {
+        guard let flag = Bool(setting: text) else {
             throw WebImageError(.invalidArgument, "\(key): '\(text)' is not true or false")
         }
         return flag

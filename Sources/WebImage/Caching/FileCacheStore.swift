@@ -51,18 +51,18 @@ public final class FileCacheStore: CacheStore {
     /// The directory the store owns.
     public let directory: URL
     /// `directory.path` with a trailing slash, computed once (hits build paths from it).
-    private let directoryPrefix: String
-    private let limits: CacheLimits
-    private let pool: BlockingThreadPool
+    let directoryPrefix: String
+    let limits: CacheLimits
+    let pool: BlockingThreadPool
     /// Whether hits try the calling task first (the option, on a local filesystem).
-    private let readsInline: Bool
-    private let clock: @Sendable () -> Date
+    let readsInline: Bool
+    let clock: @Sendable () -> Date
     /// Bytes written since the last sweep measured the directory; a write that
     /// takes the estimate over the limit starts a sweep.
-    private let estimatedSize = Lock<Int?>(nil)
-    private let sweeper = Lock<CacheSweeper?>(nil)
+    let estimatedSize = Lock<Int?>(nil)
+    let sweeper = Lock<CacheSweeper?>(nil)
     /// Entries that failed their checksum, counted and logged as they are removed.
-    private let damaged = DamagedEntryReport(store: "filesystem")
+    let damaged = DamagedEntryReport(store: "filesystem")
     /// A hit moves the file's access date only when it is older than this.
     static let accessGranularity: TimeInterval = 30
     /// The largest entry file read on the calling task: copying more than this
@@ -109,17 +109,17 @@ public final class FileCacheStore: CacheStore {
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
         let path = path(forKey: key)
-        if readsInline, case .read(let entry) = readEntry(atPath: path, key: key, withData: true, mayWait: false) {
+        if readsInline, case .read(let entry) = try readEntry(atPath: path, key: key, withData: true, mayWait: false) {
             return entry
         }
-        return try await pool.run { [self] in readEntry(atPath: path, key: key, withData: true) }
+        return try await pool.run { [self] in try readEntry(atPath: path, key: key, withData: true) }
     }
 
     /// Whether hits may be read on the calling task (the option and the filesystem).
     package var readsOnCallingThread: Bool { readsInline }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
-        try await pool.run { [self] in readEntry(forKey: key, withData: false)?.metadata }
+        try await pool.run { [self] in try readEntry(forKey: key, withData: false)?.metadata }
     }
 
     public func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
@@ -136,7 +136,7 @@ public final class FileCacheStore: CacheStore {
 
     public func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {
         try await pool.run { [self] in
-            guard let old = readEntry(forKey: key, withData: true) else { return }
+            guard let old = try readEntry(forKey: key, withData: true) else { return }
             var updated = metadata
             updated.storedAt = old.metadata.storedAt
             try write(old.data, forKey: key, metadata: updated)
@@ -146,7 +146,7 @@ public final class FileCacheStore: CacheStore {
     public func removeData(forKey key: String) async throws {
         try await pool.run { [self] in
             let path = path(forKey: key)
-            guard readEntry(atPath: path, key: key, withData: false) != nil else { return }
+            guard try readEntry(atPath: path, key: key, withData: false) != nil else { return }
             unlink(path)
         }
     }
@@ -184,7 +184,7 @@ public final class FileCacheStore: CacheStore {
     public func fileURL(forKey key: String) async throws -> URL? {
         try await pool.run { [self] in
             let path = path(forKey: key)
-            guard readEntry(atPath: path, key: key, withData: false) != nil else { return nil }
+            guard try readEntry(atPath: path, key: key, withData: false) != nil else { return nil }
             return URL(fileURLWithPath: path)
         }
     }
@@ -193,7 +193,7 @@ public final class FileCacheStore: CacheStore {
 // MARK: - Files
 
 extension FileCacheStore {
-    private var tmpDirectory: String { directoryPrefix + "tmp" }
+    var tmpDirectory: String { directoryPrefix + "tmp" }
 
     private static func prepare(_ directory: URL) throws {
         try CacheDirectory.prepare(directory)
@@ -223,121 +223,10 @@ extension FileCacheStore {
             && ext.allSatisfy { (48...57).contains($0) || (97...122).contains($0) }
     }
 
-    private func path(forKey key: String) -> String {
+    func path(forKey key: String) -> String {
         let name = SHA256Digest.hex(key)
         guard let ext = Self.fileExtension(forKey: key) else { return directoryPrefix + name }
         return directoryPrefix + name + "." + ext
-    }
-
-    private func readEntry(forKey key: String, withData: Bool) -> CacheEntry? {
-        readEntry(atPath: path(forKey: key), key: key, withData: withData)
-    }
-
-    private func readEntry(atPath path: String, key: String, withData: Bool) -> CacheEntry? {
-        guard case .read(let entry) = readEntry(atPath: path, key: key, withData: withData, mayWait: true) else {
-            preconditionFailure("a read that may wait always finishes")
-        }
-        return entry
-    }
-
-    private enum ReadOutcome {
-        /// The entry, or nil: missing, malformed, or another key's.
-        case read(CacheEntry?)
-        /// Finishing would wait for the disk (bytes not in the page cache, the
-        /// access date to move, a damaged file to remove): do it on the pool.
-        case wouldWait
-    }
-
-    /// Reads an entry file: with its bytes, one `read` into a buffer of the file's
-    /// size; without, the footer and record by `pread`. Nil when the file is
-    /// missing, malformed, or holds another key. A hit moves the access date
-    /// (see ``accessGranularity``). With `mayWait` false, the bytes come only from
-    /// the page cache, and anything that would write gives up instead.
-    private func readEntry(atPath path: String, key: String, withData: Bool, mayWait: Bool) -> ReadOutcome {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return .read(nil) }
-        defer { Glibc.close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return .read(nil) }
-        let fileSize = Int(info.st_size)
-        guard fileSize >= CacheEntryCodec.footerSize else { return .read(nil) }
-        if !mayWait, fileSize > Self.inlineReadLimit { return .wouldWait }
-
-        var data = Data()
-        var checksum: UInt64?
-        let parsed: (key: String, metadata: CacheMetadata, recordLength: Int)?
-        if withData {
-            data = Data(count: fileSize)
-            if mayWait {
-                let filled = data.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: nil) }
-                guard filled == fileSize else { return .read(nil) }
-            } else {
-                guard data.withUnsafeMutableBytes({ FileIO.readFullyIfCached(descriptor, into: $0, at: 0) }) else { return .wouldWait }
-            }
-            switch CacheEntryCodec.decode(data, key: key) {
-            case .entry(let entry):
-                data = entry.data
-                checksum = entry.checksum
-                parsed = (key, entry.metadata, fileSize - CacheEntryCodec.footerSize - entry.data.count)
-            case .otherKey:
-                return .read(nil)
-            case .damaged(let reason):
-                guard mayWait else { return .wouldWait }
-                // Never served as wrong bytes: removed, so that the load fetches it again.
-                unlink(path)
-                damaged.report(key: key, reason: reason)
-                return .read(nil)
-            }
-        } else {
-            parsed = Self.readRecord(descriptor, fileSize: fileSize).flatMap { $0.key == key ? $0 : nil }
-        }
-        guard let parsed else { return .read(nil) }
-        let dataSize = fileSize - CacheEntryCodec.footerSize - parsed.recordLength
-        var metadata = parsed.metadata
-        metadata.size = dataSize
-        metadata.accessedAt = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-        if withData {
-            let now = clock()
-            if now.timeIntervalSince(metadata.accessedAt) > Self.accessGranularity {
-                // An inode update can wait on the filesystem's journal.
-                guard mayWait else { return .wouldWait }
-                var times = Self.timespecs(now)
-                _ = futimens(descriptor, &times)
-            }
-            metadata.accessedAt = now
-        }
-        return .read(CacheEntry(data: data, metadata: metadata, checksum: checksum))
-    }
-
-    /// Whether `path` is on a filesystem whose page-cache reads never wait on a
-    /// server: the local ones, by `statfs` magic number. Unknown ones count as remote.
-    static func isLocalFilesystem(_ path: String) -> Bool {
-        let type = CWI_filesystem_type(path)
-        guard type >= 0 else { return false }
-        let local: Set<UInt64> = [
-            0xEF53,      // ext2/3/4
-            0x5846_5342, // XFS
-            0x9123_683E, // Btrfs
-            0x0102_1994, // tmpfs
-            0xF2F5_2010, // F2FS
-            0x2FC1_2FC1, // ZFS
-            0xCA45_1A4E, // bcachefs
-            0x794C_7630, // overlayfs (containers)
-        ]
-        return local.contains(UInt64(UInt32(truncatingIfNeeded: type)))
-    }
-
-    /// The footer and record of an open entry file, by `pread`.
-    static func readRecord(_ descriptor: Int32, fileSize: Int) -> (key: String, metadata: CacheMetadata, recordLength: Int)? {
-        var footer = [UInt8](repeating: 0, count: CacheEntryCodec.footerSize)
-        let footerRead = footer.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize) }
-        guard footerRead == CacheEntryCodec.footerSize,
-              let length = footer.withUnsafeBytes({ CacheEntryCodec.recordLength(footer: $0, fileSize: fileSize) })
-        else { return nil }
-        var record = [UInt8](repeating: 0, count: length)
-        let recordRead = record.withUnsafeMutableBytes { FileIO.readFully(descriptor, into: $0, at: fileSize - CacheEntryCodec.footerSize - length) }
-        guard recordRead == length, let parsed = record.withUnsafeBytes({ CacheEntryCodec.parse($0) }) else { return nil }
-        return (parsed.key, parsed.metadata, length)
     }
 
     /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
@@ -345,22 +234,28 @@ extension FileCacheStore {
         let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: XXH64.hash(data))
         let footer = CacheEntryCodec.footer(recordLength: record.count)
         let temporary = tmpDirectory + "/" + UUID().uuidString
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw WebImageError(.storeFailed, "cannot write \(temporary): \(String(cString: strerror(errno)))")
-        }
-        // One chunk after another, each only if the one before it was written.
-        var failure = data.withUnsafeBytes { FileIO.writeAll(descriptor, $0) }
-        if failure == 0 { failure = record.withUnsafeBytes { FileIO.writeAll(descriptor, $0) } }
-        if failure == 0 { failure = footer.withUnsafeBytes { FileIO.writeAll(descriptor, $0) } }
-        var times = Self.timespecs(clock())  // the access date: the store's clock, not the file system's
-        if failure == 0, futimens(descriptor, &times) != 0 { failure = errno }
-        if Glibc.close(descriptor) != 0, failure == 0 { failure = errno }
         let destination = path(forKey: key)
-        if failure == 0, rename(temporary, destination) != 0 { failure = errno }
-        guard failure == 0 else {
+        let descriptor: Int32
+        do { descriptor = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode: 0o600) } catch {
+            throw WebImageError(.storeFailed, "cannot write a cache entry: \(error)", underlying: error)
+        }
+        do throws(SystemCallError) {
+            var failure: SystemCallError?
+            do {
+                try FileIO.writeAll(descriptor, data)
+                try FileIO.writeAll(descriptor, record)
+                try FileIO.writeAll(descriptor, footer)
+                var times = Self.timespecs(clock())  // the access date: the store's clock, not the file system's
+                try FileIO.syscall("futimens \(temporary)") { futimens(descriptor, &times) }
+            } catch {
+                failure = error
+            }
+            do { try FileIO.close(descriptor, temporary) } catch { failure = failure ?? error }
+            if let failure { throw failure }
+            try FileIO.syscall("rename to \(destination)") { rename(temporary, destination) }
+        } catch {
             unlink(temporary)
-            throw WebImageError(.storeFailed, "cannot write a cache entry to \(destination): \(String(cString: strerror(failure)))")
+            throw WebImageError(.storeFailed, "cannot write a cache entry: \(error)", underlying: error)
         }
     }
 
@@ -372,91 +267,9 @@ extension FileCacheStore {
         return [time, time]
     }
 
-    private func listNames() throws -> [String] {
+    func listNames() throws -> [String] {
         do { return try FileManager.default.contentsOfDirectory(atPath: directory.path) } catch {
             throw WebImageError(.storeFailed, "cannot list \(directory.path): \(error.localizedDescription)", underlying: error)
         }
-    }
-}
-
-// MARK: - Sweeping
-
-extension FileCacheStore {
-    /// What one listing of the directory tells about an entry.
-    struct Listed {
-        var name: String
-        var dataSize: Int
-        var accessedAt: Date
-    }
-
-    /// The directory's entries, from one listing, a `stat` each and a read of each
-    /// footer (so that sizes are the bytes' sizes, as ``CacheStore/totalSize`` says).
-    /// With `removingOthers`, deletes what is not an entry: files of another
-    /// name, files whose footer does not parse.
-    func scan(removingOthers: Bool = false) throws -> [Listed] {
-        var listed: [Listed] = []
-        for name in try listNames() where name != "tmp" {
-            let path = directoryPrefix + name
-            guard Self.isEntryName(name) else {
-                if removingOthers { unlink(path) }
-                continue
-            }
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-            guard descriptor >= 0 else { continue }
-            defer { Glibc.close(descriptor) }
-            var info = stat()
-            guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            guard let record = Self.readRecord(descriptor, fileSize: Int(info.st_size)) else {
-                if removingOthers { unlink(path) }
-                continue
-            }
-            let modified = Date(timeIntervalSince1970: Double(info.st_mtim.tv_sec) + Double(info.st_mtim.tv_nsec) / 1e9)
-            listed.append(Listed(name: name, dataSize: Int(info.st_size) - CacheEntryCodec.footerSize - record.recordLength, accessedAt: modified))
-        }
-        return listed
-    }
-
-    /// Removes leftovers of interrupted writes and files that are not entries,
-    /// then expired entries, then trims to half the size limit.
-    func sweep() throws {
-        let now = clock()
-        let grace: TimeInterval = 60  // a write in progress elsewhere may not have committed yet
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory)) ?? [] {
-            let path = tmpDirectory + "/" + name
-            var info = stat()
-            if stat(path, &info) == 0, now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > grace { unlink(path) }
-        }
-
-        var listed = try scan(removingOthers: true)
-        if let cutoff = limits.expiryCutoff(now: now) {
-            for entry in listed where entry.accessedAt < cutoff { unlink(directoryPrefix + entry.name) }
-            listed.removeAll { $0.accessedAt < cutoff }
-        }
-
-        var total = listed.reduce(0) { $0 + $1.dataSize }
-        if let maxSize = limits.maxSize, total > maxSize {
-            for entry in listed.sorted(by: { $0.accessedAt < $1.accessedAt }) where total > maxSize / 2 {
-                unlink(directoryPrefix + entry.name)
-                total -= entry.dataSize
-            }
-        }
-        estimatedSize.withLock { $0 = total }
-    }
-
-    /// Adds a write to the size estimate; true when it crosses the limit.
-    private func noteWritten(_ bytes: Int) -> Bool {
-        guard let maxSize = limits.maxSize else { return false }
-        let estimate = estimatedSize.withLock { estimate -> Int? in
-            guard let current = estimate else { return nil }
-            estimate = current + bytes
-            return current + bytes
-        }
-        guard let estimate else {
-            // First write since opening: measure once.
-            let measured = ((try? scan()) ?? []).reduce(0) { $0 + $1.dataSize }
-            estimatedSize.withLock { $0 = measured }
-            return measured > maxSize
-        }
-        return estimate > maxSize
     }
 }

@@ -16,11 +16,10 @@ final class BackgroundWork: Sendable {
         var pending = 0
         var bytes = 0
         var stopped = false
-        var nextWaiter = 0
-        var idleWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
     }
 
     private let state = Lock(State())
+    private let idleWaiters = IdleWaiters()
     let maxPending: Int
     let maxPendingBytes: Int
 
@@ -58,33 +57,16 @@ final class BackgroundWork: Sendable {
     func stop() { state.withLock { $0.stopped = true } }
 
     func leave(bytes: Int = 0) {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let idle = state.withLock { state -> Bool in
             state.pending -= 1
             state.bytes -= bytes
-            guard state.pending == 0 else { return [] }
-            defer { state.idleWaiters.removeAll() }
-            return Array(state.idleWaiters.values)
+            return state.pending == 0
         }
-        for waiter in waiters { waiter.resume() }
+        if idle { idleWaiters.wakeAll() }
     }
 
     /// Returns when nothing is pending, or when the calling task is cancelled.
     func idle() async {
-        let id = state.withLock { state -> Int in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now = state.withLock { state -> Bool in
-                    if state.pending == 0 || Task.isCancelled { return true }
-                    state.idleWaiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.idleWaiters.removeValue(forKey: id) }?.resume()
-        }
+        await idleWaiters.wait { self.pending.count == 0 }
     }
 }

@@ -49,12 +49,12 @@ public struct FileLoader: Loader {
     }
 
     public func canLoad(_ url: URL) -> Bool {
-        url.isFileURL || url.scheme == nil
+        url.isLocalFile
     }
 
     public func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         let url = request.url
-        let path = url.isFileURL ? url.path : url.relativeString.removingPercentEncoding ?? url.relativeString
+        let path = url.scheme != nil ? url.path : url.relativeString.removingPercentEncoding ?? url.relativeString
         let limit = min(request.maxResponseSize ?? maxFileSize, maxFileSize)
         let deadline = ContinuousClock.now + (request.timeout ?? timeout)
         let access = access
@@ -136,11 +136,11 @@ public struct FileLoader: Loader {
         let chunk = 1 << 20
         do {
             while count < capacity {  // at capacity: more than the file declared, it grew
-                let n = FileIO.read(fd, buffer + count, min(chunk, capacity - count))
-                if n == 0 { break }
-                if n < 0 {
-                    throw WebImageError(.loadFailed, "cannot read \(path): \(String(cString: strerror(errno)))", isTransient: false)
+                let n: Int
+                do { n = try FileIO.read(fd, buffer + count, min(chunk, capacity - count)) } catch {
+                    throw WebImageError(.loadFailed, "cannot read \(path): \(String(cString: strerror(error.code)))", isTransient: false)
                 }
+                if n == 0 { break }
                 count += n
                 if ContinuousClock.now > deadline {
                     throw WebImageError(.timedOut, "reading \(path) did not finish within the loader timeout")
@@ -166,5 +166,15 @@ public struct FileLoader: Loader {
         var headers = ["last-modified": lastModified, "content-length": String(count)]
         if let format = ImageFormat.sniff(data) { headers["content-type"] = format.mimeType }
         return LoadResponse(data: data, statusCode: 200, headers: headers, url: url)
+    }
+}
+
+extension URL {
+    /// The package's one rule for "is this a local file": a `file:` URL (the
+    /// scheme in any case) or one with no scheme at all (a path). The file loader
+    /// loads these; the `webimage` tool counts them as files, not downloads.
+    package var isLocalFile: Bool {
+        guard let scheme else { return true }
+        return scheme.lowercased() == "file"
     }
 }

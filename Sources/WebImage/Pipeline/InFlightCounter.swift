@@ -15,7 +15,7 @@ public final class InFlightCounter: Sendable {
     /// The count, plus ``stoppedBit`` once ``stop()`` was called.
     private let state = Atomic<Int>(0)
     private static let stoppedBit = 1 << 62
-    private let waiters = Lock<(next: Int, waiting: [Int: CheckedContinuation<Void, Never>])>((0, [:]))
+    private let waiters = IdleWaiters()
     /// The most counted in at once; `Int.max` (the default) for no ceiling.
     public let limit: Int
 
@@ -40,11 +40,7 @@ public final class InFlightCounter: Sendable {
     public func leave() {
         let now = state.subtract(1, ordering: .acquiringAndReleasing).newValue
         guard now == Self.stoppedBit else { return }
-        let woken = waiters.withLock { waiters in
-            defer { waiters.waiting.removeAll() }
-            return Array(waiters.waiting.values)
-        }
-        for waiter in woken { waiter.resume() }
+        waiters.wakeAll()
     }
 
     /// Refuses every ``enter()`` from now on.
@@ -53,23 +49,6 @@ public final class InFlightCounter: Sendable {
     /// Returns when none is in (call after ``stop()``), or when the calling task
     /// is cancelled.
     public func idle() async {
-        let id = waiters.withLock { waiters -> Int in
-            waiters.next += 1
-            return waiters.next
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                // Checked and stored under the lock that `leave()` takes to wake,
-                // so a load that finishes in between cannot be missed.
-                let now = waiters.withLock { waiters -> Bool in
-                    if count == 0 || Task.isCancelled { return true }
-                    waiters.waiting[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            waiters.withLock { $0.waiting.removeValue(forKey: id) }?.resume()
-        }
+        await waiters.wait { self.count == 0 }
     }
 }

@@ -64,3 +64,39 @@ struct MetricsTests {
         #expect(metrics.value("webimage_errors_total", [("code", "notFound")] + tag) == 1)
     }
 }
+
+@Suite("ImageManager: a store's system-call failures")
+struct StoreSystemCallTests {
+    @Test("an entry file that exists and cannot be opened (ELOOP) is a store error, counted in webimage_store_errors_total, and the load goes to the origin; a missing one is a plain miss")
+    func unreadableEntry() async throws {
+        let metrics = RecordingMetrics.shared
+        let tag = [("test", UUID().uuidString)]
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("syscall-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = try FileCacheStore(directory: root, limits: .unlimited)
+        let h = Harness(store: store) { $0.metricsDimensions = tag }
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 4, height: 4))
+        let key = h.manager.cacheKey(for: h.url("a.timg"))
+
+        // Missing: a miss, no store error.
+        #expect(try await store.entry(forKey: key) == nil)
+        _ = try await h.manager.loadImage(with: h.url("a.timg"), options: [.waitStoreCache, .cacheMemoryOnly])
+        #expect(metrics.value("webimage_store_errors_total", tag) == 0)
+
+        // There, and unreadable: a symbolic link to itself.
+        try await store.setData(Data([1, 2, 3]), forKey: key)
+        let path = try #require(try await store.fileURL(forKey: key)).path
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: path)
+        do {
+            _ = try await store.entry(forKey: key)
+            Issue.record("an entry that cannot be opened throws")
+        } catch let error as WebImageError {
+            #expect(error.code == .storeFailed && error.message.contains("open") && error.message.contains(path), "\(error)")
+        }
+        h.manager.memoryCache?.removeAll()
+        let result = try await h.manager.loadImage(with: h.url("a.timg"), options: .cacheMemoryOnly)
+        #expect(result.cacheType == .none, "the store's failure is a miss for the load: the origin answers")
+        #expect(metrics.value("webimage_store_errors_total", tag) >= 1)
+    }
+}
