@@ -7,7 +7,7 @@ extension ImageEndpoint {
     /// thumbnail the manager caches like any other.
     func placeholder(_ parameters: QueryParameters) async throws -> ImageResponse {
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
-        let placeholders = try await makePlaceholders(url, try context(for: url))
+        let placeholders = try await makePlaceholders(url, context(for: url))
         return Self.json(["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64], maxAge: settings.cacheMaxAge)
     }
 
@@ -16,13 +16,11 @@ extension ImageEndpoint {
     func info(_ parameters: QueryParameters) async throws -> ImageResponse {
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let wantsPlaceholders = try parse { () throws -> Bool in
-            switch parameters["placeholder"] {
-            case nil, "0", "false": return false
-            case "1", "true": return true
-            case let other?: throw WebImageError(.invalidArgument, "placeholder='\(other)' is not 1 or 0")
-            }
+            guard let text = parameters["placeholder"] else { return false }
+            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "placeholder='\(text)' is not 1 or 0") }
+            return flag
         }
-        let context = try context(for: url)
+        let context = context(for: url)
         let (info, cacheType) = try await manager.info(for: url, context: context)
         let placeholders = wantsPlaceholders ? try await makePlaceholders(url, context) : nil
         let scale = ImageScale.scale(forKey: manager.cacheKey(for: url))

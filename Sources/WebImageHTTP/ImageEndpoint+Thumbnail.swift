@@ -16,7 +16,7 @@ extension ImageEndpoint {
         guard cost <= Double(settings.maxCost) else {
             throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows: ask for a smaller box or lighter steps"))
         }
-        var context = try context(for: query.url)
+        var context = context(for: query.url)
         apply(query, to: &context, accept: request.headerFields[.accept])
         do {
             let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)

@@ -147,17 +147,17 @@ public struct ImageEndpoint: Sendable {
                                     isTransient: true, retryAfter: .seconds(1)))
     }
 
-    /// The allow-list, checked on the URL asked for (a client's mistake, told as
-    /// such), and as the loader's policy: it judges every redirect hop too, so an
-    /// allowed origin cannot send the service to a host that is not allowed.
-    func context(for url: URL) throws -> ImageContext {
-        guard settings.allowedHosts.allows(url) else {
-            let what = url.scheme?.lowercased() == "s3" ? "bucket \(url.host ?? "")" : url.host ?? "the host"
-            throw RequestError(WebImageError(.forbidden, "\(what) is not a \(url.scheme?.lowercased() == "s3" ? "bucket" : "host") this service fetches from"))
-        }
+    /// The allow-list, as the load's URL policy: the manager judges the URL asked
+    /// for by it before any tier, and the loader every redirect hop, so an allowed
+    /// origin cannot send the service to a host that is not allowed. The endpoint
+    /// only maps the refusal (``WebImageError/Code/forbidden``) to 403.
+    func context(for url: URL) -> ImageContext {
         let list = settings.allowedHosts
         var context = ImageContext()
-        context.urlPolicy = { url in list.allows(url) ? nil : "is not on thumbnail.allowedHosts (\(list))" }
+        context.urlPolicy = { url in
+            guard !list.allows(url) else { return nil }
+            return "is not a \(url.scheme?.lowercased() == "s3" ? "bucket" : "host") this service fetches from (thumbnail.allowedHosts)"
+        }
         context.deadline = .now + settings.deadline
         // The safe defaults of a service whose URLs come from strangers, whatever the manager's own.
         context.refusesPrivateAddresses = settings.blockPrivateAddresses

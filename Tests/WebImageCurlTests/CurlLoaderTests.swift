@@ -450,6 +450,33 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("with the manager: each URL of a load is judged once (the one asked for before any tier, each hop by the loader), and a refused URL is not served from a tier either")
+    func managerJudgesOnce() async throws {
+        try await withServer { server in
+            let configuration = ImageManager.Configuration()
+            configuration.loaders.registerCurl()
+            let manager = ImageManager(configuration: configuration)
+            let asked = Lock<[String]>([])
+            var context = ImageContext()
+            context.urlPolicy = { url in
+                asked.withLock { $0.append(url.path) }
+                return nil
+            }
+            let url = server.url("/redirect/2")
+            let loaded = try await manager.loadImage(with: url, options: .avoidDecode, context: context)
+            #expect(loaded.data == TestHTTPServer.bytes(100))
+            #expect(asked.withLock { $0 } == ["/redirect/2", "/redirect/1", "/bytes/100"], "each URL once, in order")
+            // In the memory tier now; a policy that refuses the host refuses it there too.
+            #expect(try await manager.loadImage(with: url, options: .avoidDecode, context: context).cacheType == .memory)
+            context.urlPolicy = { _ in "is not allowed any more" }
+            let refused = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: url, options: .avoidDecode, context: context) }
+            #expect(refused?.code == .forbidden && refused?.message.contains("is not allowed any more") == true, "\(String(describing: refused))")
+            let header = await #expect(throws: WebImageError.self) { try await manager.info(for: url, context: context) }
+            #expect(header?.code == .forbidden)
+            #expect(server.requestCount(path: "/redirect/2") == 1)
+        }
+    }
+
     @Test("with the manager: 100 concurrent loads of one URL make one request")
     func managerCoalescing() async throws {
         try await withServer { server in

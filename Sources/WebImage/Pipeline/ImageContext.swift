@@ -58,6 +58,8 @@ public struct ImageContext: Sendable {
     /// Judges the URL of this load and every redirect hop it takes
     /// (``LoadRequest/urlPolicy``); nil uses ``ImageManager/Configuration/urlPolicy``.
     /// A refused URL fails with ``WebImageError/Code/forbidden`` without being requested.
+    /// The URL asked for is judged before any tier (a refused one is not served
+    /// from the cache either), each redirect hop by the loader: each URL once.
     public var urlPolicy: URLPolicy?
     /// When this load must have ended: past it, the caller gets
     /// ``WebImageError/Code/timedOut`` and, if no other caller waits for the same

@@ -44,7 +44,8 @@ extension ImageManager {
         /// Headers sent with every request. Default: an `Accept` of what libvips decodes.
         public var requestHeaders: [String: String] = ["Accept": "image/webp,image/avif,image/*;q=0.8"]
         /// Judges every URL a load reaches, the first and each redirect hop, unless
-        /// the load's context has its own (``ImageContext/urlPolicy``). Nil: none.
+        /// the load's context has its own (``ImageContext/urlPolicy``): the first
+        /// before any tier, so a refused URL is not served from the cache either. Nil: none.
         public var urlPolicy: URLPolicy?
         /// The longest a load may take. Default 15 s (SDWebImage, Kingfisher).
         public var timeout: Duration = LoadRequest.defaultTimeout

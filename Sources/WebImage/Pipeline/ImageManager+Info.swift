@@ -17,6 +17,7 @@ extension ImageManager {
     public func info(for url: URL, context: ImageContext = ImageContext()) async throws -> (info: ImageInfo, cacheType: CacheType) {
         let stage = StageBox()
         do {
+            try judge(url, context)
             return try await Self.within(context.deadline, url: url, stage: { stage.value }) {
                 try await self.readInfo(for: url, context: context, stage: stage)
             }

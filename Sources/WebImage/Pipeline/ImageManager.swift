@@ -183,6 +183,7 @@ public final class ImageManager: Sendable {
 
     private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
         let url = plan.url
+        try judge(url, plan.context)
         if !plan.options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
             throw OriginalStage.blocked(url, by: failure, elsewhere: false)
         }
@@ -216,6 +217,16 @@ public final class ImageManager: Sendable {
         } catch {
             throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
         }
+    }
+
+    /// The URL policy's judgement of the URL asked for, before any tier: a URL it
+    /// refuses is refused whether or not a tier holds it (a host taken off an
+    /// allow-list is not served from the cache either). This is the one place
+    /// the manager asks; the loader asks about every other URL it requests
+    /// (redirect hops), and is told this one was judged (``OriginalStage``).
+    func judge(_ url: URL, _ context: ImageContext) throws {
+        guard let policy = context.urlPolicy ?? configuration.urlPolicy, let reason = policy(url) else { return }
+        throw WebImageError(.forbidden, "\(url.absoluteString) \(reason)", isTransient: false)
     }
 
     /// Removes an image from both tiers under its result key.

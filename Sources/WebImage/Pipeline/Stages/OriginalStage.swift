@@ -17,9 +17,11 @@ struct Original: Sendable {
 /// originals' budget before it starts, with the URL policy, the shared blocklist
 /// and the origin's circuit breaker asked first.
 ///
-/// The URL policy is checked here, once per load, before the loader runs: the
-/// loader then checks it at every redirect. A refusal is
-/// ``WebImageError/Code/forbidden``, which an HTTP endpoint maps to 403.
+/// The URL policy judged the URL asked for before any tier (``ImageManager``):
+/// the loader is given a policy that passes that URL and asks the real one about
+/// every other URL it requests (redirect hops, or a URL the context's request
+/// modifier put in its place). A refusal is ``WebImageError/Code/forbidden``,
+/// which an HTTP endpoint maps to 403.
 struct OriginalStage: Sendable {
     let services: StageServices
     let lookup: LookupStage
@@ -103,10 +105,13 @@ struct OriginalStage: Sendable {
             ifNoneMatch: validators?.etag,
             ifModifiedSince: validators?.lastModified
         )
-        request.urlPolicy = context.urlPolicy ?? configuration.urlPolicy
+        if let policy = context.urlPolicy ?? configuration.urlPolicy {
+            // Judged already, before any tier: each URL of a load is asked about once.
+            request.urlPolicy = { $0 == url ? nil : policy($0) }
+        }
         request.refusesPrivateAddresses = context.refusesPrivateAddresses
         context.requestModifier?(&request)
-        if let policy = request.urlPolicy, let reason = policy(request.url) {
+        if request.url != url, let policy = request.urlPolicy, let reason = policy(request.url) {
             throw WebImageError(.forbidden, "\(request.url.absoluteString) \(reason)", isTransient: false)
         }
         let breaker = context.originBreaker ?? configuration.originBreaker
