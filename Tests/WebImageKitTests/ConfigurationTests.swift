@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Synchronization
 import Testing
+import WebImageTestSupport
 import WebImage
 import WebImageConfiguration
 import WebImageCurl
@@ -198,7 +199,7 @@ struct ConfigurationTests {
     }
 }
 
-@Suite("Progress bar and transform specs")
+@Suite("Progress bar and transform specs", .offCooperativePool)
 struct ProgressBarTests {
     @Test("never wider than the terminal, never a newline")
     func widths() {

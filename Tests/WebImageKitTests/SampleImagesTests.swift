@@ -1,11 +1,12 @@
 import Foundation
 import Testing
+import WebImageTestSupport
 import WebImage
 import WebImageKit
 import WebImageVips
 import WebImageSamples
 
-@Suite("Sample images")
+@Suite("Sample images", .offCooperativePool)
 struct SampleImagesTests {
     @Test("the orientation transforms: 6 and 8 undo each other, the rest undo themselves, 5-8 swap sides")
     func transforms() {

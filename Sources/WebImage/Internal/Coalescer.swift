@@ -8,6 +8,14 @@ import Synchronization
 /// job reports reaches every caller still waiting. When the job ends, every caller
 /// gets its result and the key is free for a new job.
 ///
+/// A caller may bring a deadline: at it, that caller alone gets the deadline's
+/// error (the job is cancelled if it was the last caller), through the manager's
+/// one ``DeadlineTimer``, with no task group or timer task of its own.
+///
+/// The job runs on a task of its own: that is what lets each caller cancel alone
+/// while the others keep waiting (a job run on its first caller's task would end
+/// with that caller).
+///
 /// Continuations are resumed, and progress handlers called, outside the lock.
 final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     typealias Progress = @Sendable (LoadProgress) -> Void
@@ -39,17 +47,33 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Whether a job for `key` is running (a new caller would join it).
     func isRunning(_ key: Key) -> Bool { state.withLock { $0.jobs[key] != nil } }
 
+    /// A caller's deadline: when, the timer that keeps it, and the error it gets then.
+    struct Deadline: Sendable {
+        let instant: ContinuousClock.Instant
+        let timer: DeadlineTimer
+        let error: @Sendable () -> any Error
+    }
+
     /// Joins the job for `key`, starting it with `operation` if there is none.
     func value(
         for key: Key,
         priority: TaskPriority? = nil,
         progress: Progress? = nil,
+        deadline: Deadline? = nil,
         operation: @escaping @Sendable (_ progress: @escaping Progress) async throws -> Value
     ) async throws -> Value {
         let waiterID = state.withLock { state -> UInt64 in
             defer { state.nextID += 1 }
             return state.nextID
         }
+        // Scheduled before the waiter exists: a deadline that passes in between is
+        // seen when it is added (the clock only moves forward).
+        let timerID = deadline.map { deadline in
+            deadline.timer.schedule(at: deadline.instant) { [weak self] in
+                self?.leave(key: key, waiterID: waiterID, with: deadline.error())
+            }
+        }
+        defer { if let deadline, let timerID { deadline.timer.cancel(timerID) } }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 let waiter = Waiter(continuation: continuation, progress: progress)
@@ -57,6 +81,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 // lock, so a waiter is either seen cancelled here or removed there.
                 let start = state.withLock { state -> (UInt64)? in
                     if Task.isCancelled { return nil }
+                    if let deadline, ContinuousClock.now >= deadline.instant { return UInt64.max }
                     if state.jobs[key] != nil {
                         state.jobs[key]!.waiters[waiterID] = waiter
                         return 0
@@ -70,6 +95,11 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 }
                 guard let start else {
                     continuation.resume(throwing: CancellationError())
+                    return
+                }
+                if start == UInt64.max, let deadline {
+                    // Past its deadline already: this caller alone fails; it never joined.
+                    continuation.resume(throwing: deadline.error())
                     return
                 }
                 guard start != 0 else { return }
@@ -95,7 +125,9 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    private func leave(key: Key, waiterID: UInt64) {
+    /// Removes a caller: it gets `error` (cancellation, or its deadline's error)
+    /// at once, and the job is cancelled if it was the last.
+    private func leave(key: Key, waiterID: UInt64, with error: any Error = CancellationError()) {
         let (waiter, taskToCancel) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
             guard var job = state.jobs[key], let waiter = job.waiters.removeValue(forKey: waiterID) else { return (nil, nil) }
             if job.waiters.isEmpty {
@@ -106,7 +138,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             state.jobs[key] = job
             return (waiter, nil)
         }
-        waiter?.continuation.resume(throwing: CancellationError())
+        waiter?.continuation.resume(throwing: error)
         taskToCancel?.cancel()
     }
 

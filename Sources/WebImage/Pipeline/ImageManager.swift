@@ -45,6 +45,8 @@ public final class ImageManager: Sendable {
     let slots = Lock<[String: ImageTask]>([:])
     /// Loads in flight, counted so that ``shutdown(gracePeriod:)`` can wait for them.
     let loads = InFlightCounter()
+    /// The deadlines of loads in flight (``ImageContext/deadline``), one timer for all.
+    let deadlines = DeadlineTimer()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -208,11 +210,16 @@ public final class ImageManager: Sendable {
             firstRead = LookupStage.DiskRead(key: plan.diskKey, entry: entry)
         }
         let (read, stages, jobStages, jobKey) = (firstRead, stages, jobStages, plan.jobKey)
+        // Past the deadline, the error of the stage the job is in then.
+        let deadline = plan.context.deadline.map { instant in
+            Coalescer<String, ImageResult>.Deadline(instant: instant, timer: deadlines) {
+                (jobStages.stage(of: jobKey) ?? .lookup).deadlineError(url.absoluteString)
+            }
+        }
         do {
-            return try await Self.within(plan.context.deadline, url: url, stage: { jobStages.stage(of: jobKey) }) {
-                try await self.images.value(for: jobKey, priority: OriginalStage.priority(plan.options), progress: progress) { progress in
-                    try await LoadJob(plan, stages: stages, firstRead: read, progress: progress).run()
-                }
+            return try await images.value(for: jobKey, priority: OriginalStage.priority(plan.options), progress: progress,
+                                          deadline: deadline) { progress in
+                try await LoadJob(plan, stages: stages, firstRead: read, progress: progress).run()
             }
         } catch {
             throw WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
@@ -235,10 +242,11 @@ public final class ImageManager: Sendable {
         try await store?.removeData(forKey: key)
     }
 
-    /// Runs `body`, or fails at `deadline` with the error of the stage the job is
+    /// Runs `body`, or fails at `deadline` with the error of the stage the call is
     /// in then (``LoadStage/deadlineError(_:)``: `timedOut` in a download,
-    /// `workTimedOut` elsewhere): the body is cancelled then (the coalesced job
-    /// with it, when no other caller waits for it).
+    /// `workTimedOut` elsewhere): the body is cancelled then. For ``info(for:context:)``,
+    /// which is no coalesced job (a load's deadline is its coalescer wait's, kept
+    /// by ``deadlines``, with no task group).
     static func within<T: Sendable>(_ deadline: ContinuousClock.Instant?, url: URL,
                                            stage: @escaping @Sendable () -> LoadStage?,
                                            _ body: @escaping @Sendable () async throws -> T) async throws -> T {

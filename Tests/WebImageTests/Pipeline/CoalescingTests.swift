@@ -149,3 +149,54 @@ struct CoalescingTests {
         #expect(h.loader.requestCount == 2)
     }
 }
+
+@Suite("Deadlines: one timer for every load, no task group")
+struct DeadlineTests {
+    @Test("a caller past its deadline fails alone with its stage's error; a caller without one, sharing the job, still gets the image; no timer entry is left")
+    func deadlinePerCaller() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/a.timg", data: TestCoder.encode(width: 4, height: 4))
+        h.loader.close()
+        let patient = Task { try await h.manager.loadImage(with: h.url("a.timg")) }
+        #expect(await eventually { h.loader.requestCount == 1 })
+        var hurried = ImageContext()
+        hurried.deadline = .now + .milliseconds(50)
+        let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("a.timg"), context: hurried) }
+        #expect(error?.code == .timedOut && error?.message.contains("its download") == true, "\(String(describing: error))")
+        #expect(h.loader.cancellations == 0, "the other caller still waits: the download goes on")
+        h.loader.open()
+        #expect(try await patient.value.image?.pixelSize == PixelSize(4))
+        #expect(h.manager.deadlines.count == 0, "the expired entry fired and left; none is kept")
+    }
+
+    @Test("a deadline already past fails at once; loads that finish in time cancel their entries")
+    func pastAndInTime() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/b.timg", data: TestCoder.encode(width: 2, height: 2))
+        var late = ImageContext()
+        late.deadline = .now - .seconds(1)
+        let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("b.timg"), context: late) }
+        #expect(error?.code == .timedOut || error?.code == .workTimedOut, "\(String(describing: error))")
+        var roomy = ImageContext()
+        roomy.deadline = .now + .seconds(600)
+        for index in 0..<20 {
+            h.loader.serve("test://host/c\(index).timg", data: TestCoder.encode(width: 2, height: 2))
+            _ = try await h.manager.loadImage(with: h.url("c\(index).timg"), context: roomy)
+        }
+        #expect(h.manager.deadlines.count == 0)
+    }
+
+    @Test("the timer fires entries in deadline order, an earlier one scheduled after a later one included")
+    func timerOrder() async throws {
+        let timer = DeadlineTimer()
+        let fired = Lock<[Int]>([])
+        let now = ContinuousClock.now
+        _ = timer.schedule(at: now + .milliseconds(300)) { fired.withLock { $0.append(3) } }
+        _ = timer.schedule(at: now + .milliseconds(100)) { fired.withLock { $0.append(1) } }
+        let cancelled = timer.schedule(at: now + .milliseconds(200)) { fired.withLock { $0.append(2) } }
+        timer.cancel(cancelled)
+        #expect(await eventually { fired.withLock { $0.count } == 2 })
+        #expect(fired.withLock { $0 } == [1, 3])
+        #expect(timer.count == 0)
+    }
+}
