@@ -71,12 +71,18 @@ final class CurlDriver: Sendable {
 
     // MARK: The driver thread
 
-    private func run(maxConcurrent: Int, maxPerHost: Int?, order: CurlLoader.Order) {
-        var pending = PendingQueues(order: order, maxPerHost: maxPerHost)
+    /// What the driver thread owns: the queues, the running transfers, and easy
+    /// handles of finished transfers, reset and kept for the next ones (making and
+    /// freeing one per transfer costs the one driver thread dearly).
+    private struct Loop {
+        var pending: PendingQueues
         var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
-        // Easy handles of finished transfers, reset and kept for the next ones:
-        // making and freeing one per transfer costs the one driver thread dearly.
         var spares: [UnsafeMutableRawPointer] = []
+        let maxConcurrent: Int
+    }
+
+    private func run(maxConcurrent: Int, maxPerHost: Int?, order: CurlLoader.Order) {
+        var loop = Loop(pending: PendingQueues(order: order, maxPerHost: maxPerHost), maxConcurrent: maxConcurrent)
         while true {
             let (submitted, cancelled, stopped) = inbox.withLock { inbox in
                 defer { inbox.submitted.removeAll(); inbox.cancelled.removeAll() }
@@ -84,102 +90,119 @@ final class CurlDriver: Sendable {
             }
             for transfer in submitted {
                 transfer.state = .queued
-                pending.push(transfer)
+                loop.pending.push(transfer)
             }
-            for transfer in cancelled {
-                switch transfer.state {
-                case .active:
-                    if let easy = transfer.easy, active.removeValue(forKey: easy) != nil {
-                        curl_multi_remove_handle(multi.handle, easy)
-                        counts.withLock { $0.active -= 1 }
-                        pending.finished(transfer)
-                    }
-                    transfer.release()
-                case .queued:
-                    counts.withLock { $0.queued -= 1 }  // left in its queue, skipped when reached
-                case .new, .done:
-                    break
-                }
-                transfer.state = .done
-                transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
-            }
-            if stopped {
-                for transfer in pending.drain() + Array(active.values) {
-                    if let easy = transfer.easy { curl_multi_remove_handle(multi.handle, easy) }
-                    transfer.release()
-                    transfer.finish(.failure(WebImageError(.cancelled, "the loader has shut down")))
-                }
-                spares.forEach { curl_easy_cleanup($0) }
-                curl_multi_cleanup(multi.handle)
-                return
-            }
-
-            // Transfers whose origin stalled, or that waited too long in all, fail.
-            for expired in pending.expireHeld(now: .now) {
-                counts.withLock { $0.queued -= 1 }
-                let transfer = expired.held.transfer
-                transfer.state = .done
-                if let refusal = expired.refusal {
-                    transfer.finish(.failure(refusal))
-                    continue
-                }
-                let why = expired.stalled
-                    ? "\(expired.host) finished none of its \(pending.maxPerHost ?? 0) transfers in \(expired.held.timeout)"
-                    : "\(expired.host) is too busy: still none after \(expired.held.timeout * PendingQueues.maxWaitInTimeouts)"
-                transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited for a download slot: \(why)")))
-            }
-
-            // Start queued transfers: higher priority first, then FIFO or LIFO.
-            while active.count < maxConcurrent, let transfer = pending.pop() {
-                counts.withLock { $0.queued -= 1 }
-                if let refusal = transfer.request.stillAdmitted?() {
-                    transfer.state = .done
-                    transfer.finish(.failure(refusal))
-                    continue
-                }
-                do {
-                    let easy = try transfer.prepare(reusing: spares.popLast())
-                    transfer.state = .active
-                    pending.started(transfer)
-                    active[easy] = transfer
-                    counts.withLock { $0.active += 1 }
-                    curl_multi_add_handle(multi.handle, easy)
-                } catch {
-                    transfer.state = .done
-                    transfer.release()
-                    transfer.finish(.failure(error))
-                }
-            }
-
+            for transfer in cancelled { cancel(transfer, &loop) }
+            if stopped { return stop(&loop) }
+            expireHeld(&loop)
+            startQueued(&loop)
             var running: Int32 = 0
             curl_multi_perform(multi.handle, &running)
-            var remaining: Int32 = 0
-            var finished = false
-            while let message = curl_multi_info_read(multi.handle, &remaining) {
-                guard CCurl_msg_done(message) != 0, let easy = CCurl_msg_easy(message),
-                      let transfer = active.removeValue(forKey: easy) else { continue }
-                let code = CCurl_msg_result(message)
-                curl_multi_remove_handle(multi.handle, easy)
-                counts.withLock { $0.active -= 1 }
-                pending.finished(transfer)
-                transfer.state = .done
-                transfer.complete(code)
-                if let handle = transfer.detachHandle() {
-                    if spares.count < maxConcurrent * 2 {
-                        curl_easy_reset(handle)
-                        spares.append(handle)
-                    } else {
-                        curl_easy_cleanup(handle)
-                    }
-                }
-                finished = true
-            }
+            let finished = collectFinished(&loop)
             // Finished transfers made room for queued ones: start them now. Sleeping
             // here would wait out the poll timeout whenever every running transfer
             // had finished at once, since no socket would wake the poll.
-            if finished && !pending.isEmpty { continue }
+            if finished && !loop.pending.isEmpty { continue }
             curl_multi_poll(multi.handle, nil, 0, 1000, nil)
         }
+    }
+
+    /// A transfer its caller cancelled: out of curl if running, skipped if queued.
+    private func cancel(_ transfer: CurlTransfer, _ loop: inout Loop) {
+        switch transfer.state {
+        case .active:
+            if let easy = transfer.easy, loop.active.removeValue(forKey: easy) != nil {
+                curl_multi_remove_handle(multi.handle, easy)
+                counts.withLock { $0.active -= 1 }
+                loop.pending.finished(transfer)
+            }
+            transfer.release()
+        case .queued:
+            counts.withLock { $0.queued -= 1 }  // left in its queue, skipped when reached
+        case .new, .done:
+            break
+        }
+        transfer.state = .done
+        transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
+    }
+
+    /// Shutdown: every transfer fails, every handle is freed.
+    private func stop(_ loop: inout Loop) {
+        for transfer in loop.pending.drain() + Array(loop.active.values) {
+            if let easy = transfer.easy { curl_multi_remove_handle(multi.handle, easy) }
+            transfer.release()
+            transfer.finish(.failure(WebImageError(.cancelled, "the loader has shut down")))
+        }
+        loop.spares.forEach { curl_easy_cleanup($0) }
+        curl_multi_cleanup(multi.handle)
+    }
+
+    /// Transfers whose origin stalled, or that waited too long in all, fail.
+    private func expireHeld(_ loop: inout Loop) {
+        for expired in loop.pending.expireHeld(now: .now) {
+            counts.withLock { $0.queued -= 1 }
+            let transfer = expired.held.transfer
+            transfer.state = .done
+            if let refusal = expired.refusal {
+                transfer.finish(.failure(refusal))
+                continue
+            }
+            let why = expired.stalled
+                ? "\(expired.host) finished none of its \(loop.pending.maxPerHost ?? 0) transfers in \(expired.held.timeout)"
+                : "\(expired.host) is too busy: still none after \(expired.held.timeout * PendingQueues.maxWaitInTimeouts)"
+            transfer.finish(.failure(WebImageError(.timedOut, "\(transfer.request.url.absoluteString) waited for a download slot: \(why)")))
+        }
+    }
+
+    /// Starts queued transfers while there is room: higher priority first, then FIFO or LIFO.
+    private func startQueued(_ loop: inout Loop) {
+        while loop.active.count < loop.maxConcurrent, let transfer = loop.pending.pop() {
+            counts.withLock { $0.queued -= 1 }
+            if let refusal = transfer.request.stillAdmitted?() {
+                transfer.state = .done
+                transfer.finish(.failure(refusal))
+                continue
+            }
+            do {
+                let easy = try transfer.prepare(reusing: loop.spares.popLast())
+                transfer.state = .active
+                loop.pending.started(transfer)
+                loop.active[easy] = transfer
+                counts.withLock { $0.active += 1 }
+                curl_multi_add_handle(multi.handle, easy)
+            } catch {
+                transfer.state = .done
+                transfer.release()
+                transfer.finish(.failure(error))
+            }
+        }
+    }
+
+    /// Completes the transfers curl finished, keeping their handles as spares;
+    /// returns whether any finished.
+    private func collectFinished(_ loop: inout Loop) -> Bool {
+        var remaining: Int32 = 0
+        var finished = false
+        while let message = curl_multi_info_read(multi.handle, &remaining) {
+            guard CCurl_msg_done(message) != 0, let easy = CCurl_msg_easy(message),
+                  let transfer = loop.active.removeValue(forKey: easy) else { continue }
+            let code = CCurl_msg_result(message)
+            curl_multi_remove_handle(multi.handle, easy)
+            counts.withLock { $0.active -= 1 }
+            loop.pending.finished(transfer)
+            transfer.state = .done
+            transfer.complete(code)
+            if let handle = transfer.detachHandle() {
+                if loop.spares.count < loop.maxConcurrent * 2 {
+                    curl_easy_reset(handle)
+                    loop.spares.append(handle)
+                } else {
+                    curl_easy_cleanup(handle)
+                }
+            }
+            finished = true
+        }
+        return finished
     }
 }
 

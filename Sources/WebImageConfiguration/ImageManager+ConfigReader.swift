@@ -50,82 +50,104 @@ extension ImageManager.Configuration {
     public init(config: ConfigReader, catalog: PluginCatalog, defaultStorePath: URL? = nil) throws {
         self.init()
         let values = ConfigValues(config)
+        try configureMemory(values)
+        let limits = try Self.cacheLimits(values)
+        try configureStore(values, catalog, limits: limits, defaultStorePath: defaultStorePath)
+        let shared = try configureSharedTier(values, catalog, limits: limits)
+        try configurePlugins(config, values, catalog)
+        try configureLoads(values)
+        try configureBlocklist(values, shared: shared)
+        try configureBreaker(values)
+        encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
+    }
 
-        // Memory tier.
+    /// The memory tier: `memory.costLimit`, `memory.countLimit`.
+    private mutating func configureMemory(_ values: ConfigValues) throws {
         var memory = MemoryImageCache.Limits()
         if let cost = try values.bytes("memory.costLimit") { memory = .init(costLimit: cost, countLimit: memory.countLimit) }
         if let count = try values.int("memory.countLimit", minimum: 0) { memory.countLimit = count }
         memoryCache = MemoryImageCache(limits: memory)
+    }
 
-        // Disk tier.
+    /// `store.maxSize`, `store.maxAge`, `store.sweepInterval`.
+    private static func cacheLimits(_ values: ConfigValues) throws -> CacheLimits {
         var limits = CacheLimits()
         if let size = try values.bytes("store.maxSize") { limits.maxSize = size }
         if let age = try values.duration("store.maxAge") { limits.maxAge = age }
         if let interval = try values.duration("store.sweepInterval") { limits.sweepInterval = interval }
+        return limits
+    }
+
+    /// A store the catalog makes: `kind` checked, its own keys (`store.<key>`)
+    /// read for it, a factory's error prefixed with `what`.
+    private static func makeStore(_ kind: String, key: String, what: String, _ values: ConfigValues, _ catalog: PluginCatalog,
+                                  directory: URL? = nil, limits: CacheLimits, extra: [String: String] = [:]) throws -> any CacheStore {
+        guard catalog.stores.names.contains(kind) else {
+            throw WebImageError(.invalidArgument, "\(key): unknown store '\(kind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
+        }
+        var settings = extra
+        for key in catalog.stores.extraKeys(forStoreNamed: kind) { settings[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
+        do {
+            return try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: directory, limits: limits, extra: settings))
+        } catch let error as WebImageError {
+            throw WebImageError(error.code, "\(what) (\(kind)): \(error.message)", isTransient: false, underlying: error)
+        }
+    }
+
+    /// The disk tier: `store.kind` (LMDB unless `none`), `store.path`.
+    private mutating func configureStore(_ values: ConfigValues, _ catalog: PluginCatalog, limits: CacheLimits, defaultStorePath: URL?) throws {
         let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
-        if kind != "none" {
-            guard catalog.stores.names.contains(kind) else {
-                throw WebImageError(.invalidArgument, "store.kind: unknown store '\(kind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
-            }
-            let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
-            var extra: [String: String] = [:]
-            for key in catalog.stores.extraKeys(forStoreNamed: kind) { extra[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
-            do {
-                store = try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: path, limits: limits, extra: extra))
-            } catch let error as WebImageError {
-                throw WebImageError(error.code, "store.kind (\(kind)): \(error.message)", isTransient: false, underlying: error)
-            }
-        }
+        guard kind != "none" else { return }
+        let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
+        store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", values, catalog, directory: path, limits: limits)
+    }
 
-        // Shared tier.
-        var sharedFailures: (any SharedFailureStore)?
-        let sharedKind = values.text("store.shared.kind")?.lowercased() ?? "none"
-        if sharedKind != "none" {
-            guard catalog.stores.names.contains(sharedKind) else {
-                throw WebImageError(.invalidArgument, "store.shared.kind: unknown store '\(sharedKind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
+    /// The shared tier behind the disk tier: `store.shared.kind`, `.url`, `.prefix`,
+    /// `.timeout`. Returns its kind and, when it keeps failed URLs, the store.
+    private mutating func configureSharedTier(_ values: ConfigValues, _ catalog: PluginCatalog,
+                                              limits: CacheLimits) throws -> (kind: String, failures: (any SharedFailureStore)?) {
+        let kind = values.text("store.shared.kind")?.lowercased() ?? "none"
+        guard kind != "none" else {
+            if values.text("store.shared.url") != nil {
+                throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis or s3")
             }
-            var extra: [String: String] = [:]
-            for key in catalog.stores.extraKeys(forStoreNamed: sharedKind) { extra[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
-            extra["url"] = values.list("store.shared.url")?.joined(separator: ",")
-            extra["prefix"] = values.text("store.shared.prefix")
-            if let timeout = try values.duration("store.shared.timeout") {
-                guard timeout > .zero else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
-                extra["timeoutMilliseconds"] = String(max(1, timeout.wholeMilliseconds))
-            }
-            let shared: any CacheStore
-            do {
-                shared = try catalog.stores.makeStore(named: sharedKind, settings: CacheStoreSettings(limits: limits, extra: extra))
-            } catch let error as WebImageError {
-                throw WebImageError(error.code, "store.shared (\(sharedKind)): \(error.message)", isTransient: false, underlying: error)
-            }
-            store = TieredCacheStore(local: store, shared: shared)
-            sharedFailures = shared as? any SharedFailureStore
-        } else if values.text("store.shared.url") != nil {
-            throw WebImageError(.invalidArgument, "store.shared.url is set but store.shared.kind is none; set store.shared.kind = redis or s3")
+            return (kind, nil)
         }
+        var extra: [String: String] = [:]
+        extra["url"] = values.list("store.shared.url")?.joined(separator: ",")
+        extra["prefix"] = values.text("store.shared.prefix")
+        if let timeout = try values.duration("store.shared.timeout") {
+            guard timeout > .zero else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
+            extra["timeoutMilliseconds"] = String(max(1, timeout.wholeMilliseconds))
+        }
+        let shared = try Self.makeStore(kind, key: "store.shared.kind", what: "store.shared", values, catalog, limits: limits, extra: extra)
+        store = TieredCacheStore(local: store, shared: shared)
+        return (kind, shared as? any SharedFailureStore)
+    }
 
-        // Coders, first listed asked first.
-        let coderNames = values.list("coders") ?? catalog.coders.map(\.name)
+    /// The coders and loaders, first listed asked first: `coders`, `loaders`.
+    private mutating func configurePlugins(_ config: ConfigReader, _ values: ConfigValues, _ catalog: PluginCatalog) throws {
         let coderRegistry = CoderRegistry()
-        for name in coderNames.reversed() {
+        for name in (values.list("coders") ?? catalog.coders.map(\.name)).reversed() {
             guard let entry = catalog.coders.first(where: { $0.name == name.lowercased() }) else {
                 throw WebImageError(.invalidArgument, "coders: unknown coder '\(name)'; known: \(catalog.coders.map(\.name).joined(separator: ", "))")
             }
             coderRegistry.register(try entry.make(config), name: entry.name)
         }
         coders = coderRegistry
-
-        // Loaders.
-        let loaderNames = values.list("loaders") ?? catalog.loaders.map(\.name)
         let loaderRegistry = LoaderRegistry()
-        for name in loaderNames.reversed() {
+        for name in (values.list("loaders") ?? catalog.loaders.map(\.name)).reversed() {
             guard let entry = catalog.loaders.first(where: { $0.name == name.lowercased() }) else {
                 throw WebImageError(.invalidArgument, "loaders: unknown loader '\(name)'; known: \(catalog.loaders.map(\.name).joined(separator: ", "))")
             }
             loaderRegistry.register(try entry.make(config), name: entry.name, schemes: entry.schemes)
         }
         loaders = loaderRegistry
+    }
 
+    /// What bounds one load: the loader's timeout and response size, the
+    /// originals' budget, the decode's pixel and memory limits.
+    private mutating func configureLoads(_ values: ConfigValues) throws {
         if let timeout = try values.loaderTimeout() { self.timeout = timeout }
         if let size = try values.loaderMaxResponseSize() { maxResponseSize = size }
         if let budget = try values.bytes("loader.originalsBudget") {
@@ -137,29 +159,36 @@ extension ImageManager.Configuration {
             guard bytes > 0 else { throw values.invalid("decode.memoryLimit", "\(bytes)", "a size above zero") }
             decodeOptions.memoryLimit = bytes
         }
-        let blocklistTTL = try values.duration("blocklist.ttl")
-        var blocklistShared: (any SharedFailureStore)?
+    }
+
+    /// `blocklist.ttl`, and `blocklist.shared` through the shared tier.
+    private mutating func configureBlocklist(_ values: ConfigValues, shared: (kind: String, failures: (any SharedFailureStore)?)) throws {
+        let ttl = try values.duration("blocklist.ttl")
+        var sharedFailures: (any SharedFailureStore)?
         if try values.bool("blocklist.shared") == true {
-            guard sharedKind != "none" else {
+            guard shared.kind != "none" else {
                 throw WebImageError(.invalidArgument, "blocklist.shared needs a shared tier to keep the failures in; set store.shared.kind = redis and store.shared.url")
             }
-            guard let sharedFailures else {
-                throw WebImageError(.invalidArgument, "blocklist.shared: the '\(sharedKind)' store cannot keep failed URLs (it is no SharedFailureStore)")
+            guard let failures = shared.failures else {
+                throw WebImageError(.invalidArgument, "blocklist.shared: the '\(shared.kind)' store cannot keep failed URLs (it is no SharedFailureStore)")
             }
-            blocklistShared = sharedFailures
+            sharedFailures = failures
         }
-        if blocklistTTL != nil || blocklistShared != nil {
-            blocklist = FailedURLBlocklist(ttl: blocklistTTL ?? blocklist.ttl, shared: blocklistShared)
+        if ttl != nil || sharedFailures != nil {
+            blocklist = FailedURLBlocklist(ttl: ttl ?? blocklist.ttl, shared: sharedFailures)
         }
-        let breakerFailures = try values.int("loader.circuitBreaker.failures", minimum: 0)
-        let breakerCooldown = try values.duration("loader.circuitBreaker.cooldown")
-        if let breakerCooldown, breakerCooldown <= .zero {
-            throw WebImageError(.invalidArgument, "loader.circuitBreaker.cooldown must be longer than zero, not \(breakerCooldown)")
+    }
+
+    /// `loader.circuitBreaker.failures` (0 turns it off) and `.cooldown`.
+    private mutating func configureBreaker(_ values: ConfigValues) throws {
+        let failures = try values.int("loader.circuitBreaker.failures", minimum: 0)
+        let cooldown = try values.duration("loader.circuitBreaker.cooldown")
+        if let cooldown, cooldown <= .zero {
+            throw WebImageError(.invalidArgument, "loader.circuitBreaker.cooldown must be longer than zero, not \(cooldown)")
         }
-        if breakerFailures != nil || breakerCooldown != nil, breakerFailures != 0 {
-            originBreaker = OriginCircuitBreaker(failureThreshold: breakerFailures ?? OriginCircuitBreaker.defaultFailureThreshold,
-                                                 cooldown: breakerCooldown ?? OriginCircuitBreaker.defaultCooldown, logger: logger)
+        if failures != nil || cooldown != nil, failures != 0 {
+            originBreaker = OriginCircuitBreaker(failureThreshold: failures ?? OriginCircuitBreaker.defaultFailureThreshold,
+                                                 cooldown: cooldown ?? OriginCircuitBreaker.defaultCooldown, logger: logger)
         }
-        encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
     }
 }

@@ -107,112 +107,146 @@ public enum TransformSpec {
     }
 
     static func parseOne(_ text: String, dpr: Double, maxSide: Int, watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
-        let fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        let name = fields[0].lowercased()
-        func bad(_ expected: String) -> WebImageError {
-            WebImageError(.invalidArgument, "transform '\(text)': expected \(expected)")
-        }
-        /// Numbers, each finite and within `range`: a value that does not fit an Int
-        /// (found by fuzzing: `round:8666…6` trapped), infinity or NaN is refused here.
-        func numbers(_ index: Int, count: ClosedRange<Int>, within range: ClosedRange<Double> = -1e7...1e7) throws -> [Double] {
-            guard fields.count > index else { throw bad("\(name):…") }
-            let values = fields[index].split(separator: ",").compactMap { Double($0) }
-            guard count.contains(values.count), values.count == fields[index].split(separator: ",").count else { throw bad("\(count.lowerBound) number(s) after '\(name):'") }
-            guard values.allSatisfy({ $0.isFinite && range.contains($0) }) else {
-                throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")
-            }
-            return values
-        }
-        /// A side times the DPR, 1...maxSide.
-        func side(_ value: Double, _ what: String) throws -> Int {
-            let scaled = (value * dpr).rounded()
-            guard scaled <= Double(maxSide) else {
-                throw bad("\(what) of at most \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(Int(scaled))")
-            }
-            return Int(scaled)
-        }
-        /// A size times the DPR, each side 1...maxSide.
-        func size(_ index: Int, _ usage: String) throws -> PixelSize {
-            guard fields.count > index, let size = PixelSize(parsing: fields[index]) else { throw bad(usage) }
-            let scaled = PixelSize(width: Int((Double(size.width) * dpr).rounded()), height: Int((Double(size.height) * dpr).rounded()))
-            guard (1...maxSide).contains(scaled.width), (1...maxSide).contains(scaled.height) else {
-                throw bad("sides from 1 to \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(scaled)")
-            }
-            return scaled
-        }
-        func colour(_ index: Int) throws -> RGBColor? {
-            guard fields.count > index, !fields[index].isEmpty else { return nil }
-            guard let colour = RGBColor(parsing: fields[index]) else { throw bad("a colour such as ffffff, #fff, 255,255,255 or white, not '\(fields[index])'") }
-            return colour
-        }
-        func gravity(_ index: Int, default value: ImageTransformers.Gravity) throws -> ImageTransformers.Gravity {
-            guard fields.count > index, !fields[index].isEmpty else { return value }
-            guard let gravity = ImageTransformers.Gravity(parsing: fields[index]) else { throw bad("a gravity (centre, n, ne, e, se, s, sw, w, nw), not '\(fields[index])'") }
-            return gravity
-        }
-        func optionalNumber(_ index: Int, default value: Double, within range: ClosedRange<Double>) throws -> Double {
-            guard fields.count > index, !fields[index].isEmpty else { return value }
-            return try numbers(index, count: 1...1, within: range)[0]
-        }
-        switch name {
+        let step = Step(text: text, dpr: dpr, maxSide: maxSide)
+        switch step.name {
         case "resize":
-            let box = try size(1, "resize:WxH[:fit|fill|stretch[:attention|entropy|centre|fp:X:Y]]")
-            let mode = fields.count > 2 ? ImageTransformers.ResizeMode(rawValue: fields[2].lowercased()) : .fit
-            guard let mode else { throw bad("fit, fill or stretch") }
-            var focus = ImageTransformers.CropFocus.centre
-            if fields.count > 3 {
-                // A focal point takes three fields (fp:X:Y), the others one.
-                guard mode == .fill, fields.count == 4 || fields.count == 6,
-                      let parsed = ImageTransformers.CropFocus(parsing: fields[3...].joined(separator: ":")) else {
-                    throw bad("a crop focus after 'fill': attention, entropy, centre, or fp:X:Y with X and Y from 0 to 1")
-                }
-                focus = parsed
-            }
-            return ImageTransformers.Resize(box, mode: mode, focus: focus)
+            return try step.resize()
         case "crop":
-            let v = try numbers(1, count: 4...4, within: 0...1e7).map { try side($0, "crop offsets and sides") }
-            guard v[2] > 0, v[3] > 0 else { throw bad("a crop with a positive width and height") }
+            let v = try step.numbers(1, count: 4...4, within: 0...1e7).map { try step.side($0, "crop offsets and sides") }
+            guard v[2] > 0, v[3] > 0 else { throw step.bad("a crop with a positive width and height") }
             return ImageTransformers.Crop(x: v[0], y: v[1], width: v[2], height: v[3])
         case "rotate":
-            return ImageTransformers.Rotate(degrees: try numbers(1, count: 1...1)[0])
+            return ImageTransformers.Rotate(degrees: try step.numbers(1, count: 1...1)[0])
         case "flip":
-            guard fields.count == 2, ["h", "v"].contains(fields[1].lowercased()) else { throw bad("flip:h or flip:v") }
-            return ImageTransformers.Flip(vertical: fields[1].lowercased() == "v")
+            guard step.fields.count == 2, ["h", "v"].contains(step.fields[1].lowercased()) else { throw step.bad("flip:h or flip:v") }
+            return ImageTransformers.Flip(vertical: step.fields[1].lowercased() == "v")
         case "round":
-            return ImageTransformers.RoundCorners(radius: try side(try numbers(1, count: 1...1, within: 0...1e7)[0], "a radius"))
+            return ImageTransformers.RoundCorners(radius: try step.side(try step.numbers(1, count: 1...1, within: 0...1e7)[0], "a radius"))
         case "blur":
             // libvips' Gaussian mask grows with sigma: an absurd one costs minutes and gigabytes.
-            let sigma = try numbers(1, count: 1...1, within: 0...100)[0]
-            guard sigma > 0 else { throw bad("a positive blur radius") }
+            let sigma = try step.numbers(1, count: 1...1, within: 0...100)[0]
+            guard sigma > 0 else { throw step.bad("a positive blur radius") }
             return ImageTransformers.Blur(sigma: sigma)
         case "tint":
-            let v = try numbers(1, count: 3...4)
-            guard v.prefix(3).allSatisfy({ (0...255).contains($0) }) else { throw bad("colour components 0...255") }
-            guard v.count < 4 || (0...1).contains(v[3]) else { throw bad("a tint amount from 0 to 1") }
-            return ImageTransformers.Tint(red: UInt8(v[0]), green: UInt8(v[1]), blue: UInt8(v[2]), amount: v.count > 3 ? v[3] : 0.5)
+            return try step.tint()
         case "sharpen":
-            let sigma = try optionalNumber(1, default: 0.75, within: 0...10)
-            guard sigma > 0 else { throw bad("a sharpen sigma above 0") }
+            let sigma = try step.optionalNumber(1, default: 0.75, within: 0...10)
+            guard sigma > 0 else { throw step.bad("a sharpen sigma above 0") }
             return ImageTransformers.Sharpen(sigma: sigma)
         case "flatten":
-            return ImageTransformers.Flatten(background: try colour(1) ?? .white)
+            return ImageTransformers.Flatten(background: try step.colour(1) ?? .white)
         case "pad":
-            let box = try size(1, "pad:WxH[:colour|none[:gravity]]")
-            let background: RGBColor? = fields.count > 2 && fields[2].lowercased() == "none" ? nil : try colour(2) ?? .white
-            return ImageTransformers.Pad(box, background: background, gravity: try gravity(3, default: .centre))
+            let box = try step.size(1, "pad:WxH[:colour|none[:gravity]]")
+            let background: RGBColor? = step.fields.count > 2 && step.fields[2].lowercased() == "none" ? nil : try step.colour(2) ?? .white
+            return ImageTransformers.Pad(box, background: background, gravity: try step.gravity(3, default: .centre))
         case "trim":
-            return ImageTransformers.Trim(threshold: try optionalNumber(1, default: 10, within: 0...255))
+            return ImageTransformers.Trim(threshold: try step.optionalNumber(1, default: 10, within: 0...255))
         case "grey", "greyscale", "gray", "grayscale":
-            guard fields.count == 1 else { throw bad("'\(name)' alone") }
+            guard step.fields.count == 1 else { throw step.bad("'\(step.name)' alone") }
             return ImageTransformers.Greyscale()
         case "watermark":
-            guard fields.count > 1, !fields[1].isEmpty else { throw bad("watermark:NAME[:gravity[:opacity[:margin]]]") }
-            let opacity = try optionalNumber(3, default: 0.5, within: 0...1)
-            let margin = try optionalNumber(4, default: 10, within: 0...10_000)
-            return try ImageTransformers.Watermark(overlay: try watermark(fields[1]), gravity: try gravity(2, default: .southEast),
-                                                   opacity: opacity, margin: try side(margin, "a margin"))
+            return try step.watermark(watermark)
         default:
-            throw bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")
+            throw step.bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")
         }
+    }
+}
+
+/// One step of a spec, split at its colons, with the readers of its fields: each
+/// value checked (finite, in range, a side within `maxSide` after the DPR) and a
+/// bad one refused with what was expected.
+private struct Step {
+    let text: String
+    let fields: [String]
+    let name: String
+    let dpr: Double
+    let maxSide: Int
+
+    init(text: String, dpr: Double, maxSide: Int) {
+        self.text = text
+        self.fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        self.name = fields[0].lowercased()
+        self.dpr = dpr
+        self.maxSide = maxSide
+    }
+
+    func bad(_ expected: String) -> WebImageError {
+        WebImageError(.invalidArgument, "transform '\(text)': expected \(expected)")
+    }
+    /// Numbers, each finite and within `range`: a value that does not fit an Int
+    /// (found by fuzzing: `round:8666…6` trapped), infinity or NaN is refused here.
+    func numbers(_ index: Int, count: ClosedRange<Int>, within range: ClosedRange<Double> = -1e7...1e7) throws -> [Double] {
+        guard fields.count > index else { throw bad("\(name):…") }
+        let values = fields[index].split(separator: ",").compactMap { Double($0) }
+        guard count.contains(values.count), values.count == fields[index].split(separator: ",").count else { throw bad("\(count.lowerBound) number(s) after '\(name):'") }
+        guard values.allSatisfy({ $0.isFinite && range.contains($0) }) else {
+            throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")
+        }
+        return values
+    }
+    /// A side times the DPR, 1...maxSide.
+    func side(_ value: Double, _ what: String) throws -> Int {
+        let scaled = (value * dpr).rounded()
+        guard scaled <= Double(maxSide) else {
+            throw bad("\(what) of at most \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(Int(scaled))")
+        }
+        return Int(scaled)
+    }
+    /// A size times the DPR, each side 1...maxSide.
+    func size(_ index: Int, _ usage: String) throws -> PixelSize {
+        guard fields.count > index, let size = PixelSize(parsing: fields[index]) else { throw bad(usage) }
+        let scaled = PixelSize(width: Int((Double(size.width) * dpr).rounded()), height: Int((Double(size.height) * dpr).rounded()))
+        guard (1...maxSide).contains(scaled.width), (1...maxSide).contains(scaled.height) else {
+            throw bad("sides from 1 to \(maxSide) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(scaled)")
+        }
+        return scaled
+    }
+    func colour(_ index: Int) throws -> RGBColor? {
+        guard fields.count > index, !fields[index].isEmpty else { return nil }
+        guard let colour = RGBColor(parsing: fields[index]) else { throw bad("a colour such as ffffff, #fff, 255,255,255 or white, not '\(fields[index])'") }
+        return colour
+    }
+    func gravity(_ index: Int, default value: ImageTransformers.Gravity) throws -> ImageTransformers.Gravity {
+        guard fields.count > index, !fields[index].isEmpty else { return value }
+        guard let gravity = ImageTransformers.Gravity(parsing: fields[index]) else { throw bad("a gravity (centre, n, ne, e, se, s, sw, w, nw), not '\(fields[index])'") }
+        return gravity
+    }
+    func optionalNumber(_ index: Int, default value: Double, within range: ClosedRange<Double>) throws -> Double {
+        guard fields.count > index, !fields[index].isEmpty else { return value }
+        return try numbers(index, count: 1...1, within: range)[0]
+    }
+
+    /// `resize:WxH[:fit|fill|stretch[:attention|entropy|centre|fp:X:Y]]`.
+    func resize() throws -> any ImageTransformer {
+        let box = try size(1, "resize:WxH[:fit|fill|stretch[:attention|entropy|centre|fp:X:Y]]")
+        let mode = fields.count > 2 ? ImageTransformers.ResizeMode(rawValue: fields[2].lowercased()) : .fit
+        guard let mode else { throw bad("fit, fill or stretch") }
+        var focus = ImageTransformers.CropFocus.centre
+        if fields.count > 3 {
+            // A focal point takes three fields (fp:X:Y), the others one.
+            guard mode == .fill, fields.count == 4 || fields.count == 6,
+                  let parsed = ImageTransformers.CropFocus(parsing: fields[3...].joined(separator: ":")) else {
+                throw bad("a crop focus after 'fill': attention, entropy, centre, or fp:X:Y with X and Y from 0 to 1")
+            }
+            focus = parsed
+        }
+        return ImageTransformers.Resize(box, mode: mode, focus: focus)
+    }
+
+    /// `tint:R,G,B[,amount]`.
+    func tint() throws -> any ImageTransformer {
+        let v = try numbers(1, count: 3...4)
+        guard v.prefix(3).allSatisfy({ (0...255).contains($0) }) else { throw bad("colour components 0...255") }
+        guard v.count < 4 || (0...1).contains(v[3]) else { throw bad("a tint amount from 0 to 1") }
+        return ImageTransformers.Tint(red: UInt8(v[0]), green: UInt8(v[1]), blue: UInt8(v[2]), amount: v.count > 3 ? v[3] : 0.5)
+    }
+
+    /// `watermark:NAME[:gravity[:opacity[:margin]]]`.
+    func watermark(_ overlay: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
+        guard fields.count > 1, !fields[1].isEmpty else { throw bad("watermark:NAME[:gravity[:opacity[:margin]]]") }
+        let opacity = try optionalNumber(3, default: 0.5, within: 0...1)
+        let margin = try optionalNumber(4, default: 10, within: 0...10_000)
+        return try ImageTransformers.Watermark(overlay: try overlay(fields[1]), gravity: try gravity(2, default: .southEast),
+                                               opacity: opacity, margin: try side(margin, "a margin"))
     }
 }

@@ -34,8 +34,16 @@ public struct CacheStoreConformance: Sendable {
     /// - Throws: ``ConformanceFailure`` listing each broken requirement.
     public func run() async throws {
         var checker = Checker(suite: "CacheStoreConformance")
-        let makeStore = makeStore
+        await roundTrips(&checker)
+        await keysAndChanges(&checker)
+        await concurrency(&checker)
+        if let makeLimitedStore { await limits(&checker, makeLimitedStore) }
+        try checker.finish()
+    }
 
+    /// Missing keys, bytes and metadata, sizes from 0 bytes to 4 MiB.
+    private func roundTrips(_ checker: inout Checker) async {
+        let makeStore = makeStore
         await checker.check("missing keys are nil, not errors") {
             let store = try await makeStore()
             try expect(try await store.entry(forKey: "missing") == nil, "entry(forKey:) returned an entry")
@@ -72,7 +80,11 @@ public struct CacheStoreConformance: Sendable {
                 try expect(read == data, "a \(size)-byte value came back as \(read.map { "\($0.count) bytes" } ?? "nil")")
             }
         }
+    }
 
+    /// Hostile keys, overwrites, metadata updates, removal.
+    private func keysAndChanges(_ checker: inout Checker) async {
+        let makeStore = makeStore
         await checker.check("hostile keys are kept apart") {
             let store = try await makeStore()
             for (index, key) in Self.hostileKeys.enumerated() {
@@ -119,7 +131,11 @@ public struct CacheStoreConformance: Sendable {
             try expect(try await store.totalSize == 0, "totalSize after removeAll is not 0")
             try expect(try await store.data(forKey: "k1") == nil, "an entry survived removeAll")
         }
+    }
 
+    /// Concurrent writers and readers.
+    private func concurrency(_ checker: inout Checker) async {
+        let makeStore = makeStore
         await checker.check("concurrent writers and readers") {
             let store = try await makeStore()
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -136,58 +152,57 @@ public struct CacheStoreConformance: Sendable {
             let count = try await store.count
             try expect(count == 64, "count after 64 concurrent writes is \(count)")
         }
+    }
 
-        if let makeLimitedStore {
-            await checker.check("entries expire by last access, not by write date") {
-                let clock = ManualClock()
-                let store = try await makeLimitedStore(CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: nil), clock.now)
-                try await store.setData(Data([1]), forKey: "read")
-                try await store.setData(Data([2]), forKey: "unread")
-                clock.advance(by: 3000)
-                _ = try await store.entry(forKey: "read")
-                clock.advance(by: 1000)
-                try await store.removeExpired()
-                try expect(try await store.data(forKey: "read") == Data([1]), "an entry read 1000 s ago expired with a 1 h maximum age")
-                try expect(try await store.data(forKey: "unread") == nil, "an entry unread for 4000 s survived a 1 h maximum age")
-                let count = try await store.count
-                try expect(count == 1, "count after expiry is \(count)")
-            }
-
-            await checker.check("over the size limit, trims to half, least recently accessed first") {
-                let clock = ManualClock()
-                let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
-                for index in 0..<9 {
-                    try await store.setData(Data(count: 100), forKey: "k\(index)")
-                    clock.advance(by: 10)
-                }
-                _ = try await store.entry(forKey: "k0")  // k0 becomes the most recent
-                clock.advance(by: 10)
-                try await store.setData(Data(count: 200), forKey: "big")  // 1100 > 1000: trim to 500
-                try await store.removeExpired()
-                var remaining: Set<String> = []
-                for key in ["big"] + (0..<9).map({ "k\($0)" }) where try await store.metadata(forKey: key) != nil { remaining.insert(key) }
-                try expect(remaining == ["big", "k0", "k8", "k7"], "kept \(remaining.sorted()), expected big, k0, k7, k8")
-                let size = try await store.totalSize
-                try expect(size <= 500, "totalSize after trimming is \(size), over half the limit")
-            }
-
-            await checker.check("an entry over a quarter of the size limit (CacheLimits.maxEntrySize) is not kept, and flushes nothing") {
-                let clock = ManualClock()
-                let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
-                for index in 0..<4 { try await store.setData(Data(count: 100), forKey: "s\(index)") }
-                try await store.setData(Data(count: 50), forKey: "large")
-                try await store.setData(Data(count: 300), forKey: "large")  // 300 > 1000 / 4
-                try await store.removeExpired()
-                try expect(try await store.data(forKey: "large") == nil, "an entry over maxEntrySize was kept, or its older value was left")
-                for index in 0..<4 {
-                    try expect(try await store.data(forKey: "s\(index)") != nil, "s\(index) was evicted by an entry the store does not keep")
-                }
-                try await store.setData(Data(count: 250), forKey: "fits")
-                try expect(try await store.data(forKey: "fits")?.count == 250, "an entry of exactly maxEntrySize was not kept")
-            }
+    /// Expiry by last access, trimming by access order, the largest entry kept.
+    private func limits(_ checker: inout Checker, _ makeLimitedStore: LimitedStoreFactory) async {
+        await checker.check("entries expire by last access, not by write date") {
+            let clock = ManualClock()
+            let store = try await makeLimitedStore(CacheLimits(maxAge: .seconds(3600), maxSize: nil, sweepInterval: nil), clock.now)
+            try await store.setData(Data([1]), forKey: "read")
+            try await store.setData(Data([2]), forKey: "unread")
+            clock.advance(by: 3000)
+            _ = try await store.entry(forKey: "read")
+            clock.advance(by: 1000)
+            try await store.removeExpired()
+            try expect(try await store.data(forKey: "read") == Data([1]), "an entry read 1000 s ago expired with a 1 h maximum age")
+            try expect(try await store.data(forKey: "unread") == nil, "an entry unread for 4000 s survived a 1 h maximum age")
+            let count = try await store.count
+            try expect(count == 1, "count after expiry is \(count)")
         }
 
-        try checker.finish()
+        await checker.check("over the size limit, trims to half, least recently accessed first") {
+            let clock = ManualClock()
+            let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
+            for index in 0..<9 {
+                try await store.setData(Data(count: 100), forKey: "k\(index)")
+                clock.advance(by: 10)
+            }
+            _ = try await store.entry(forKey: "k0")  // k0 becomes the most recent
+            clock.advance(by: 10)
+            try await store.setData(Data(count: 200), forKey: "big")  // 1100 > 1000: trim to 500
+            try await store.removeExpired()
+            var remaining: Set<String> = []
+            for key in ["big"] + (0..<9).map({ "k\($0)" }) where try await store.metadata(forKey: key) != nil { remaining.insert(key) }
+            try expect(remaining == ["big", "k0", "k8", "k7"], "kept \(remaining.sorted()), expected big, k0, k7, k8")
+            let size = try await store.totalSize
+            try expect(size <= 500, "totalSize after trimming is \(size), over half the limit")
+        }
+
+        await checker.check("an entry over a quarter of the size limit (CacheLimits.maxEntrySize) is not kept, and flushes nothing") {
+            let clock = ManualClock()
+            let store = try await makeLimitedStore(CacheLimits(maxAge: nil, maxSize: 1000, sweepInterval: nil), clock.now)
+            for index in 0..<4 { try await store.setData(Data(count: 100), forKey: "s\(index)") }
+            try await store.setData(Data(count: 50), forKey: "large")
+            try await store.setData(Data(count: 300), forKey: "large")  // 300 > 1000 / 4
+            try await store.removeExpired()
+            try expect(try await store.data(forKey: "large") == nil, "an entry over maxEntrySize was kept, or its older value was left")
+            for index in 0..<4 {
+                try expect(try await store.data(forKey: "s\(index)") != nil, "s\(index) was evicted by an entry the store does not keep")
+            }
+            try await store.setData(Data(count: 250), forKey: "fits")
+            try expect(try await store.data(forKey: "fits")?.count == 250, "an entry of exactly maxEntrySize was not kept")
+        }
     }
 }
 

@@ -49,35 +49,10 @@ public enum ThumbHash {
             a.append(alpha)
         }
 
-        func encodeChannel(_ channel: [Double], _ nx: Int, _ ny: Int) -> (dc: Double, ac: [Double], scale: Double) {
-            var dc = 0.0, ac = [Double](), scale = 0.0
-            var fx = [Double](repeating: 0, count: w)
-            for cy in 0..<ny {
-                var cx = 0
-                while cx * ny < nx * (ny - cy) {
-                    var f = 0.0
-                    for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
-                    for y in 0..<h {
-                        let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
-                        for x in 0..<w { f += channel[x + y * w] * fx[x] * fy }
-                    }
-                    f /= Double(w * h)
-                    if cx > 0 || cy > 0 {
-                        ac.append(f)
-                        scale = max(scale, abs(f))
-                    } else {
-                        dc = f
-                    }
-                    cx += 1
-                }
-            }
-            if scale > 0 { ac = ac.map { 0.5 + 0.5 / scale * $0 } }
-            return (dc, ac, scale)
-        }
-        let lChannel = encodeChannel(l, max(3, lx), max(3, ly))
-        let pChannel = encodeChannel(p, 3, 3)
-        let qChannel = encodeChannel(q, 3, 3)
-        let aChannel = hasAlpha ? encodeChannel(a, 5, 5) : nil
+        let lChannel = encodeChannel(l, w, h, max(3, lx), max(3, ly))
+        let pChannel = encodeChannel(p, w, h, 3, 3)
+        let qChannel = encodeChannel(q, w, h, 3, 3)
+        let aChannel = hasAlpha ? encodeChannel(a, w, h, 5, 5) : nil
 
         let isLandscape = w > h
         let header24 = round(63 * lChannel.dc) | round(31.5 + 31.5 * pChannel.dc) << 6 | round(31.5 + 31.5 * qChannel.dc) << 12
@@ -96,6 +71,33 @@ public enum ThumbHash {
             }
         }
         return hash
+    }
+
+    /// One channel's DCT: its DC, its AC terms scaled to 0...1, and their scale.
+    private static func encodeChannel(_ channel: [Double], _ w: Int, _ h: Int, _ nx: Int, _ ny: Int) -> (dc: Double, ac: [Double], scale: Double) {
+        var dc = 0.0, ac = [Double](), scale = 0.0
+        var fx = [Double](repeating: 0, count: w)
+        for cy in 0..<ny {
+            var cx = 0
+            while cx * ny < nx * (ny - cy) {
+                var f = 0.0
+                for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
+                for y in 0..<h {
+                    let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
+                    for x in 0..<w { f += channel[x + y * w] * fx[x] * fy }
+                }
+                f /= Double(w * h)
+                if cx > 0 || cy > 0 {
+                    ac.append(f)
+                    scale = max(scale, abs(f))
+                } else {
+                    dc = f
+                }
+                cx += 1
+            }
+        }
+        if scale > 0 { ac = ac.map { 0.5 + 0.5 / scale * $0 } }
+        return (dc, ac, scale)
     }
 
     /// The picture a hash stands for: RGBA, 32 pixels on its longer side.

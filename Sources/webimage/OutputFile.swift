@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+import UnixSignals
+import WebImage
+import WebImageKit
+#if canImport(Glibc)
+import Glibc
+@_spi(Internals) import WebImageKit
+#endif
+
+/// Result files of `--out`: written whole or not at all.
+enum OutputFile {
+    /// Writes `data` under a temporary name in the same directory (created
+    /// exclusively, never through a link), then renames it to `path`: a failure
+    /// (a full disk) leaves no file, neither a partial one nor an empty one, and a
+    /// symbolic link planted at `path` is replaced, never followed.
+    static func write(_ data: Data, to path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        let temporary = url.deletingLastPathComponent()
+            .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).part").path
+        let fd: Int32
+        do { fd = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode: 0o644) } catch {
+            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(error.code)))")
+        }
+        do throws(SystemCallError) {
+            var failure: SystemCallError?
+            do { try FileIO.writeAll(fd, data) } catch { failure = error }
+            do { try FileIO.close(fd, temporary) } catch { failure = failure ?? error }
+            if let failure { throw failure }
+            try FileIO.syscall("rename \(temporary)") { rename(temporary, path) }
+        } catch {
+            unlink(temporary)
+            throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(error.code)))")
+        }
+    }
+
+    /// Makes the `--out` directory (and its parents) if it is missing.
+    /// - Throws: `WebImageError` `.invalidArgument` with a plain message when the
+    ///   path names something that is not a directory or cannot be made.
+    static func makeDirectory(_ path: String) throws {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw WebImageError(.invalidArgument, "--out \(path): it exists and is not a directory")
+            }
+            guard access(path, W_OK | X_OK) == 0 else {
+                throw WebImageError(.invalidArgument, "--out \(path): \(String(cString: strerror(errno)))")
+            }
+            return
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            // Foundation's message names Cocoa error codes: say what the system said.
+            if mkdir(path, 0o755) == 0 { return }
+            let reason = String(cString: strerror(errno))
+            throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(reason)")
+        }
+    }
+}
