@@ -86,6 +86,90 @@ static inline unsigned char CJT_clamp_byte(float value) {
 /// pixel plus a lane that is computed and never stored.
 typedef float CJT_v4 __attribute__((vector_size(16)));
 
+/// Source rows converted to float once each: the windows of successive output
+/// rows overlap and move down, so a ring of `slots` rows holds every window.
+/// Points `lines` at output row `y`'s source rows.
+static inline void CJT_window(const unsigned char *src, size_t row, const CJT_kernel *vertical, int y,
+                              float *ring, int *ringRow, int slots, const float **lines) {
+    const int *rows = vertical->index + (size_t) y * (size_t) vertical->taps;
+    for (int t = 0; t < vertical->taps; t++) {
+        int r = rows[t];
+        float *line = ring + row * (size_t) (r % slots);
+        if (ringRow[r % slots] != r) {
+            const unsigned char *in = src + row * (size_t) r;
+            for (size_t k = 0; k < row; k++) line[k] = (float) in[k];
+            ringRow[r % slots] = r;
+        }
+        lines[t] = line;
+    }
+}
+
+/// Vertical pass: the output row is a weighted sum of whole source rows,
+/// sixteen floats at a time held in registers across the taps; four
+/// independent sums of 4 floats, since one chain of adds would wait on each
+/// add's latency, tap after tap.
+static inline __attribute__((always_inline)) void CJT_vertical_row(const float **lines, const float *rowWeight, int taps, size_t row, float *out) {
+    size_t k = 0;
+    for (; k + 16 <= row; k += 16) {
+        CJT_v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
+        for (int t = 0; t < taps; t++) {
+            CJT_v4 p, q, r, u;
+            const float *line = lines[t] + k;
+            memcpy(&p, line, sizeof p);
+            memcpy(&q, line + 4, sizeof q);
+            memcpy(&r, line + 8, sizeof r);
+            memcpy(&u, line + 12, sizeof u);
+            float w = rowWeight[t];
+            a += p * w; b += q * w; c += r * w; d += u * w;
+        }
+        memcpy(out + k, &a, sizeof a);
+        memcpy(out + k + 4, &b, sizeof b);
+        memcpy(out + k + 8, &c, sizeof c);
+        memcpy(out + k + 12, &d, sizeof d);
+    }
+    for (; k < row; k++) {
+        float sum = 0;
+        for (int t = 0; t < taps; t++) sum += rowWeight[t] * lines[t][k];
+        out[k] = sum;
+    }
+}
+
+/// Horizontal pass of one row, from floats to bytes. RGB takes one vector per
+/// pixel, with two sums (even and odd taps) to halve the chain of dependent adds.
+static inline __attribute__((always_inline)) void CJT_horizontal_row(const float *in, const CJT_kernel *horizontal, int bands, int dw, unsigned char *row_out) {
+    int taps = horizontal->taps;
+    for (int x = 0; x < dw; x++) {
+        const int *index = horizontal->index + (size_t) x * (size_t) taps;
+        const float *weight = horizontal->weight + (size_t) x * (size_t) taps;
+        if (bands == 3) {
+            CJT_v4 even = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
+            int t = 0;
+            for (; t + 2 <= taps; t += 2) {
+                CJT_v4 p, q;
+                memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
+                memcpy(&q, in + (size_t) index[t + 1] * 3, sizeof q);
+                even += p * weight[t];
+                odd += q * weight[t + 1];
+            }
+            if (t < taps) {
+                CJT_v4 p;
+                memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
+                even += p * weight[t];
+            }
+            CJT_v4 sum = even + odd;
+            row_out[x * 3] = CJT_clamp_byte(sum[0]);
+            row_out[x * 3 + 1] = CJT_clamp_byte(sum[1]);
+            row_out[x * 3 + 2] = CJT_clamp_byte(sum[2]);
+        } else {
+            for (int c = 0; c < bands; c++) {
+                float sum = 0;
+                for (int t = 0; t < taps; t++) sum += weight[t] * in[(size_t) index[t] * (size_t) bands + (size_t) c];
+                row_out[x * bands + c] = CJT_clamp_byte(sum);
+            }
+        }
+    }
+}
+
 int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh) {
     if (sw < 1 || sh < 1 || dw < 1 || dh < 1 || bands < 1 || bands > 4) return -1;
     size_t row = (size_t) sw * (size_t) bands;
@@ -100,8 +184,6 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
     // row is resampled vertically, then horizontally at once. One spare float at
     // the end: the horizontal pass loads 4 floats per RGB pixel.
     middle = malloc(sizeof(float) * (row + 1));
-    // Source rows converted to float once each: the windows of successive output
-    // rows overlap and move down, so a ring of `taps` rows holds every window.
     int slots = vertical.taps;
     ring = malloc(sizeof(float) * row * (size_t) slots);
     ringRow = malloc(sizeof(int) * (size_t) slots);
@@ -109,84 +191,10 @@ int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned c
     if (!middle || !ring || !ringRow || !lines) goto done;
     for (int i = 0; i < slots; i++) ringRow[i] = -1;
     middle[row] = 0;
-    int taps = horizontal.taps;
-
     for (int y = 0; y < dh; y++) {
-        // Vertical pass: the output row is a weighted sum of whole source rows,
-        // sixteen floats at a time held in registers across the taps.
-        float *out = middle;
-        const int *rows = vertical.index + (size_t) y * (size_t) vertical.taps;
-        const float *rowWeight = vertical.weight + (size_t) y * (size_t) vertical.taps;
-        for (int t = 0; t < vertical.taps; t++) {
-            int r = rows[t];
-            float *line = ring + row * (size_t) (r % slots);
-            if (ringRow[r % slots] != r) {
-                const unsigned char *in = src + row * (size_t) r;
-                for (size_t k = 0; k < row; k++) line[k] = (float) in[k];
-                ringRow[r % slots] = r;
-            }
-            lines[t] = line;
-        }
-        // Four independent sums of 4 floats: one chain of adds would wait on
-        // each add's latency, tap after tap.
-        size_t k = 0;
-        for (; k + 16 <= row; k += 16) {
-            CJT_v4 a = {0, 0, 0, 0}, b = a, c = a, d = a;
-            for (int t = 0; t < vertical.taps; t++) {
-                CJT_v4 p, q, r, u;
-                const float *line = lines[t] + k;
-                memcpy(&p, line, sizeof p);
-                memcpy(&q, line + 4, sizeof q);
-                memcpy(&r, line + 8, sizeof r);
-                memcpy(&u, line + 12, sizeof u);
-                float w = rowWeight[t];
-                a += p * w; b += q * w; c += r * w; d += u * w;
-            }
-            memcpy(out + k, &a, sizeof a);
-            memcpy(out + k + 4, &b, sizeof b);
-            memcpy(out + k + 8, &c, sizeof c);
-            memcpy(out + k + 12, &d, sizeof d);
-        }
-        for (; k < row; k++) {
-            float sum = 0;
-            for (int t = 0; t < vertical.taps; t++) sum += rowWeight[t] * lines[t][k];
-            out[k] = sum;
-        }
-
-        // Horizontal pass of the same row, from floats to bytes.
-        const float *in = middle;
-        unsigned char *row_out = dst + (size_t) y * (size_t) dw * (size_t) bands;
-        for (int x = 0; x < dw; x++) {
-            const int *index = horizontal.index + (size_t) x * (size_t) taps;
-            const float *weight = horizontal.weight + (size_t) x * (size_t) taps;
-            if (bands == 3) {
-                // Two sums (even and odd taps) halve the chain of dependent adds.
-                CJT_v4 even = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
-                int t = 0;
-                for (; t + 2 <= taps; t += 2) {
-                    CJT_v4 p, q;
-                    memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
-                    memcpy(&q, in + (size_t) index[t + 1] * 3, sizeof q);
-                    even += p * weight[t];
-                    odd += q * weight[t + 1];
-                }
-                if (t < taps) {
-                    CJT_v4 p;
-                    memcpy(&p, in + (size_t) index[t] * 3, sizeof p);
-                    even += p * weight[t];
-                }
-                CJT_v4 sum = even + odd;
-                row_out[x * 3] = CJT_clamp_byte(sum[0]);
-                row_out[x * 3 + 1] = CJT_clamp_byte(sum[1]);
-                row_out[x * 3 + 2] = CJT_clamp_byte(sum[2]);
-            } else {
-                for (int c = 0; c < bands; c++) {
-                    float sum = 0;
-                    for (int t = 0; t < taps; t++) sum += weight[t] * in[(size_t) index[t] * (size_t) bands + (size_t) c];
-                    row_out[x * bands + c] = CJT_clamp_byte(sum);
-                }
-            }
-        }
+        CJT_window(src, row, &vertical, y, ring, ringRow, slots, lines);
+        CJT_vertical_row(lines, vertical.weight + (size_t) y * (size_t) vertical.taps, vertical.taps, row, middle);
+        CJT_horizontal_row(middle, &horizontal, bands, dw, dst + (size_t) y * (size_t) dw * (size_t) bands);
     }
     status = 0;
 done:
