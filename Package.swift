@@ -205,7 +205,6 @@ let package = Package(
                            .product(name: "Metrics", package: "swift-metrics"),
                            // ImageManagerService
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming
         ),
