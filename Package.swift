@@ -129,7 +129,7 @@ let package = Package(
 
         .testTarget(
             name: "WebImageTests",
-            dependencies: ["WebImage", "WebImageTesting", .product(name: "CoreMetrics", package: "swift-metrics")],
+            dependencies: ["WebImage", "WebImageTesting", "WebImageTestSupport", .product(name: "CoreMetrics", package: "swift-metrics")],
             swiftSettings: upcoming
         ),
         // libvips coders and transformers; the C shim wraps the variadic calls.

@@ -29,7 +29,7 @@ package final class TestHTTPServer: Sendable {
     /// Bodies served at exact request paths (`serve(_:_:)`), checked before the routes.
     private let files = Lock<[String: (data: Data, contentType: String, delay: Int)]>([:])
     /// Responses held by `/gate` until `openGate()`, and whether it is open.
-    private let gate = Lock<(open: Bool, waiting: [(any EventLoop, @Sendable () -> Void)])>((false, []))
+    private let gate = Gate()
     private let channel: Lock<(any Channel)?> = Lock(nil)
     package let port: Int
     package static let gzipBody: Data = makeGzip(bytes(5000))
@@ -67,23 +67,11 @@ package final class TestHTTPServer: Sendable {
     }
 
     /// Answers every held `/gate` request, and any that come later at once.
-    package func openGate() {
-        let waiting = gate.withLock { gate in
-            gate.open = true
-            defer { gate.waiting = [] }
-            return gate.waiting
-        }
-        for (loop, answer) in waiting { loop.execute(answer) }
-    }
+    package func openGate() { gate.open() }
 
     /// Holds `answer` until the gate opens (runs it now if it is open).
     func whenGateOpens(on loop: any EventLoop, _ answer: @escaping @Sendable () -> Void) {
-        let now = gate.withLock { gate -> Bool in
-            if gate.open { return true }
-            gate.waiting.append((loop, answer))
-            return false
-        }
-        if now { loop.execute(answer) }
+        gate.onOpen { loop.execute(answer) }
     }
 
     /// Serves `data` at exactly `path` (as the request line has it, percent-encoding

@@ -16,14 +16,6 @@ func withServer(_ body: (TestHTTPServer) async throws -> Void) async throws {
     await server.shutdown()
 }
 
-/// Polls a condition for at most 10 s: a disturbed run fails its assertions
-/// afterwards instead of hanging here.
-/// Waits for `condition`, boundedly (generous: a loaded CI machine can starve the
-/// cooperative pool for seconds); the caller's expectations then say what went wrong.
-func waitUntil(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(60)
-    while !condition(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(2)) }
-}
 
 func load(_ loader: CurlLoader, _ url: URL, _ configure: (inout LoadRequest) -> Void = { _ in }) async throws -> LoadResponse {
     var request = LoadRequest(url: url)
@@ -182,11 +174,11 @@ struct CurlLoaderTests {
             let loader = CurlLoader(configuration: configuration)
             // The first transfer holds the only slot until the gate opens, however slow the machine.
             var tasks = [Task { try await load(loader, server.url("/gate/first")) }]
-            try await waitUntil { !server.stats.withLock { $0.arrivals.isEmpty } }
+            #expect(await eventually { !server.stats.withLock { $0.arrivals.isEmpty } })
             for index in 0..<5 {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(index)")) })
                 // Queued in submission order: wait (boundedly) until the loader holds this one.
-                try await waitUntil { loader.statistics.queued >= index + 1 }
+                #expect(await eventually { loader.statistics.queued >= index + 1 })
             }
             #expect(loader.statistics.queued == 5)
             server.openGate()
@@ -205,7 +197,7 @@ struct CurlLoaderTests {
                 configuration.timeout = .seconds(90)
                 let loader = CurlLoader(configuration: configuration)
                 let held = (0..<5).map { index in Task { try await load(loader, stalled.url("/gate/\(index)")) } }
-                try await waitUntil { loader.statistics.active == 2 && loader.statistics.queued == 3 }
+                #expect(await eventually { loader.statistics.active == 2 && loader.statistics.queued == 3 })
                 #expect(loader.statistics.active == 2 && loader.statistics.queued == 3, "two run, three wait for their origin")
                 // The other origin (another port: another host key) gets the two slots left.
                 try await withThrowingTaskGroup(of: Int.self) { group in
@@ -238,7 +230,7 @@ struct CurlLoaderTests {
         try await withServer { stalled in
             let loader = oneSlotPerOrigin(timeout: .seconds(90))
             let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
-            try await waitUntil { loader.statistics.active == 1 }
+            #expect(await eventually { loader.statistics.active == 1 })
             let waiting = await #expect(throws: WebImageError.self) {
                 try await load(loader, stalled.url("/gate/waiter")) { $0.timeout = .milliseconds(300) }
             }
@@ -246,7 +238,8 @@ struct CurlLoaderTests {
             #expect(stalled.stats.withLock { $0.arrivals } == ["holder"])
             #expect(loader.statistics.queued == 0)
             stalled.openGate()
-            #expect(try await holder.value.statusCode == 200)
+            let holderStatus = try await holder.value.statusCode
+            #expect(holderStatus == 200)
         }
     }
 
@@ -255,13 +248,13 @@ struct CurlLoaderTests {
         try await withServer { stalled in
             let loader = oneSlotPerOrigin(timeout: .seconds(90))
             let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
-            try await waitUntil { loader.statistics.active == 1 }
+            #expect(await eventually { loader.statistics.active == 1 })
             let open = Atomic<Bool>(false)
             let admitted: @Sendable () -> WebImageError? = {
                 open.load(ordering: .relaxed) ? WebImageError(.originUnavailable, "the circuit opened", isTransient: true) : nil
             }
             let waiter = Task { try await load(loader, stalled.url("/gate/waiter")) { $0.stillAdmitted = admitted } }
-            try await waitUntil { loader.statistics.queued == 1 }
+            #expect(await eventually { loader.statistics.queued == 1 })
             let openedAt = ContinuousClock.now
             open.store(true, ordering: .relaxed)
             let refused = await #expect(throws: WebImageError.self) { try await waiter.value }
@@ -269,7 +262,8 @@ struct CurlLoaderTests {
             #expect(ContinuousClock.now - openedAt < .seconds(60), "within the driver's next wake (1 s), not the 90 s timeout")
             #expect(stalled.stats.withLock { $0.arrivals } == ["holder"], "the refused transfer never reached the origin")
             stalled.openGate()
-            #expect(try await holder.value.statusCode == 200)
+            let holderStatus = try await holder.value.statusCode
+            #expect(holderStatus == 200)
         }
     }
 
@@ -304,9 +298,10 @@ struct CurlLoaderTests {
             let loader = oneSlotPerOrigin(timeout: TestTiming.scaled(.seconds(2)))
             let delay = TestTiming.milliseconds(250)
             let first = Task { try await load(loader, server.url("/slow/\(delay)/first")) }
-            try await waitUntil { loader.statistics.active == 1 }
+            #expect(await eventually { loader.statistics.active == 1 })
             let rest = (1..<60).map { index in Task { try await load(loader, server.url("/slow/\(delay)/\(index)")) } }
-            #expect(try await first.value.statusCode == 200)
+            let firstStatus = try await first.value.statusCode
+            #expect(firstStatus == 200)
             let last = await #expect(throws: WebImageError.self) { try await rest[58].value }
             #expect(last?.code == .timedOut && last?.message.contains("too busy") == true, "\(String(describing: last))")
             for task in rest { _ = try? await task.value }
@@ -322,11 +317,11 @@ struct CurlLoaderTests {
             configuration.timeout = .seconds(90)
             let loader = CurlLoader(configuration: configuration)
             var tasks = [Task { try await load(loader, server.url("/gate/first")) }]
-            try await waitUntil { !server.stats.withLock { $0.arrivals.isEmpty } }
+            #expect(await eventually { !server.stats.withLock { $0.arrivals.isEmpty } })
             let priorities: [(String, LoadRequest.Priority)] = [("low", .low), ("normal", .normal), ("high", .high)]
             for (index, (name, priority)) in priorities.enumerated() {
                 tasks.append(Task { try await load(loader, server.url("/slow/10/\(name)")) { $0.priority = priority } })
-                try await waitUntil { loader.statistics.queued >= index + 1 }
+                #expect(await eventually { loader.statistics.queued >= index + 1 })
             }
             #expect(loader.statistics.queued == 3)
             server.openGate()
@@ -374,7 +369,7 @@ struct CurlLoaderTests {
                     if cancelledFlag.withLock({ $0 }) { progressAfterCancel.withLock { $0 += 1 } }
                 }
             }
-            try await waitUntil { server.requestCount(path: "/stall") > 0 }
+            #expect(await eventually { server.requestCount(path: "/stall") > 0 })
             try await Task.sleep(for: .milliseconds(100))  // the headers and first bytes arrive: a transfer in its body
             let closedBefore = server.stats.withLock { $0.connectionsClosed }
             cancelledFlag.withLock { $0 = true }
@@ -512,7 +507,7 @@ struct CurlLoaderTests {
                     let held = (0..<count).map { index in
                         Task { try await manager.loadImage(with: silent.url("/gate/\(count)-\(index)"), options: .avoidDecode) }
                     }
-                    try await waitUntil { silent.stats.withLock { $0.arrivals.count } >= 4 }
+                    #expect(await eventually { silent.stats.withLock { $0.arrivals.count } >= 4 })
                     #expect(manager.originalsInFlight.bytes == 0 && manager.originalsInFlight.waiting == 0,
                             "\(count) unanswered loads hold \(manager.originalsInFlight)")
                     // Bounded by the suite's time limit only: it must not wait for the silent ones.

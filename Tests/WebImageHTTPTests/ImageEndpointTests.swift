@@ -295,7 +295,7 @@ struct EndpointFailureTests {
         defer { Task { await f.close() } }
         f.origin.serve("/img/slow.jpg", try #require(f.samples["photo-1.jpg"]), contentType: "image/jpeg", delay: 3000)
         let held = Task { await f.get("/thumbnail?url=\(f.source("slow.jpg"))&w=10") }
-        while f.endpoint.requestsInFlight == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(await eventually { f.endpoint.requestsInFlight > 0 })
         let shed = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=10")
         #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1")
         #expect(EndpointFixture.json(shed)["error"] as? String == "overloaded")

@@ -69,7 +69,7 @@ struct SafeDefaultsTests {
         settings.blockPrivateAddresses = false
         let endpoint = ImageEndpoint(manager: manager, settings: settings)
         let held = (0..<8).map { index in Task { await get(endpoint, silent.url("/gate/\(index)")) } }
-        try await waitUntil { silent.stats.withLock { $0.arrivals.count } == 4 && endpoint.originLimit?.usage(of: "http://127.0.0.1:\(silent.port)").waiting == 4 }
+        #expect(await eventually { silent.stats.withLock { $0.arrivals.count } == 4 && endpoint.originLimit?.usage(of: "http://127.0.0.1:\(silent.port)").waiting == 4 })
         #expect(silent.stats.withLock { $0.arrivals.count } == 4)
         for index in 0..<5 {
             let answer = await get(endpoint, other.url("/status/503"))
@@ -84,6 +84,3 @@ struct SafeDefaultsTests {
     }
 }
 
-func waitUntil(_ condition: () -> Bool) async throws {
-    while !condition() { try await Task.sleep(for: .milliseconds(10)) }
-}

@@ -159,7 +159,7 @@ struct ServeCommandTests {
             return Task { try await CurlLoader().load(LoadRequest(url: url)) { _ in } }
         }
         // Every request has reached the origin: all four are in flight in the service.
-        while (0..<4).contains(where: { origin.requestCount(path: "/slow/\($0).jpg") == 0 }) { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(await eventually { (0..<4).allSatisfy { origin.requestCount(path: "/slow/\($0).jpg") > 0 } })
         running.signal(SIGTERM)
         for answer in answers {
             let response = try await answer.value

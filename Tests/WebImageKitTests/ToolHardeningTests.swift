@@ -448,7 +448,7 @@ struct ToolSignalTests {
         // The default concurrency (8 in flight), with inputs read ahead of it.
         let running = try tool.start(["load", "--json"] + urls)
         // Wait for a few results (bounded by the suite's time limit), then stop it.
-        while running.stdout.split(separator: "\n").count < 3 { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(await eventually { running.stdout.split(separator: "\n").count >= 3 })
         let startedAtSignal = started()
         running.signal(SIGTERM)
         let result = try await running.wait()

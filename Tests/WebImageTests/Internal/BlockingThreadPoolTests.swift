@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import WebImageTestSupport
 import WebImage
 
 /// Stands for a job's input (a whole image's bytes): its deinit says when it is freed.

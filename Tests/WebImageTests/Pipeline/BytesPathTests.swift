@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import WebImageTestSupport
 import WebImage
 
 /// A store that remembers which task each read ran on.

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import WebImageTestSupport
 @testable import WebImage
 
 @Suite("ImageManager: coalescing, cancellation, tasks")

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import WebImageTestSupport
 @testable import WebImage
 
 @Suite("A load bounded as a whole: originals' budget, deadline, shutdown")
@@ -110,7 +111,7 @@ struct LoadBoundsTests {
         var reached = false
         for (attempt, seconds) in [2, 10, 40, 120].enumerated() where !reached {
             h.loader.serve("test://host/a\(attempt).timg", data: TestCoder.encode(width: 8, height: 8))
-            let gate = TransformGate()
+            let gate = Gate()
             defer { gate.open() }
             var context = ImageContext()
             context.transformer = GatedTransformer(gate: gate)
@@ -168,22 +169,12 @@ struct InFlightCounterTests {
     }
 }
 
-/// A gate a transform waits at (on the pool's thread, which may block), for at
-/// most a minute so that a failing test cannot hang the suite.
-final class TransformGate: Sendable {
-    private let opened = Lock(false)
-    func open() { opened.withLock { $0 = true } }
-    func wait() {
-        let until = ContinuousClock.now + .seconds(60)
-        while !opened.withLock({ $0 }), ContinuousClock.now < until { usleep(2_000) }
-    }
-}
-
+/// A transform that waits at a gate (on the pool's thread, which may block).
 struct GatedTransformer: ImageTransformer {
-    let gate: TransformGate
+    let gate: Gate
     var key: String { "gated" }
     func transform(_ image: Image) throws -> Image {
-        gate.wait()
+        gate.waitBlocking()
         return image
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import WebImage
+import WebImageTestSupport
 
 /// A loader over a dictionary, for the manager's own logic: counts requests,
 /// can hold them until released, answers 304 to matching validators, and
@@ -17,11 +18,10 @@ final class TestLoader: Loader {
         var resources: [String: Resource] = [:]
         var requests: [LoadRequest] = []
         var cancellations = 0
-        var gateOpen = true
-        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Lock(State())
+    private let gate = Gate(open: true)
 
     func serve(_ url: String, _ resource: Resource) { state.withLock { $0.resources[url] = resource } }
     func serve(_ url: String, data: Data, etag: String? = nil) { serve(url, Resource(data: data, etag: etag)) }
@@ -31,28 +31,14 @@ final class TestLoader: Loader {
     var cancellations: Int { state.withLock { $0.cancellations } }
 
     /// Holds every load until `open()`.
-    func close() { state.withLock { $0.gateOpen = false } }
-    func open() {
-        let waiters = state.withLock { state in
-            state.gateOpen = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    func close() { gate.close() }
+    func open() { gate.open() }
 
     func canLoad(_ url: URL) -> Bool { url.scheme == "test" }
 
     func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         state.withLock { $0.requests.append(request) }
-        await withCheckedContinuation { continuation in
-            let proceed = state.withLock { state in
-                if state.gateOpen { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if proceed { continuation.resume() }
-        }
+        await gate.wait()
         if Task.isCancelled {
             state.withLock { $0.cancellations += 1 }
             throw WebImageError(.cancelled, "cancelled")
@@ -86,21 +72,6 @@ final class TestClock: Sendable {
     var date: Date { now.withLock { $0 } }
     func advance(by seconds: TimeInterval) { now.withLock { $0 = $0.addingTimeInterval(seconds) } }
     var source: @Sendable () -> Date { { self.date } }
-}
-
-/// Polls until a condition holds, for state reached by background work. The
-/// ceiling is generous (60 s, as docs/testing.md says of every event wait) because
-/// `make test` runs suites in parallel on two cores, beside two CPU burners before a
-/// change lands; the poll returns as soon as the condition holds.
-func eventually(timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
-    // TEST_TIME_SCALE: `make tsan` stretches the bound for the sanitizer's slowdown.
-    let scale = ProcessInfo.processInfo.environment["TEST_TIME_SCALE"].flatMap(Double.init).map { max(1, $0) } ?? 1
-    let deadline = ContinuousClock.now + timeout * scale
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
 }
 
 /// Makes a directory unwritable even for root (CI runs as root, which ignores
@@ -159,28 +130,14 @@ struct FullDiskStore: CacheStore {
 /// as long as a test needs (a real store, MemoryCacheStore, keeps what is written).
 final class GatedStore: CacheStore {
     let inner = MemoryCacheStore(limits: .unlimited)
-    private let gate = Lock<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let gate = Gate()
 
-    func open() {
-        let waiters = gate.withLock { gate in
-            gate.open = true
-            defer { gate.waiters = [] }
-            return gate.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
+    func open() { gate.open() }
 
     func entry(forKey key: String) async throws -> CacheEntry? { try await inner.entry(forKey: key) }
     func metadata(forKey key: String) async throws -> CacheMetadata? { try await inner.metadata(forKey: key) }
     func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
-        await withCheckedContinuation { continuation in
-            let now = gate.withLock { gate -> Bool in
-                if gate.open { return true }
-                gate.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
+        await gate.wait()
         try await inner.setData(data, forKey: key, metadata: metadata)
     }
     func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await inner.updateMetadata(metadata, forKey: key) }
