@@ -1,0 +1,176 @@
+import Foundation
+import Testing
+import WebImageTestSupport
+@testable import WebImage
+
+/// The stages of a load, each on its own: what it reads, what it holds, what it
+/// gives back. The manager's tests drive them together.
+struct StageFixture {
+    let loader = TestLoader()
+    let store: any CacheStore
+    let manager: ImageManager
+    var stages: LoadStages { manager.stages }
+
+    init(store: any CacheStore = MemoryCacheStore(limits: .unlimited), configure: (inout ImageManager.Configuration) -> Void = { _ in }) {
+        var configuration = ImageManager.Configuration()
+        configuration.store = store
+        configuration.coders.register(TestCoder(), name: "test")
+        configuration.loaders.register(loader, name: "test", schemes: ["test"])
+        configure(&configuration)
+        self.store = store
+        self.manager = ImageManager(configuration: configuration)
+    }
+
+    func plan(_ path: String, options: ImageOptions = [], context: ImageContext = ImageContext()) -> LoadPlan {
+        manager.plan(url: URL(string: "test://host/\(path)")!, options: options, context: context)
+    }
+}
+
+/// A store whose reads fail, as a disk that cannot be read does.
+struct UnreadableStore: CacheStore {
+    func entry(forKey key: String) async throws -> CacheEntry? { throw WebImageError(.storeFailed, "open: Permission denied") }
+    func metadata(forKey key: String) async throws -> CacheMetadata? { nil }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {}
+    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {}
+    func removeData(forKey key: String) async throws {}
+    func removeAll() async throws {}
+    func removeExpired() async throws {}
+    var totalSize: Int { get async throws { 0 } }
+    var count: Int { get async throws { 0 } }
+}
+
+@Suite("LookupStage")
+struct LookupStageTests {
+    @Test("the memory tier answers under the result key, unless the context or options skip it")
+    func memory() async throws {
+        let f = StageFixture()
+        let plan = f.plan("a.timg")
+        let image = try TestCoder().decode(TestCoder.encode(width: 2, height: 2), options: DecodeOptions())
+        #expect(await f.stages.lookup.memoryHit(plan) == nil)
+        f.manager.memoryCache?.setImage(image, forKey: plan.key)
+        #expect(await f.stages.lookup.memoryHit(plan)?.cacheType == .memory)
+        var diskOnly = ImageContext()
+        diskOnly.queryCacheTiers = [.disk]
+        #expect(await f.stages.lookup.memoryHit(f.plan("a.timg", context: diskOnly)) == nil)
+        #expect(await f.stages.lookup.memoryHit(f.plan("a.timg", options: .refreshCached)) == nil)
+    }
+
+    @Test("a job's disk lookup takes the caller's read first, then entries on their way to the store, then the store")
+    func disk() async throws {
+        let f = StageFixture()
+        let plan = f.plan("b.timg")
+        try await f.store.setData(Data([1]), forKey: plan.plainKey)
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil)?.data == Data([1]))
+        let held = f.stages.lookup.pending.hold(Data([2]), key: plan.plainKey, metadata: CacheMetadata())
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil)?.data == Data([2]), "held bytes before the store")
+        let read = LookupStage.DiskRead(key: plan.plainKey, entry: CacheEntry(data: Data([3]), metadata: CacheMetadata()))
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: read)?.data == Data([3]), "the caller's read first")
+        f.stages.lookup.pending.release(plan.plainKey, id: held)
+    }
+
+    @Test("a store that fails to read is a miss, counted as a store error")
+    func unreadable() async throws {
+        let metrics = RecordingMetrics.shared
+        let tag = [("test", UUID().uuidString)]
+        let f = StageFixture(store: UnreadableStore()) { $0.metricsDimensions = tag }
+        let plan = f.plan("c.timg")
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil) == nil)
+        #expect(metrics.value("webimage_store_errors_total", tag) == 1)
+    }
+}
+
+@Suite("OriginalStage")
+struct OriginalStageTests {
+    @Test("a download is charged to the originals' budget by its bytes, held by the job until it lets go, and released on failure")
+    func budget() async throws {
+        let f = StageFixture()
+        let bytes = TestCoder.encode(width: 8, height: 8)
+        f.loader.serve("test://host/d.timg", data: bytes)
+        let (original, room) = try await f.stages.original.download(f.plan("d.timg")) { _ in }
+        #expect(original.data == bytes && original.cacheType == .none && original.response != nil)
+        #expect(f.manager.originalsInFlight.bytes == bytes.count, "held while the job renders it")
+        room.release()
+        #expect(f.manager.originalsInFlight.bytes == 0)
+        let missing = await #expect(throws: WebImageError.self) { try await f.stages.original.download(f.plan("none.timg")) { _ in } }
+        #expect(missing?.code == .notFound)
+        #expect(f.manager.originalsInFlight.bytes == 0, "a failed download holds nothing")
+    }
+
+    @Test("downloads of one URL are shared: two jobs, one request")
+    func shared() async throws {
+        let f = StageFixture()
+        f.loader.serve("test://host/e.timg", data: TestCoder.encode(width: 2, height: 2))
+        f.loader.close()
+        async let first = f.stages.original.download(f.plan("e.timg")) { _ in }
+        async let second = f.stages.original.download(f.plan("e.timg", context: ImageContext(thumbnailPixelSize: PixelSize(1)))) { _ in }
+        #expect(await eventually { f.stages.original.downloads.waiterCount == 2 })
+        f.loader.open()
+        let (a, b) = try await (first, second)
+        a.1.release()
+        b.1.release()
+        #expect(a.0.data == b.0.data && f.loader.requestCount == 1)
+    }
+
+    @Test("the origin key is scheme, host and port, in lower case")
+    func originKey() {
+        #expect(OriginalStage.originKey(URL(string: "HTTPS://Images.Example.com:8443/a.jpg")!) == "https://images.example.com:8443")
+        #expect(OriginalStage.originKey(URL(string: "http://x/a.jpg")!) == "http://x")
+    }
+}
+
+@Suite("RenderStage")
+struct RenderStageTests {
+    @Test("decodes with the first coder that accepts the bytes, transforms, encodes when asked; no pixels stay counted")
+    func render() async throws {
+        let f = StageFixture()
+        var context = ImageContext(thumbnailPixelSize: PixelSize(4))
+        context.encodeFormat = .timg
+        let plan = f.plan("f.timg", context: context)
+        let rendered = try await f.stages.render.render(TestCoder.encode(width: 16, height: 8), plan, derived: false, encoding: false)
+        #expect(rendered.image.pixelSize == PixelSize(width: 4, height: 2))
+        #expect(rendered.encoded == nil, "no encode unless asked")
+        #expect(f.manager.decodedPixelsInFlight == 0)
+        let derived = try await f.stages.render.render(TestCoder.encode(width: 16, height: 8), plan, derived: true)
+        #expect(derived.image.pixelSize == PixelSize(width: 16, height: 8), "derived bytes are the finished image: no thumbnail again")
+    }
+
+    @Test("bytes no coder recognises are unsupportedFormat, naming the coders")
+    func unsupported() async throws {
+        let f = StageFixture()
+        let error = await #expect(throws: WebImageError.self) {
+            try await f.stages.render.render(Data("not an image".utf8), f.plan("g.timg"), derived: false)
+        }
+        #expect(error?.code == .unsupportedFormat && error?.message.contains("test") == true, "\(String(describing: error))")
+    }
+}
+
+@Suite("PublishStage")
+struct PublishStageTests {
+    @Test("an original is stored unless the options or the context keep it off disk")
+    func storeOriginal() async throws {
+        let f = StageFixture()
+        let bytes = TestCoder.encode(width: 2, height: 2)
+        #expect(await f.stages.publish.storeOriginal(bytes, response: nil, f.plan("h.timg", options: [.waitStoreCache, .cacheMemoryOnly])) == nil)
+        #expect(try await f.store.data(forKey: f.plan("h.timg").plainKey) == nil)
+        var memoryOnly = ImageContext()
+        memoryOnly.storeCacheTiers = [.memory]
+        _ = await f.stages.publish.storeOriginal(bytes, response: nil, f.plan("h.timg", options: .waitStoreCache, context: memoryOnly))
+        #expect(try await f.store.data(forKey: f.plan("h.timg").plainKey) == nil)
+        _ = await f.stages.publish.storeOriginal(bytes, response: nil, f.plan("h.timg", options: .waitStoreCache))
+        #expect(try await f.store.data(forKey: f.plan("h.timg").plainKey) == bytes)
+    }
+
+    @Test("a background write is found before it lands, and a write the caller waits for returns its failure")
+    func writes() async throws {
+        let gated = GatedStore()
+        let f = StageFixture(store: gated)
+        let plan = f.plan("i.timg")
+        _ = await f.stages.publish.write(Data([7]), key: plan.plainKey, metadata: CacheMetadata(), store: gated, wait: false)
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil)?.data == Data([7]), "pending, found before the store has it")
+        gated.open()
+        #expect(await eventually { f.manager.pendingStoreWrites.count == 0 })
+        #expect(try await gated.data(forKey: plan.plainKey) == Data([7]))
+        let failure = await f.stages.publish.write(Data([8]), key: "k", metadata: CacheMetadata(), store: FullDiskStore(), wait: true)
+        #expect(failure?.code == .storeFailed)
+    }
+}
