@@ -99,7 +99,7 @@ extension LMDBCacheStore {
         var size: Int64 = 0
         for item in batch {
             try removeRecord(txn, item.databaseKey)
-            try putReserved(txn, environment.entries, item.databaseKey, count: item.header.count + item.data.count) { buffer in
+            try txn.putReserved(environment.entries, item.databaseKey, count: item.header.count + item.data.count) { buffer in
                 buffer.copyBytes(from: item.header)
                 item.data.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: buffer[item.header.count...]).copyMemory(from: $0) }
             }
@@ -117,47 +117,47 @@ extension LMDBCacheStore {
     /// needs: a 20 KB thumbnail takes five or six 4 KiB pages, so the data alone
     /// undercounts the disk by a tenth or more.
     func footprint(_ txn: borrowing Transaction, data: Int) throws -> Int {
-        max(data, try occupiedBytes(txn, [environment.entries, environment.access, environment.lru, environment.totals]))
+        max(data, try txn.occupiedBytes([environment.entries, environment.access, environment.lru, environment.totals]))
     }
 
     /// Deletes an entry and its index records; returns the bytes freed (0 if absent).
     @discardableResult
     func removeRecord(_ txn: borrowing Transaction, _ databaseKey: [UInt8]) throws -> Int {
-        guard let value = try get(txn, environment.entries, databaseKey) else { return 0 }
+        guard let value = try txn.get(environment.entries, databaseKey) else { return 0 }
         let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
-        if let stamp = try get(txn, environment.access, databaseKey) {
-            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
+        if let stamp = try txn.get(environment.access, databaseKey) {
+            try txn.delete(environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
         }
-        try delete(txn, environment.access, databaseKey)
-        try delete(txn, environment.entries, databaseKey)
+        try txn.delete(environment.access, databaseKey)
+        try txn.delete(environment.entries, databaseKey)
         _ = try adjustTotals(txn, size: -Int64(size), count: -1)
         return size
     }
 
     /// Records an access date in both index databases.
     func setAccess(_ txn: borrowing Transaction, _ databaseKey: [UInt8], stamp: UInt64, size: UInt64) throws {
-        if let old = try get(txn, environment.access, databaseKey) {
-            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(old), databaseKey: databaseKey))
+        if let old = try txn.get(environment.access, databaseKey) {
+            try txn.delete(environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(old), databaseKey: databaseKey))
         }
-        try put(txn, environment.access, databaseKey, LMDBRecord.bigEndian(stamp))
-        try put(txn, environment.lru, LMDBRecord.lruKey(access: stamp, databaseKey: databaseKey), LMDBRecord.bigEndian(size))
+        try txn.put(environment.access, databaseKey, LMDBRecord.bigEndian(stamp))
+        try txn.put(environment.lru, LMDBRecord.lruKey(access: stamp, databaseKey: databaseKey), LMDBRecord.bigEndian(size))
     }
 
     func adjustTotals(_ txn: borrowing Transaction, size: Int64, count: Int64) throws -> (size: Int64, count: Int64) {
         let sizeKey = Array("size".utf8), countKey = Array("count".utf8)
-        let oldSize = try get(txn, environment.totals, sizeKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
-        let oldCount = try get(txn, environment.totals, countKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
+        let oldSize = try txn.get(environment.totals, sizeKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
+        let oldCount = try txn.get(environment.totals, countKey).map { Int64(bitPattern: LMDBRecord.uint64($0)) } ?? 0
         let newSize = max(0, oldSize + size), newCount = max(0, oldCount + count)
-        try put(txn, environment.totals, sizeKey, LMDBRecord.bigEndian(UInt64(newSize)))
-        try put(txn, environment.totals, countKey, LMDBRecord.bigEndian(UInt64(newCount)))
+        try txn.put(environment.totals, sizeKey, LMDBRecord.bigEndian(UInt64(newSize)))
+        try txn.put(environment.totals, countKey, LMDBRecord.bigEndian(UInt64(newCount)))
         return (newSize, newCount)
     }
 
     func totals() async throws -> (size: Int, count: Int) {
         try await read { [environment] in
             try environment.read { txn in
-                let size = try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
-                let count = try get(txn, environment.totals, Array("count".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                let size = try txn.get(environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                let count = try txn.get(environment.totals, Array("count".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
                 return (size, count)
             }
         }
@@ -170,7 +170,7 @@ extension LMDBCacheStore {
             return pending
         }
         for (databaseKey, stamp) in pending {
-            guard let value = try get(txn, environment.entries, databaseKey) else { continue }
+            guard let value = try txn.get(environment.entries, databaseKey) else { continue }
             let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
             try setAccess(txn, databaseKey, stamp: stamp, size: UInt64(size))
         }
@@ -196,7 +196,7 @@ extension LMDBCacheStore {
                 // Over the limit in pages, trim the data to half of it in the same
                 // proportion: the pages of the entries that go go with them.
                 let (footprint, data) = try environment.read { txn in
-                    let data = try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
+                    let data = try txn.get(environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0
                     return (try self.footprint(txn, data: data), data)
                 }
                 if footprint > maxSize {
@@ -207,7 +207,7 @@ extension LMDBCacheStore {
     }
 
     func currentSize() throws -> Int {
-        try environment.read { txn in try get(txn, environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0 }
+        try environment.read { txn in try txn.get(environment.totals, Array("size".utf8)).map { Int(LMDBRecord.uint64($0)) } ?? 0 }
     }
 
     /// Removes least recently accessed entries until the data is at most `size` bytes.
@@ -243,7 +243,7 @@ extension LMDBCacheStore {
             more = try environment.write { txn -> Bool in
                 var victims: [[UInt8]] = []
                 var stopped = false
-                try forEach(txn, environment.lru) { key, value in
+                try txn.forEach(environment.lru) { key, value in
                     let stamp = LMDBRecord.uint64(key)
                     guard victims.count < 512, shouldRemove(stamp, Int(LMDBRecord.uint64(value))) else {
                         stopped = victims.count < 512
@@ -255,8 +255,8 @@ extension LMDBCacheStore {
                 for databaseKey in victims {
                     if try removeRecord(txn, databaseKey) == 0 {
                         // An index record without its entry: drop it.
-                        if let stamp = try get(txn, environment.access, databaseKey) {
-                            try delete(txn, environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
+                        if let stamp = try txn.get(environment.access, databaseKey) {
+                            try txn.delete(environment.lru, LMDBRecord.lruKey(access: LMDBRecord.uint64(stamp), databaseKey: databaseKey))
                         }
                     }
                 }

@@ -141,14 +141,14 @@ public final class LMDBCacheStore: CacheStore {
         let databaseKey = LMDBRecord.databaseKey(key)
         let outcome = try await read { [environment] () throws -> ReadOutcome in
             try environment.read { txn in
-                guard let value = try get(txn, environment.entries, databaseKey) else { return .miss }
+                guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }
                 let decoded = LMDBRecord.decode(value)
                 if withData, let reason = LMDBRecord.damage(value, decoded) { return .damaged(reason) }
                 guard let decoded else { return .damaged("not a record of format version \(LMDBRecord.version)") }
                 if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return .miss }
                 var metadata = decoded.metadata
                 // A hit with data sets accessedAt to now itself: skip the second lookup.
-                if !withData, let stamp = try get(txn, environment.access, databaseKey) {
+                if !withData, let stamp = try txn.get(environment.access, databaseKey) {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
                 let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
@@ -195,13 +195,13 @@ public final class LMDBCacheStore: CacheStore {
     public func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {
         let databaseKey = LMDBRecord.databaseKey(key)
         try await writeGrowing { [self] txn in
-            guard let value = try get(txn, environment.entries, databaseKey), let decoded = LMDBRecord.decode(value) else { return }
+            guard let value = try txn.get(environment.entries, databaseKey), let decoded = LMDBRecord.decode(value) else { return }
             if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return }
             let data = [UInt8](UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
             let storedAt = LMDBRecord.milliseconds(decoded.metadata.storedAt)
             let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: storedAt,
                                            checksum: decoded.checksum)
-            try put(txn, environment.entries, databaseKey, header + data)
+            try txn.put(environment.entries, databaseKey, header + data)
             try setAccess(txn, databaseKey, stamp: LMDBRecord.milliseconds(clock()), size: UInt64(data.count))
         }
     }
@@ -211,7 +211,7 @@ public final class LMDBCacheStore: CacheStore {
         pendingAccess.withLock { _ = $0.removeValue(forKey: databaseKey) }
         try await writeGrowing { [self] txn in
             // Another key under the same hash is left alone; a value that no longer parses goes.
-            if LMDBRecord.isHashed(databaseKey), let value = try get(txn, environment.entries, databaseKey),
+            if LMDBRecord.isHashed(databaseKey), let value = try txn.get(environment.entries, databaseKey),
                let decoded = LMDBRecord.decode(value), decoded.fullKey != key { return }
             try removeRecord(txn, databaseKey)
         }
@@ -221,7 +221,7 @@ public final class LMDBCacheStore: CacheStore {
         pendingAccess.withLock { $0.removeAll() }
         try await writer.run { [environment, self] in
             try environment.write { txn in
-                for dbi in [environment.entries, environment.access, environment.lru, environment.totals] { try dropAll(txn, dbi) }
+                for dbi in [environment.entries, environment.access, environment.lru, environment.totals] { try txn.dropAll(dbi) }
             }
             try settle()  // so the next writer can reuse what was freed (see settle)
         }

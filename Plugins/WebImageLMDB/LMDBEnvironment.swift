@@ -282,73 +282,77 @@ extension MDB_val {
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: mv_data, count: mv_size) }
 }
 
-func get(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
-    try MDB_val.with(key) { k in
-        var value = MDB_val()
-        let rc = mdb_get(txn.pointer, dbi, &k, &value)
-        if rc == MDB_NOTFOUND { return nil }
-        try LMDBEnvironment.check(rc, "mdb_get")
-        return value.bytes
-    }
-}
-
-func put(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
-    try MDB_val.with(key) { k in
-        try MDB_val.with(value) { v in
-            try LMDBEnvironment.check(mdb_put(txn.pointer, dbi, &k, &v, 0), "mdb_put")
+/// The calls a transaction makes: reads and writes of one database, a walk, a
+/// drop, and the pages the databases occupy.
+extension Transaction {
+    borrowing func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
+        try MDB_val.with(key) { k in
+            var value = MDB_val()
+            let rc = mdb_get(pointer, dbi, &k, &value)
+            if rc == MDB_NOTFOUND { return nil }
+            try LMDBEnvironment.check(rc, "mdb_get")
+            return value.bytes
         }
     }
-}
 
-/// Writes a value of `count` bytes that `fill` copies in place (no extra copy of large data).
-func putReserved(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
-    try MDB_val.with(key) { k in
-        var v = MDB_val(mv_size: count, mv_data: nil)
-        try LMDBEnvironment.check(mdb_put(txn.pointer, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
-        fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+    borrowing func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {
+        try MDB_val.with(key) { k in
+            try MDB_val.with(value) { v in
+                try LMDBEnvironment.check(mdb_put(pointer, dbi, &k, &v, 0), "mdb_put")
+            }
+        }
     }
-}
 
-@discardableResult
-func delete(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
-    try MDB_val.with(key) { k in
-        let rc = mdb_del(txn.pointer, dbi, &k, nil)
-        if rc == MDB_NOTFOUND { return false }
-        try LMDBEnvironment.check(rc, "mdb_del")
-        return true
+    /// Writes a value of `count` bytes that `fill` copies in place (no extra copy of large data).
+    borrowing func putReserved(_ dbi: MDB_dbi, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try MDB_val.with(key) { k in
+            var v = MDB_val(mv_size: count, mv_data: nil)
+            try LMDBEnvironment.check(mdb_put(pointer, dbi, &k, &v, UInt32(MDB_RESERVE)), "mdb_put")
+            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        }
     }
-}
 
-/// Visits keys in order from the first (or from `start`), until `body` returns false.
-func forEach(_ txn: borrowing Transaction, _ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
-    var cursor: OpaquePointer?
-    try LMDBEnvironment.check(mdb_cursor_open(txn.pointer, dbi, &cursor), "mdb_cursor_open")
-    defer { mdb_cursor_close(cursor) }
-    var key = MDB_val(), value = MDB_val()
-    var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
-    while rc == 0 {
-        guard try body(key.bytes, value.bytes) else { return }
-        rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+    @discardableResult
+    borrowing func delete(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> Bool {
+        try MDB_val.with(key) { k in
+            let rc = mdb_del(pointer, dbi, &k, nil)
+            if rc == MDB_NOTFOUND { return false }
+            try LMDBEnvironment.check(rc, "mdb_del")
+            return true
+        }
     }
-    if rc != MDB_NOTFOUND { try LMDBEnvironment.check(rc, "mdb_cursor_get") }
-}
 
-func dropAll(_ txn: borrowing Transaction, _ dbi: MDB_dbi) throws {
-    try LMDBEnvironment.check(mdb_drop(txn.pointer, dbi, 0), "mdb_drop")
-}
-
-/// The bytes the databases' pages occupy in the file (branch, leaf and overflow
-/// pages, each a whole page) past each database's first page, as this
-/// transaction sees them: what the store's entries take on disk, free pages
-/// aside. `mdb_stat` reads each database's root record, so this costs a few
-/// lookups, not a walk.
-func occupiedBytes(_ txn: borrowing Transaction, _ dbis: [MDB_dbi]) throws -> Int {
-    var total = 0
-    for dbi in dbis {
-        var stat = MDB_stat()
-        try LMDBEnvironment.check(mdb_stat(txn.pointer, dbi, &stat), "mdb_stat")
-        let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
-        total += max(0, pages - 1) * Int(stat.ms_psize)
+    /// Visits keys in order from the first (or from `start`), until `body` returns false.
+    borrowing func forEach(_ dbi: MDB_dbi, _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        var cursor: OpaquePointer?
+        try LMDBEnvironment.check(mdb_cursor_open(pointer, dbi, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val(), value = MDB_val()
+        var rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST)
+        while rc == 0 {
+            guard try body(key.bytes, value.bytes) else { return }
+            rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT)
+        }
+        if rc != MDB_NOTFOUND { try LMDBEnvironment.check(rc, "mdb_cursor_get") }
     }
-    return total
+
+    borrowing func dropAll(_ dbi: MDB_dbi) throws {
+        try LMDBEnvironment.check(mdb_drop(pointer, dbi, 0), "mdb_drop")
+    }
+
+    /// The bytes the databases' pages occupy in the file (branch, leaf and overflow
+    /// pages, each a whole page) past each database's first page, as this
+    /// transaction sees them: what the store's entries take on disk, free pages
+    /// aside. `mdb_stat` reads each database's root record, so this costs a few
+    /// lookups, not a walk.
+    borrowing func occupiedBytes(_ dbis: [MDB_dbi]) throws -> Int {
+        var total = 0
+        for dbi in dbis {
+            var stat = MDB_stat()
+            try LMDBEnvironment.check(mdb_stat(pointer, dbi, &stat), "mdb_stat")
+            let pages = stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages
+            total += max(0, pages - 1) * Int(stat.ms_psize)
+        }
+        return total
+    }
 }

@@ -95,7 +95,7 @@ struct ColourTests {
         let p3 = try photo.make { CVips_to_profile(photo.pointer, $0, "p3") }
         let file = try p3.save(.jpeg, quality: 90)
         let options = DecodeOptions(thumbnailPixelSize: PixelSize(120))
-        let path = try file.withUnsafeBytes { raw in try TurboJPEGDecode(bytes: raw, options: options, box: PixelSize(120)).attempt() }
+        let path = try file.withUnsafeBytes { raw in try JPEGThumbnailDecoder(bytes: raw, options: options, box: PixelSize(120)).attempt() }
         guard case .success(let decoded) = path else { Issue.record("declined: \(path)"); return }
         let viaVips = try coder.decode(file, options: options)
         #expect(decoded.image.pixelSize == viaVips.pixelSize)

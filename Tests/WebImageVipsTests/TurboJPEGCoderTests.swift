@@ -33,9 +33,9 @@ struct TurboJPEGCoderTests {
     }
 
     /// Which path a thumbnail takes: nil when libjpeg-turbo decodes it, else why it was declined.
-    static func decline(_ data: Data, _ options: DecodeOptions) throws -> TurboJPEGDecode.Decline? {
+    static func decline(_ data: Data, _ options: DecodeOptions) throws -> JPEGThumbnailDecoder.Decline? {
         try data.withUnsafeBytes { raw in
-            switch try TurboJPEGDecode(bytes: raw, options: options, box: options.thumbnailPixelSize!).attempt() {
+            switch try JPEGThumbnailDecoder(bytes: raw, options: options, box: options.thumbnailPixelSize!).attempt() {
             case .success: nil
             case .failure(let declined): declined.reason
             }
@@ -89,14 +89,14 @@ struct TurboJPEGCoderTests {
         let (mean, largest) = try Self.difference(ours, theirs)
         #expect(mean < 1.5 && largest < 48, "mean difference \(mean), largest \(largest)")
         #expect(ours.storage(as: PixelBuffer.self) != nil, "finished on the direct path, without libvips")
-        let attempt = try data.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: options.thumbnailPixelSize!).attempt() }
+        let attempt = try data.withUnsafeBytes { try JPEGThumbnailDecoder(bytes: $0, options: options, box: options.thumbnailPixelSize!).attempt() }
         let decoded = try attempt.get()
         #expect(decoded.finish == .direct)
         // At 1/8 (the 100 and the 300x120 boxes) every file is read by the DC decoder;
         // progressive files at 2/8 to 4/8 skip their refinement scans (5/8 for the
         // 1000 box reads them all).
         let eighth = box.0 == 100 || box.0 == 300
-        let expected: TurboJPEGDecode.Path = eighth ? .dcCoefficients : progressive && box.0 < 1000 ? .firstPasses : .whole
+        let expected: JPEGThumbnailDecoder.Path = eighth ? .dcCoefficients : progressive && box.0 < 1000 ? .firstPasses : .whole
         #expect(decoded.path == expected, "took \(decoded.path)")
     }
 
@@ -109,8 +109,8 @@ struct TurboJPEGCoderTests {
             var options = DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: !fill)
             options.cropFocus = focus
             let (direct, viaVips) = try data.withUnsafeBytes { raw in
-                (try TurboJPEGDecode(bytes: raw, options: options, box: box).attempt().get(),
-                 try TurboJPEGDecode(bytes: raw, options: options, box: box, directPixelLimit: 0).attempt().get())
+                (try JPEGThumbnailDecoder(bytes: raw, options: options, box: box).attempt().get(),
+                 try JPEGThumbnailDecoder(bytes: raw, options: options, box: box, directPixelLimit: 0).attempt().get())
             }
             #expect(direct.finish == .direct && viaVips.finish == .vips)
             #expect(direct.image.pixelSize == viaVips.image.pixelSize, "\(box) fill \(fill): \(direct.image.pixelSize) against \(viaVips.image.pixelSize)")
@@ -127,8 +127,8 @@ struct TurboJPEGCoderTests {
     @Test("handed to libvips' finish: results over the direct limit, smart crops, kept profiles")
     func directDeclines() throws {
         let data = try Self.jpeg(Self.smooth(width: 1600, height: 1200))
-        func finish(_ options: DecodeOptions, limit: Int = TurboJPEGCoder.defaultDirectPixelLimit) throws -> TurboJPEGDecode.Finish {
-            try data.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: options.thumbnailPixelSize!, directPixelLimit: limit).attempt().get().finish }
+        func finish(_ options: DecodeOptions, limit: Int = TurboJPEGCoder.defaultDirectPixelLimit) throws -> JPEGThumbnailDecoder.Finish {
+            try data.withUnsafeBytes { try JPEGThumbnailDecoder(bytes: $0, options: options, box: options.thumbnailPixelSize!, directPixelLimit: limit).attempt().get().finish }
         }
         #expect(try finish(DecodeOptions(thumbnailPixelSize: PixelSize(256))) == .direct)
         #expect(try finish(DecodeOptions(thumbnailPixelSize: PixelSize(256)), limit: 256 * 191) == .vips)
@@ -144,15 +144,15 @@ struct TurboJPEGCoderTests {
     func firstPasses() throws {
         let progressive = try Self.jpeg(Self.smooth(width: 1600, height: 1200), progressive: true)
         let baseline = try Self.jpeg(Self.smooth(width: 1600, height: 1200))
-        let stream = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.scanFiltered($0, keepFirstAC: true) })
-        let dcOnly = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) })
+        let stream = try #require(progressive.withUnsafeBytes { JPEGThumbnailDecoder.scanFiltered($0, keepFirstAC: true) })
+        let dcOnly = try #require(progressive.withUnsafeBytes { JPEGThumbnailDecoder.dcOnlyStream($0) })
         #expect(stream.count < progressive.count && stream.count > dcOnly.count, "\(stream.count) of \(progressive.count) bytes kept, DC alone \(dcOnly.count)")
-        #expect(baseline.withUnsafeBytes { TurboJPEGDecode.scanFiltered($0, keepFirstAC: true) } == nil, "a baseline file is decoded whole")
-        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { TurboJPEGDecode.scanFiltered(UnsafeRawBufferPointer(rebasing: $0[...]), keepFirstAC: true) } == nil,
+        #expect(baseline.withUnsafeBytes { JPEGThumbnailDecoder.scanFiltered($0, keepFirstAC: true) } == nil, "a baseline file is decoded whole")
+        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { JPEGThumbnailDecoder.scanFiltered(UnsafeRawBufferPointer(rebasing: $0[...]), keepFirstAC: true) } == nil,
                 "a truncated file is decoded whole, so that truncation is reported")
         for box in [PixelSize(400), PixelSize(800)] {  // 2/8 and 4/8 of 1600 x 1200
             let options = DecodeOptions(thumbnailPixelSize: box)
-            let decoded = try progressive.withUnsafeBytes { try TurboJPEGDecode(bytes: $0, options: options, box: box).attempt().get() }
+            let decoded = try progressive.withUnsafeBytes { try JPEGThumbnailDecoder(bytes: $0, options: options, box: box).attempt().get() }
             #expect(decoded.path == .firstPasses)
             let full = try vips.decode(progressive, options: options)
             let (mean, _) = try Self.difference(decoded.image, full)
@@ -188,10 +188,10 @@ struct TurboJPEGCoderTests {
     func dcOnly() throws {
         let progressive = try Self.jpeg(Self.smooth(width: 2400, height: 1600), progressive: true)
         let baseline = try Self.jpeg(Self.smooth(width: 2400, height: 1600))
-        let stream = try #require(progressive.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) })
+        let stream = try #require(progressive.withUnsafeBytes { JPEGThumbnailDecoder.dcOnlyStream($0) })
         #expect(stream.count < progressive.count / 2, "\(stream.count) of \(progressive.count) bytes kept")
-        #expect(baseline.withUnsafeBytes { TurboJPEGDecode.dcOnlyStream($0) } == nil, "a baseline file has no AC scans to drop")
-        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { TurboJPEGDecode.dcOnlyStream(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil,
+        #expect(baseline.withUnsafeBytes { JPEGThumbnailDecoder.dcOnlyStream($0) } == nil, "a baseline file has no AC scans to drop")
+        #expect(progressive.prefix(progressive.count - 100).withUnsafeBytes { JPEGThumbnailDecoder.dcOnlyStream(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil,
                 "a truncated file is decoded whole, so that truncation is reported")
 
         let options = DecodeOptions(thumbnailPixelSize: PixelSize(256))
@@ -232,12 +232,12 @@ struct TurboJPEGCoderTests {
         let layout = Self.dcLayouts[index]
         let data = try layout.encode.encode(Self.smooth(width: 1001, height: 667, channels: layout.channels))
         let progressive = layout.encode.progressive
-        let ours = data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) }
-        let libjpegWhole = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .whole) })
+        let ours = data.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcCoefficients) }
+        let libjpegWhole = try #require(data.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .whole) })
         #expect(libjpegWhole.size == PixelSize(width: 126, height: 84) && libjpegWhole.bands == layout.channels)
         let box = DecodeOptions(thumbnailPixelSize: PixelSize(100))
-        let path = try data.withUnsafeBytes { raw -> TurboJPEGDecode.Path? in
-            guard case .success(let decoded) = try TurboJPEGDecode(bytes: raw, options: box, box: PixelSize(100)).attempt() else { return nil }
+        let path = try data.withUnsafeBytes { raw -> JPEGThumbnailDecoder.Path? in
+            guard case .success(let decoded) = try JPEGThumbnailDecoder(bytes: raw, options: box, box: PixelSize(100)).attempt() else { return nil }
             return decoded.path
         }
         if layout.encode.subsampling == .horizontal && layout.channels == 3 {
@@ -250,7 +250,7 @@ struct TurboJPEGCoderTests {
         #expect(decoded.size == libjpegWhole.size && decoded.bands == libjpegWhole.bands)
         func differing(_ a: [UInt8], _ b: [UInt8]) -> Int { a.count == b.count ? zip(a, b).count { $0 != $1 } : max(a.count, b.count) }
         if progressive {
-            let libjpegDC = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcScans) })
+            let libjpegDC = try #require(data.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcScans) })
             #expect(differing(decoded.bytes, libjpegDC.bytes) == 0, "\(layout.name): bytes that differ from libjpeg's on the DC scans")
         }
         if layout.encode.subsampling == .none || layout.channels == 1 {
@@ -271,7 +271,7 @@ struct TurboJPEGCoderTests {
     @Test("the DC decoder hands unusual and broken progressive files back to libjpeg, which reports them")
     func dcDecoderDeclines() throws {
         let data = try TurboJPEGEncode(progressive: true).encode(Self.smooth(width: 640, height: 480))
-        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients)?.bytes } }
+        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcCoefficients)?.bytes } }
         #expect(ours(data) != nil)
         #expect(ours(data.prefix(data.count - 2)) == nil, "no EOI: truncated")
         // Cut inside the first (DC) scan, and right after it.
@@ -298,7 +298,7 @@ struct TurboJPEGCoderTests {
         for _ in 0..<200 {
             var copy = data
             for _ in 0..<8 { copy[entropy + Int(generator.next() % UInt64(data.count - entropy - 2))] = UInt8(truncatingIfNeeded: generator.next()) }
-            _ = copy.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) }
+            _ = copy.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcCoefficients) }
         }
     }
 
@@ -312,8 +312,8 @@ struct TurboJPEGCoderTests {
                                 bytes: (0..<width * height * channels).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
         for restartInterval in [0, 4] {
             let data = try TurboJPEGEncode(quality: 100, subsampling: .none, restartInterval: restartInterval).encode(noise)
-            let ours = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients) })
-            let libjpeg = try #require(data.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .whole) })
+            let ours = try #require(data.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcCoefficients) })
+            let libjpeg = try #require(data.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .whole) })
             #expect(ours.size == PixelSize(width: 65, height: 49) && ours.bands == channels)
             #expect(ours.bytes == libjpeg.bytes, "restart interval \(restartInterval)")
         }
@@ -322,7 +322,7 @@ struct TurboJPEGCoderTests {
     @Test("the DC decoder hands broken baseline files back to libjpeg, which reports them")
     func dcDecoderDeclinesBaseline() throws {
         let data = try TurboJPEGEncode(subsampling: .both, restartInterval: 6).encode(Self.smooth(width: 640, height: 480))
-        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { TurboJPEGDecode.eighthScale($0, path: .dcCoefficients)?.bytes } }
+        func ours(_ bytes: Data) -> [UInt8]? { bytes.withUnsafeBytes { JPEGThumbnailDecoder.eighthScale($0, path: .dcCoefficients)?.bytes } }
         #expect(ours(data) != nil)
         #expect(ours(data.prefix(data.count - 2)) == nil, "no EOI: truncated")
         let sos = try #require(data.firstRange(of: Data([0xFF, 0xDA]))).lowerBound

@@ -8,7 +8,7 @@ import WebImage
 /// thread or GObject. The orientation is applied after the resample (to the
 /// fewest pixels), then a fill's crop, then the profile's conversion to sRGB, as
 /// libvips' thumbnail converts after shrinking.
-struct DirectFinish {
+struct ThumbnailFinisher {
     /// The scaled decode, in the file's stored orientation.
     let pixels: UnsafeRawBufferPointer
     let size: PixelSize

@@ -6,7 +6,7 @@ import WebImage
 /// `webpsave` is for the same ``EncodeOptions``: the default preset at the
 /// quality, lossless when asked, the effort as libwebp's method, and sharp YUV
 /// conversion when chroma subsampling is `.off` (libvips' `smart_subsample`).
-struct WebPEncode {
+struct WebPEncoder {
     var quality: Int
     var lossless: Bool
     var effort: Int
