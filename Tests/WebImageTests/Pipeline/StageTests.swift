@@ -26,19 +26,6 @@ struct StageFixture {
     }
 }
 
-/// A store whose reads fail, as a disk that cannot be read does.
-struct UnreadableStore: CacheStore {
-    func entry(forKey key: String) async throws -> CacheEntry? { throw WebImageError(.storeFailed, "open: Permission denied") }
-    func metadata(forKey key: String) async throws -> CacheMetadata? { nil }
-    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {}
-    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws {}
-    func removeData(forKey key: String) async throws {}
-    func removeAll() async throws {}
-    func removeExpired() async throws {}
-    var totalSize: Int { get async throws { 0 } }
-    var count: Int { get async throws { 0 } }
-}
-
 @Suite("LookupStage")
 struct LookupStageTests {
     @Test("the memory tier answers under the result key, unless the context or options skip it")
@@ -72,7 +59,7 @@ struct LookupStageTests {
     func unreadable() async throws {
         let metrics = RecordingMetrics.shared
         let tag = [("test", UUID().uuidString)]
-        let f = StageFixture(store: UnreadableStore()) { $0.metricsDimensions = tag }
+        let f = StageFixture(store: FullDiskStore(failsReads: true)) { $0.metricsDimensions = tag }
         let plan = f.plan("c.timg")
         #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil) == nil)
         #expect(metrics.value("webimage_store_errors_total", tag) == 1)

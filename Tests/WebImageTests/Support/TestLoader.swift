@@ -109,11 +109,17 @@ final class Tally: Sendable {
     var value: Int { count.withLock { $0 } }
 }
 
-/// A store whose writes fail as a full disk's do: a pure unit of the manager's
-/// logic (the real full disk is tested with LMDB on a tmpfs).
+/// A store whose writes fail as a full disk's do (and, with `failsReads`, its
+/// reads as an unreadable one's): a pure unit of the manager's logic (the real
+/// full disk is tested with LMDB on a tmpfs, an unreadable file store's entry
+/// with a symbolic-link loop).
 struct FullDiskStore: CacheStore {
     let reads = MemoryCacheStore(limits: .unlimited)
-    func entry(forKey key: String) async throws -> CacheEntry? { try await reads.entry(forKey: key) }
+    var failsReads = false
+    func entry(forKey key: String) async throws -> CacheEntry? {
+        if failsReads { throw WebImageError(.storeFailed, "open: Permission denied") }
+        return try await reads.entry(forKey: key)
+    }
     func metadata(forKey key: String) async throws -> CacheMetadata? { try await reads.metadata(forKey: key) }
     func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
         throw WebImageError(.storeFailed, "mdb_txn_commit: No space left on device (28)")
