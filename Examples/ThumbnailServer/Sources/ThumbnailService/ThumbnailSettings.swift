@@ -83,9 +83,7 @@ public struct ThumbnailSettings: Sendable {
     /// cache directory), then the library's.
     public static func reader(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                               flags: [String: String] = [:]) async throws -> ConfigReader {
-        try await ConfigLayers.reader(flags: flags, file: file, environment: environment, defaults: defaults,
-                                      knownKeys: PluginCatalog.standard.knownKeys.union(keys),
-                                      keyFamilies: ImageEndpoint.Settings.keyFamilies)
+        try await ConfigLayers.service(file: file, flags: flags, environment: environment, defaults: defaults, extraKeys: keys).config
     }
 
     /// The preset names set in any layer (`thumbnail.presets.NAME`).
