@@ -37,8 +37,9 @@ public import WebImageVips
 /// the slowest part of its decode, which move a 1/4 or 1/2 scale image by a
 /// fraction of a level.
 ///
-/// Handed to the fallback (`VipsImageCoder`), whose result is then exactly
-/// the vips path's:
+/// Handed on to libvips, whose result is then exactly the vips path's (in a
+/// registry, ``decodeIfHandled(_:options:)`` returns nil and the registry asks
+/// the `VipsImageCoder` registered before it; on its own, ``fallback`` decodes):
 /// - full decodes (no thumbnail size) and thumbnails no smaller than the image;
 /// - CMYK and YCCK files, 12-bit files and anything libjpeg cannot open;
 /// - images over `DecodeOptions/pixelLimit` (the fallback refuses them or, with
@@ -57,11 +58,14 @@ public import WebImageVips
 /// quality, the effort as libwebp's method, lossless when asked, sharp YUV when
 /// chroma subsampling is off). That skips the libvips save pipeline, about 1 ms
 /// per thumbnail (docs/performance.md), and libvips' start-up when nothing else
-/// needs it. Everything else, and every other format, goes to the fallback.
-/// ``info(_:)`` is the fallback's.
+/// needs it. Everything else, and every other format, is handed on the same way,
+/// and so is ``info(_:)``.
 public struct TurboJPEGCoder: ImageCoder {
-    /// Where declined decodes and encodes go.
-    public let fallback: VipsImageCoder
+    /// Where declined decodes and encodes go when the coder is used on its own.
+    /// Nil in a registry (``CoderRegistry/registerTurboJPEG(name:)``): it hands
+    /// them on (``decodeIfHandled(_:options:)`` returns nil) and the registry asks
+    /// the next coder, libvips, registered before it.
+    public let fallback: VipsImageCoder?
     /// The largest image (in pixels) this coder encodes itself; larger ones go to
     /// libvips, whose save pipeline is threaded.
     public let encodePixelLimit: Int
@@ -73,7 +77,7 @@ public struct TurboJPEGCoder: ImageCoder {
     /// 1 MP: up to about 1000 x 1000, past every usual thumbnail and preview size.
     public static let defaultDirectPixelLimit = 1_000_000
 
-    public init(fallback: VipsImageCoder = VipsImageCoder(), encodePixelLimit: Int = 1_000_000,
+    public init(fallback: VipsImageCoder? = VipsImageCoder(), encodePixelLimit: Int = 1_000_000,
                 directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit) {
         self.fallback = fallback
         self.encodePixelLimit = encodePixelLimit
@@ -89,8 +93,14 @@ public struct TurboJPEGCoder: ImageCoder {
     public func canEncode(_ format: ImageFormat) -> Bool { format == .jpeg || format == .webp }
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
+        guard let data = try encodeIfHandled(image, as: format, options: options) else { throw declined("encodes \(format) itself only for small 8-bit images without alpha or metadata") }
+        return data
+    }
+
+    /// The direct encode, else the fallback's, else nil: the registry asks the next coder.
+    public func encodeIfHandled(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data? {
         guard format == .jpeg || format == .webp, let pixels = try directPixels(image, options: options) else {
-            return try fallback.encode(image, as: format, options: options)
+            return try fallback?.encode(image, as: format, options: options)
         }
         if format == .webp { return try WebPEncoder(options).encode(pixels) }
         let subsampling: TurboJPEGEncode.Subsampling = switch options.chromaSubsampling {
@@ -115,22 +125,43 @@ public struct TurboJPEGCoder: ImageCoder {
         return try image.storage(as: VipsStorage.self)?.plainEightBitPixels(maxPixels: encodePixelLimit)
     }
 
-    public func info(_ data: Data) throws -> ImageInfo { try fallback.info(data) }
+    public func info(_ data: Data) throws -> ImageInfo {
+        guard let info = try infoIfHandled(data) else { throw declined("reads headers only through its fallback") }
+        return info
+    }
+
+    /// The fallback's description, else nil: the registry asks the next coder.
+    public func infoIfHandled(_ data: Data) throws -> ImageInfo? { try fallback?.info(data) }
 
     public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
-        guard let box = options.thumbnailPixelSize, canDecode(data) else { return try fallback.decode(data, options: options) }
+        guard let image = try decodeIfHandled(data, options: options) else { throw declined("decodes JPEG thumbnails only") }
+        return image
+    }
+
+    /// A JPEG thumbnail decoded directly, else the fallback's decode, else nil:
+    /// the registry asks the next coder that accepts the bytes.
+    public func decodeIfHandled(_ data: Data, options: DecodeOptions) throws -> Image? {
+        guard let box = options.thumbnailPixelSize, canDecode(data) else { return try fallback?.decode(data, options: options) }
         let outcome = try data.withUnsafeBytes { raw -> Image? in
             try JPEGThumbnailDecoder(bytes: raw, options: options, box: box, directPixelLimit: directPixelLimit).thumbnail()
         }
-        return try outcome ?? fallback.decode(data, options: options)
+        return try outcome ?? fallback?.decode(data, options: options)
+    }
+
+    /// The error of work handed on with nowhere to go: no fallback, and called
+    /// directly rather than through a registry.
+    private func declined(_ what: String) -> WebImageError {
+        WebImageError(.unsupportedFormat, "TurboJPEGCoder \(what); without a fallback, use it in a CoderRegistry after VipsImageCoder, which takes the rest")
     }
 }
 
 extension CoderRegistry {
-    /// Registers ``TurboJPEGCoder`` under `turbojpeg`. Register it after
-    /// `VipsImageCoder` so that it is asked first for JPEGs.
+    /// Registers ``TurboJPEGCoder`` under `turbojpeg`, with no fallback of its
+    /// own: what it hands on, the registry gives to the next coder. Register it
+    /// after `VipsImageCoder`, so that it is asked first for JPEGs and libvips
+    /// takes the rest.
     @discardableResult
-    public func registerTurboJPEG(fallback: VipsImageCoder = VipsImageCoder(), name: String = "turbojpeg") -> RegistrationToken {
-        register(TurboJPEGCoder(fallback: fallback), name: name)
+    public func registerTurboJPEG(name: String = "turbojpeg") -> RegistrationToken {
+        register(TurboJPEGCoder(fallback: nil), name: name)
     }
 }

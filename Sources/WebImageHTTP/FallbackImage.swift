@@ -64,10 +64,10 @@ extension ImageEndpoint {
         /// not found out at the first failing origin.
         /// - Throws: `WebImageError` `.invalidArgument` naming the file.
         public func check(with coders: CoderRegistry) throws {
-            guard let decoder = coders.decoder(for: data) else {
+            guard coders.decoder(for: data) != nil else {
                 throw WebImageError(.invalidArgument, "\(file.path): no coder here decodes it")
             }
-            do { _ = try decoder.decode(data, options: DecodeOptions()) } catch {
+            do { _ = try coders.decode(data, options: DecodeOptions()) } catch {
                 throw WebImageError(.invalidArgument, "\(file.path) does not decode: \(WebImageError.wrap(error, as: .decodeFailed, "decoding").message)")
             }
         }

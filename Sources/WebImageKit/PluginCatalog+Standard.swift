@@ -19,10 +19,14 @@ extension PluginCatalog {
         catalog.stores.registerLMDB()
         catalog.stores.registerRedis()
         catalog.stores.registerS3()
-        // Listed first, so asked first: JPEG thumbnails. It hands what it declines
-        // to a VipsImageCoder of its own, made with the same vips.* options.
+        // Listed first, so asked first: JPEG thumbnails. What it hands on, the
+        // registry gives to the vips coder after it; only when `coders` leaves
+        // vips out does it get a VipsImageCoder of its own, with the same vips.* options.
         catalog.registerCoder(name: "turbojpeg") { config in
-            TurboJPEGCoder(fallback: VipsImageCoder(options: .init(allowUntrusted: try ConfigValues(config).bool("vips.allowUntrusted") ?? false)))
+            let values = ConfigValues(config)
+            let coders = values.list("coders")?.map { $0.lowercased() }
+            guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil) }
+            return TurboJPEGCoder(fallback: VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false)))
         }
         catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)

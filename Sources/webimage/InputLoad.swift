@@ -65,8 +65,7 @@ struct InputLoad: Sendable {
     /// derived bytes just stored), else the image encoded as the manager encodes.
     private func write(_ image: Image, bytes: Data?, input: URL, key: String, into directory: String) async throws -> (path: String, bytes: Int) {
         let coders = manager.configuration.coders
-        guard let target = ImageFormat.output(for: image, requested: context.encodeFormat, canEncode: { coders.encoder(for: $0) != nil }),
-              let coder = coders.encoder(for: target) else {
+        guard let target = ImageFormat.output(for: image, requested: context.encodeFormat, canEncode: { coders.encoder(for: $0) != nil }) else {
             throw WebImageError(.encodeFailed, "no coder writes \(context.encodeFormat ?? image.format ?? .png)")
         }
         let data: Data
@@ -74,7 +73,7 @@ struct InputLoad: Sendable {
             data = bytes
         } else {
             let options = context.encodeOptions ?? manager.configuration.encodeOptions
-            data = try await BlockingThreadPool.shared.run { try coder.encode(image, as: target, options: options) }
+            data = try await BlockingThreadPool.shared.run { try coders.encode(image, as: target, options: options) }
         }
         let name = OutputFileName.make(for: input, key: key, fileExtension: target.fileExtension)
         let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path

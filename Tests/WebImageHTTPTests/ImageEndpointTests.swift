@@ -116,7 +116,7 @@ struct EndpointThumbnailTests {
     }
 
     private func pixelSize(_ data: Data, _ f: EndpointFixture) async throws -> PixelSize {
-        try #require(f.manager.configuration.coders.decoder(for: data)).info(data).pixelSize
+        try f.manager.configuration.coders.info(data).pixelSize
     }
 }
 
@@ -259,7 +259,7 @@ struct EndpointFailureTests {
         let answer = await g.get("/thumbnail?url=\(missing)&w=50&h=50&format=png")
         #expect(answer.status == .notFound)
         #expect(answer.headerFields[.imageFallback] == "1" && answer.headerFields[.cacheControl] == "public, max-age=60")
-        let size = try #require(g.manager.configuration.coders.decoder(for: answer.body)).info(answer.body).pixelSize
+        let size = try g.manager.configuration.coders.info(answer.body).pixelSize
         #expect(max(size.width, size.height) == 50 && ImageFormat.sniff(answer.body) == .png)
         // Undecodable bytes from the origin fall back too.
         g.origin.serve("/img/not-an-image.jpg", Data("not an image".utf8), contentType: "image/jpeg")
@@ -309,7 +309,7 @@ struct EndpointInfoTests {
     func info() async throws {
         let f = try await EndpointFixture.make()
         defer { Task { await f.close() } }
-        let stored = try #require(f.manager.configuration.coders.decoder(for: f.samples["oriented-6.jpg"]!)).info(f.samples["oriented-6.jpg"]!)
+        let stored = try f.manager.configuration.coders.info(f.samples["oriented-6.jpg"]!)
         let answer = await f.get("/info?url=\(f.source("oriented-6.jpg"))")
         #expect(answer.status == .ok && answer.headerFields[.contentType] == "application/json")
         let json = EndpointFixture.json(answer)

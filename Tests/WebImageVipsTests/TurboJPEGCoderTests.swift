@@ -537,5 +537,25 @@ struct TurboJPEGCoderTests {
             }
         }
     }
-}
 
+    @Test("in a registry it has no fallback of its own: full decodes, headers, PNG and large encodes go to the vips coder registered before it; alone and without a fallback it says what it takes")
+    func throughTheRegistry() throws {
+        let coders = CoderRegistry()
+        coders.registerVips()
+        coders.registerTurboJPEG()
+        let registered = try #require(coders.coder(named: "turbojpeg") as? TurboJPEGCoder)
+        #expect(registered.fallback == nil)
+        let jpeg = try vips.encode(Image(pixelSize: PixelSize(width: 64, height: 48), storage: Self.smooth(width: 64, height: 48)),
+                                   as: .jpeg, options: EncodeOptions())
+        let thumbnail = try coders.decode(jpeg, options: DecodeOptions(thumbnailPixelSize: PixelSize(16)))
+        #expect(thumbnail.storage(as: PixelBuffer.self) != nil, "the direct path's thumbnail")
+        let full = try coders.decode(jpeg, options: DecodeOptions())
+        #expect(full.storage(as: VipsStorage.self) != nil && full.pixelSize == PixelSize(width: 64, height: 48), "a full decode, by libvips")
+        #expect(try coders.info(jpeg).pixelSize == PixelSize(width: 64, height: 48))
+        #expect(ImageFormat.sniff(try coders.encode(full, as: .png, options: EncodeOptions())) == .png)
+        let alone = TurboJPEGCoder(fallback: nil)
+        let error = #expect(throws: WebImageError.self) { try alone.decode(jpeg, options: DecodeOptions()) }
+        #expect(error?.code == .unsupportedFormat && error?.message.contains("thumbnails only") == true, "\(String(describing: error))")
+        #expect(try alone.decode(jpeg, options: DecodeOptions(thumbnailPixelSize: PixelSize(16))).pixelSize.width <= 16)
+    }
+}

@@ -40,4 +40,25 @@ public protocol ImageCoder: Sendable {
     /// format allows. It never applies the pixel limit (nothing is decoded). The
     /// default implementation decodes; coders that can read headers override it.
     func info(_ data: Data) throws -> ImageInfo
+
+    /// Decodes, or returns nil to hand these bytes, with these options, to the
+    /// next coder in the registry that accepts them (``CoderRegistry/decode(_:options:)``):
+    /// a coder that takes only some decodes of its format says so here (the
+    /// TurboJPEG coder takes JPEG thumbnails and leaves full decodes to libvips).
+    /// The default decodes.
+    func decodeIfHandled(_ data: Data, options: DecodeOptions) throws -> Image?
+    /// Encodes, or returns nil to hand the image to the next coder that writes
+    /// the format (``CoderRegistry/encode(_:as:options:)``). The default encodes.
+    func encodeIfHandled(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data?
+    /// Describes the image, or returns nil to hand the bytes to the next coder
+    /// that accepts them (``CoderRegistry/info(_:)``). The default describes.
+    func infoIfHandled(_ data: Data) throws -> ImageInfo?
+}
+
+extension ImageCoder {
+    public func decodeIfHandled(_ data: Data, options: DecodeOptions) throws -> Image? { try decode(data, options: options) }
+    public func encodeIfHandled(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data? {
+        try encode(image, as: format, options: options)
+    }
+    public func infoIfHandled(_ data: Data) throws -> ImageInfo? { try info(data) }
 }

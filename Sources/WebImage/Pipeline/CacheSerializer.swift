@@ -27,9 +27,9 @@ public struct CacheSerializer: Sendable {
     /// chooses, with these options.
     public static func encoding(as preferred: ImageFormat?, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
         CacheSerializer { image, _, coders in
-            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil }),
-                  let coder = coders.encoder(for: format) else { return nil }
-            return try? options.fitting(format) { try coder.encode(image, as: format, options: $0) }
+            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil })
+            else { return nil }
+            return try? options.fitting(format) { try coders.encode(image, as: format, options: $0) }
         }
     }
 }

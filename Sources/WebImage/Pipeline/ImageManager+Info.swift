@@ -41,12 +41,13 @@ extension ImageManager {
             stage.value = .decode
         }
         let bytes = data ?? Data()
-        guard let coder = context.coder ?? configuration.coders.decoder(for: bytes) else {
+        let coder = context.coder, coders = configuration.coders
+        guard coder != nil || coders.decoder(for: bytes) != nil else {
             let what = ImageFormat.sniff(bytes).map { "\($0) data, which no registered coder reads" } ?? "data no registered coder recognises"
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) is \(what)")
         }
         let info = try await configuration.pool.run {
-            do { return try coder.info(bytes) } catch {
+            do { return try coder?.info(bytes) ?? coders.info(bytes) } catch {
                 throw WebImageError.wrap(error, as: .decodeFailed, "reading the header of \(url.absoluteString)")
             }
         }

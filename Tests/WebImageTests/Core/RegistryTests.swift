@@ -31,6 +31,42 @@ struct RegistryTests {
         #expect(registry.encoder(for: .png) == nil)
     }
 
+    /// A coder that takes only thumbnails and small encodes, and hands the rest on.
+    struct ThumbnailsOnly: ImageCoder {
+        func canDecode(_ data: Data) -> Bool { true }
+        func decode(_ data: Data, options: DecodeOptions) throws -> Image { throw WebImageError(.unsupportedFormat, "called directly") }
+        func decodeIfHandled(_ data: Data, options: DecodeOptions) throws -> Image? {
+            guard options.thumbnailPixelSize != nil else { return nil }
+            return Image(pixelSize: PixelSize(1), format: ImageFormat(rawValue: "thumbs"), storage: PixelBuffer(size: PixelSize(1), channels: 1, bytes: [0]))
+        }
+        func canEncode(_ format: ImageFormat) -> Bool { true }
+        func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data { Data("thumbs".utf8) }
+        func encodeIfHandled(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data? {
+            image.pixelSize.area <= 1 ? Data("thumbs".utf8) : nil
+        }
+        func infoIfHandled(_ data: Data) throws -> ImageInfo? { nil }
+    }
+
+    @Test("the registry decodes, encodes and describes with the newest coder that takes the work; one that hands it on passes it to the next")
+    func handOn() throws {
+        let registry = CoderRegistry()
+        registry.register(NamedCoder(name: "builtin", accepts: true), name: "builtin")
+        registry.register(ThumbnailsOnly(), name: "thumbs")
+        #expect(try registry.decode(Data([1]), options: DecodeOptions(thumbnailPixelSize: PixelSize(8))).format?.rawValue == "thumbs")
+        #expect(try registry.decode(Data([1]), options: DecodeOptions()).format?.rawValue == "builtin", "a full decode handed on")
+        let small = Image(pixelSize: PixelSize(1), storage: PixelBuffer(size: PixelSize(1), channels: 1, bytes: [0]))
+        let large = Image(pixelSize: PixelSize(4), storage: PixelBuffer(size: PixelSize(4), channels: 1, bytes: [UInt8](repeating: 0, count: 16)))
+        let builtin = ImageFormat(rawValue: "builtin")
+        #expect(try registry.encode(small, as: builtin, options: EncodeOptions()) == Data("thumbs".utf8))
+        #expect(try registry.encode(large, as: builtin, options: EncodeOptions()) == Data("builtin".utf8), "a large encode handed on")
+        let nobody = CoderRegistry()
+        nobody.register(ThumbnailsOnly(), name: "thumbs")
+        let error = #expect(throws: WebImageError.self) { try nobody.decode(Data([1]), options: DecodeOptions()) }
+        #expect(error?.code == .unsupportedFormat && error?.message.contains("thumbs") == true, "\(String(describing: error))")
+        #expect(throws: WebImageError.self) { try nobody.info(Data([1])) }
+        #expect(throws: WebImageError.self) { try nobody.encode(large, as: .png, options: EncodeOptions()) }
+    }
+
     @Test("loaders by scheme, plain paths as file")
     func loaders() {
         let registry = LoaderRegistry.standard

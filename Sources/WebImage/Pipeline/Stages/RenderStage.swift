@@ -32,7 +32,8 @@ final class RenderStage: Sendable {
         let key: String
         let derivedKey: String
         let jobKey: String
-        let coder: any ImageCoder
+        /// The load's own coder (``ImageContext/coder``), else nil: the registry decodes.
+        let coder: (any ImageCoder)?
         let options: DecodeOptions
         let transformer: (any ImageTransformer)?
         let serializer: CacheSerializer?
@@ -44,11 +45,11 @@ final class RenderStage: Sendable {
     ///   no transform, no orientation, no work budget.
     func render(_ data: Data, _ plan: LoadPlan, derived: Bool, encoding: Bool = false) async throws -> Rendered {
         let configuration = services.configuration
-        guard let coder = plan.context.coder ?? configuration.coders.decoder(for: data) else {
+        guard plan.context.coder != nil || configuration.coders.decoder(for: data) != nil else {
             let what = ImageFormat.sniff(data).map { "\($0) data, which no registered coder decodes" } ?? "data no registered coder recognises"
             throw WebImageError(.unsupportedFormat, "\(plan.plainKey) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
         }
-        let work = Work(key: plan.plainKey, derivedKey: plan.key, jobKey: plan.jobKey, coder: coder,
+        let work = Work(key: plan.plainKey, derivedKey: plan.key, jobKey: plan.jobKey, coder: plan.context.coder,
                         options: decodeOptions(plan, derived: derived),
                         transformer: derived ? nil : plan.context.transformer,
                         serializer: encoding ? serializer(plan.context) : nil)
@@ -98,7 +99,8 @@ final class RenderStage: Sendable {
         var image = try spans.step("webimage.decode", parent) { span in
             span.set("webimage.bytes", data.count)
             do {
-                let image = try work.coder.decode(data, options: work.options)
+                let image = try work.coder?.decode(data, options: work.options)
+                    ?? self.services.configuration.coders.decode(data, options: work.options)
                 span.setSize("webimage.image", image.pixelSize)
                 return image
             } catch {
