@@ -62,7 +62,7 @@ public import WebImageVips
 /// and so is ``info(_:)``.
 public struct TurboJPEGCoder: ImageCoder {
     /// Where declined decodes and encodes go when the coder is used on its own.
-    /// Nil in a registry (``CoderRegistry/registerTurboJPEG(name:)``): it hands
+    /// Nil in a registry (`CoderRegistry.registerTurboJPEG(name:)`): it hands
     /// them on (``decodeIfHandled(_:options:)`` returns nil) and the registry asks
     /// the next coder, libvips, registered before it.
     public let fallback: VipsImageCoder?
