@@ -143,11 +143,15 @@ public final class CurlLoader: Loader {
                 // As curl reports it on the direct path: a redirect with nowhere to go.
                 throw WebImageError.httpStatus(response.statusCode, url: current.url.absoluteString, retryAfter: response.headers["retry-after"])
             }
-            guard let next = URL(string: location, relativeTo: current.url)?.absoluteURL, next.host != nil else {
+            guard let next = URL(string: location, relativeTo: current.url)?.absoluteURL else {
                 throw WebImageError(.badStatus, "\(current.url.absoluteString) redirected to '\(location)', which is not a URL", isTransient: false)
             }
+            // Another scheme first: file:///etc/passwd has no host, and is a refusal, not a bad answer.
             guard next.scheme?.lowercased() == scheme else {
                 throw WebImageError(.forbidden, "\(request.url.absoluteString) redirected to \(next.absoluteString), another scheme, which is refused")
+            }
+            guard next.host != nil else {
+                throw WebImageError(.badStatus, "\(current.url.absoluteString) redirected to '\(location)', which names no host", isTransient: false)
             }
             current.url = next
         }

@@ -114,7 +114,7 @@ extension S3Configuration {
         }
         if let region = value("s3.region") ?? environment["AWS_REGION"].flatMap({ $0.isEmpty ? nil : $0 }) { self.region = region }
         if let text = value("s3.pathStyle") {
-            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "s3.pathStyle: '\(text)' is not true or false") }
+            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "s3.pathStyle: '\(text)' is not \(Bool.settingWords)") }
             pathStyle = flag
         }
         switch (value("s3.accessKeyID"), value("s3.secretAccessKey")) {

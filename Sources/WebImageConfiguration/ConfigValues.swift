@@ -33,7 +33,7 @@ public struct ConfigValues: Sendable {
 
     public func bool(_ key: String) throws -> Bool? {
         guard let text = text(key) else { return nil }
-        guard let flag = Bool(setting: text) else { throw invalid(key, text, "true or false") }
+        guard let flag = Bool(setting: text) else { throw invalid(key, text, Bool.settingWords) }
         return flag
     }
 

@@ -189,10 +189,16 @@ extension ImageEndpoint {
                 if let extra = parameters.names.first(where: ThumbnailQuery.presetOnlyParameters.contains) {
                     throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): \(extra)= cannot be part of a preset")
                 }
+                let query: ThumbnailQuery
                 do {
-                    _ = try ThumbnailQuery(sizing: parameters, url: placeholder, settings: self)
+                    query = try ThumbnailQuery(sizing: parameters, url: placeholder, settings: self)
                 } catch let error as WebImageError {
                     throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): \(error.message)")
+                }
+                // Over thumbnail.maxCost, every request for it would be 413.
+                let cost = query.estimatedCost
+                guard cost <= Double(maxCost) else {
+                    throw WebImageError(.invalidArgument, "thumbnail.presets.\(name): it costs \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than thumbnail.maxCost (\(maxCost)): every request for it would be refused")
                 }
             }
         }

@@ -110,6 +110,9 @@ struct CurlLoaderTests {
                 #expect(within.data == TestHTTPServer.bytes(100))
                 let six = await #expect(throws: WebImageError.self) { try await load(loader, allowed.url("/redirect/6")) { $0.urlPolicy = policy } }
                 #expect(six?.code == .badStatus)
+                // A redirect to file:// (no host) is another scheme: refused, not a bad answer.
+                let file = await #expect(throws: WebImageError.self) { try await load(loader, allowed.url("/redirect-file")) { $0.urlPolicy = policy } }
+                #expect(file?.code == .forbidden && file?.message.contains("another scheme") == true, "\(String(describing: file))")
                 // The first URL is judged too.
                 let first = await #expect(throws: WebImageError.self) { try await load(loader, other.url("/bytes/10")) { $0.urlPolicy = policy } }
                 #expect(first?.code == .forbidden)

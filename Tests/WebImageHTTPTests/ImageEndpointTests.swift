@@ -94,6 +94,11 @@ struct EndpointThumbnailTests {
         await #expect(throws: WebImageError.self) {
             _ = try await EndpointFixture.make(["thumbnail.presets.bad": "w=99999"], presets: ["bad"])
         }
+        let costly = await #expect(throws: WebImageError.self, "a preset over thumbnail.maxCost could never be answered") {
+            _ = try await EndpointFixture.make(["thumbnail.presets.heavy": "w=2048&h=2048&t=blur:100"], presets: ["heavy"])
+        }
+        #expect(costly?.message.contains("thumbnail.presets.heavy") == true && costly?.message.contains("thumbnail.maxCost") == true,
+                "\(String(describing: costly))")
         await #expect(throws: WebImageError.self) {
             _ = try await EndpointFixture.make(["thumbnail.presets.bad": "url=http://x/&w=10"], presets: ["bad"])
         }

@@ -83,7 +83,7 @@ public struct CacheStoreSettings: Sendable {
     public func flag(_ key: String) throws -> Bool? {
         guard let text = extra[key] else { return nil }
         guard let flag = Bool(setting: text) else {
-            throw WebImageError(.invalidArgument, "\(key): '\(text)' is not true or false")
+            throw WebImageError(.invalidArgument, "\(key): '\(text)' is not \(Bool.settingWords)")
         }
         return flag
     }

@@ -39,7 +39,10 @@ extension FileCacheStore {
             do { descriptor = try FileIO.open(path, O_RDONLY | O_CLOEXEC) } catch where error.isNotFound { return .read(nil) }
             defer { Glibc.close(descriptor) }
             let info = try FileIO.stat(descriptor, path)
-            guard (info.st_mode & S_IFMT) == S_IFREG else { return .read(nil) }
+            guard (info.st_mode & S_IFMT) == S_IFREG else {
+                // There and unreadable as an entry (a directory put in its place): the store's fault, counted.
+                throw SystemCallError(call: "read \(path) as a cache entry", code: (info.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
+            }
             let fileSize = Int(info.st_size)
             guard fileSize >= CacheEntryCodec.footerSize else { return .read(nil) }
             if !mayWait, fileSize > Self.inlineReadLimit { return .wouldWait }

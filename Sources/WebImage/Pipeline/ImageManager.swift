@@ -200,6 +200,7 @@ public final class ImageManager: Sendable {
         var firstRead: LookupStage.DiskRead?
         if plan.readsDisk, let store = plan.store, !images.isRunning(plan.jobKey) {
             let entry = await stages.lookup.read(store, plan.diskKey)
+            if let entry { try services.judge(stored: entry, plan) }
             if let entry, plan.bytesOnly {
                 metrics.hit(entry.cacheType)
                 stages.publish.rememberData(entry.data, key: plan.key, context: plan.context, checksum: entry.checksum,
@@ -211,9 +212,12 @@ public final class ImageManager: Sendable {
         }
         let (read, stages, jobStages, jobKey) = (firstRead, stages, jobStages, plan.jobKey)
         // Past the deadline, the error of the stage the job is in then.
+        let metrics = metrics
         let deadline = plan.context.deadline.map { instant in
             Coalescer<String, ImageResult>.Deadline(instant: instant, timer: deadlines) {
-                (jobStages.stage(of: jobKey) ?? .lookup).deadlineError(url.absoluteString)
+                let error = (jobStages.stage(of: jobKey) ?? .lookup).deadlineError(url.absoluteString)
+                metrics.failed(error.code)  // webimage_errors_total{code="timedOut"|"workTimedOut"}
+                return error
             }
         }
         do {
@@ -231,10 +235,7 @@ public final class ImageManager: Sendable {
     /// allow-list is not served from the cache either). This is the one place
     /// the manager asks; the loader asks about every other URL it requests
     /// (redirect hops), and is told this one was judged (``OriginalStage``).
-    func judge(_ url: URL, _ context: ImageContext) throws {
-        guard let policy = context.urlPolicy ?? configuration.urlPolicy, let reason = policy(url) else { return }
-        throw WebImageError(.forbidden, "\(url.absoluteString) \(reason)", isTransient: false)
-    }
+    func judge(_ url: URL, _ context: ImageContext) throws { try services.judge(url, context) }
 
     /// Removes an image from both tiers under its result key.
     public func removeImage(forKey key: String) async throws {

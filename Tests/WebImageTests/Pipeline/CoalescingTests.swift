@@ -170,6 +170,24 @@ struct DeadlineTests {
         #expect(h.manager.deadlines.count == 0, "the expired entry fired and left; none is kept")
     }
 
+    @Test("a deadline that passes is counted under its own code, and the job it cancels is not counted as a failure")
+    func deadlineMetrics() async throws {
+        let metrics = RecordingMetrics.shared
+        let tag = [("test", UUID().uuidString)]
+        let h = Harness { $0.metricsDimensions = tag }
+        h.loader.serve("test://host/m.timg", data: TestCoder.encode(width: 2, height: 2))
+        h.loader.close()
+        var hurried = ImageContext()
+        hurried.deadline = .now + .milliseconds(50)
+        let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("m.timg"), context: hurried) }
+        #expect(error?.code == .timedOut)
+        h.loader.open()
+        #expect(await eventually { h.loader.cancellations == 1 }, "its only caller gone, the job and its download were cancelled")
+        #expect(await eventually { h.manager.loadsInFlight == 0 && h.manager.jobStages.isEmpty })
+        #expect(metrics.value("webimage_errors_total", [("code", "timedOut")] + tag) == 1)
+        #expect(metrics.value("webimage_errors_total", [("code", "cancelled")] + tag) == 0)
+    }
+
     @Test("a deadline already past fails at once; loads that finish in time cancel their entries")
     func pastAndInTime() async throws {
         let h = Harness()

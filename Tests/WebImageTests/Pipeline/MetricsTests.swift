@@ -98,5 +98,15 @@ struct StoreSystemCallTests {
         let result = try await h.manager.loadImage(with: h.url("a.timg"), options: .cacheMemoryOnly)
         #expect(result.cacheType == .none, "the store's failure is a miss for the load: the origin answers")
         #expect(metrics.value("webimage_store_errors_total", tag) >= 1)
+
+        // A directory in the entry's place: there, and no entry: a store error too.
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let before = metrics.value("webimage_store_errors_total", tag)
+        let directory = await #expect(throws: WebImageError.self) { try await store.entry(forKey: key) }
+        #expect(directory?.code == .storeFailed && directory?.message.contains("Is a directory") == true, "\(String(describing: directory))")
+        h.manager.memoryCache?.removeAll()
+        _ = try await h.manager.loadImage(with: h.url("a.timg"), options: .cacheMemoryOnly)
+        #expect(metrics.value("webimage_store_errors_total", tag) > before)
     }
 }

@@ -161,3 +161,44 @@ struct PublishStageTests {
         #expect(failure?.code == .storeFailed)
     }
 }
+
+@Suite("The URL policy and stored entries")
+struct StoredPolicyTests {
+    /// A loader whose every answer came, by a redirect, from test://elsewhere/.
+    struct RedirectedLoader: Loader {
+        func canLoad(_ url: URL) -> Bool { url.scheme == "test" }
+        func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
+            LoadResponse(data: TestCoder.encode(width: 8, height: 8), url: URL(string: "test://elsewhere/final.timg")!)
+        }
+    }
+
+    @Test("an entry whose bytes a redirect brought from a host the policy now refuses is not served from the disk tier: original, derived result or bytes")
+    func redirectTargetRefusedLater() async throws {
+        let store = MemoryCacheStore(limits: .unlimited)
+        var configuration = ImageManager.Configuration()
+        configuration.store = store
+        configuration.memoryCache = nil
+        configuration.coders.register(TestCoder(), name: "test")
+        configuration.loaders.register(RedirectedLoader(), name: "test", schemes: ["test"])
+        let manager = ImageManager(configuration: configuration)
+        let url = URL(string: "test://host/a.timg")!
+        let thumbnail = ImageContext(thumbnailPixelSize: PixelSize(4))
+        _ = try await manager.loadImage(with: url, options: .waitStoreCache, context: thumbnail)
+        #expect(try await store.metadata(forKey: manager.cacheKey(for: url))?.originalURL == "test://elsewhere/final.timg")
+        #expect(try await store.metadata(forKey: manager.resultKey(for: url, context: thumbnail))?.originalURL == "test://elsewhere/final.timg",
+                "the derived result remembers where its original came from")
+        #expect(try await manager.loadImage(with: url, context: thumbnail).cacheType == .disk, "allowed: a disk hit")
+
+        var refusing = thumbnail
+        refusing.urlPolicy = { $0.host == "elsewhere" ? "is not on the allow-list" : nil }
+        let derived = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: url, context: refusing) }
+        #expect(derived?.code == .forbidden && derived?.message.contains("redirected to test://elsewhere/final.timg") == true,
+                "\(String(describing: derived))")
+        var plain = ImageContext()
+        plain.urlPolicy = refusing.urlPolicy
+        let original = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: url, context: plain) }
+        #expect(original?.code == .forbidden)
+        let bytes = await #expect(throws: WebImageError.self) { try await manager.loadImage(with: url, options: .avoidDecode, context: refusing) }
+        #expect(bytes?.code == .forbidden, "the bytes-only fast path judges too")
+    }
+}

@@ -72,6 +72,7 @@ struct LoadJob: ~Copyable {
     private func derivedHit() async throws -> ImageResult? {
         let (url, key, context) = (plan.url, plan.key, plan.context)
         guard let entry = await stages.lookup.entry(key, plan, firstRead: firstRead) else { return nil }
+        try stages.services.judge(stored: entry, plan)
         stages.services.metrics.hit(entry.cacheType)
         if plan.bytesOnly {
             stages.publish.rememberData(entry.data, key: key, context: context, checksum: entry.checksum, madeAt: entry.metadata.storedAt)
@@ -92,8 +93,9 @@ struct LoadJob: ~Copyable {
     /// The original: stored, else (unless ``ImageOptions/fromCacheOnly``) downloaded.
     private mutating func original() async throws -> Original {
         if let entry = await stages.lookup.entry(plan.plainKey, plan, firstRead: firstRead) {
+            try stages.services.judge(stored: entry, plan)
             stages.services.metrics.hit(entry.cacheType)
-            return Original(data: entry.data, cacheType: entry.cacheType)
+            return Original(data: entry.data, cacheType: entry.cacheType, finalURL: entry.metadata.originalURL)
         }
         stages.services.metrics.miss()
         guard !plan.options.contains(.fromCacheOnly) else {
@@ -110,7 +112,7 @@ struct LoadJob: ~Copyable {
         room = reservation
         if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
         heldOriginal = stages.lookup.pending.hold(original.data, key: plan.plainKey,
-                                                  metadata: CacheMetadata(contentType: original.response?.contentType))
+                                                  metadata: CacheMetadata(contentType: original.response?.contentType, originalURL: original.finalURL))
         return original
     }
 
@@ -152,7 +154,9 @@ struct LoadJob: ~Copyable {
             } catch {
                 let failure = WebImageError.wrap(error, as: .decodeFailed, "decoding \(plan.url.absoluteString)")
                 guard Self.blamesURL(failure) else {
-                    stages.services.metrics.failed(failure.code)
+                    // A cancelled job (its callers gone, or its deadline passed) is no
+                    // failure of its own: the deadline's error is counted when it fires.
+                    if failure.code != .cancelled { stages.services.metrics.failed(failure.code) }
                     throw failure
                 }
                 guard source.cacheType != .none else { throw stages.original.recordFailure(failure, url: plan.url) }
@@ -180,7 +184,7 @@ struct LoadJob: ~Copyable {
         }
         guard encodesNow, let encoded = rendered.encoded else {
             publish.remember(image, key: key, context: context)
-            publish.storeDerivedInBackground(image, plan)
+            publish.storeDerivedInBackground(image, plan, originalURL: source.finalURL)
             return ImageResult(image: image, data: nil, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure)
         }
         let madeAt = Date()
@@ -196,7 +200,7 @@ struct LoadJob: ~Copyable {
         } else {
             publish.remember(image, key: key, context: context)
         }
-        if let encoded, let failure = await publish.storeDerived(encoded, plan) {
+        if let encoded, let failure = await publish.storeDerived(encoded, plan, originalURL: source.finalURL) {
             storeFailure = storeFailure ?? failure
         }
         return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure,

@@ -10,6 +10,10 @@ struct Original: Sendable {
     var cacheType: CacheType
     /// The loader's response, for bytes just downloaded.
     var response: LoadResponse?
+    /// Where the bytes came from when a redirect led elsewhere: the response's
+    /// final URL, or a stored entry's ``CacheMetadata/originalURL``. Stored with
+    /// derived results too, so that their hits can be judged by the URL policy.
+    var finalURL: String?
 }
 
 /// The stage that brings an original's bytes from its origin: one download per
@@ -75,7 +79,9 @@ struct OriginalStage: Sendable {
         let response = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
             try await self.load(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
         }
-        guard response.isNotModified else { return Original(data: response.data, cacheType: .none, response: response) }
+        guard response.isNotModified else {
+            return Original(data: response.data, cacheType: .none, response: response, finalURL: response.url.absoluteString)
+        }
         guard let cached, let store else {
             throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)
         }
@@ -84,7 +90,7 @@ struct OriginalStage: Sendable {
         metadata.lastModified = response.lastModified ?? metadata.lastModified
         do { try await store.updateMetadata(metadata, forKey: plainKey) } catch { services.logStoreError(error, key: plainKey) }
         services.logger.debug("revalidated, not modified", metadata: ["url": "\(url.absoluteString)"])
-        return Original(data: cached.data, cacheType: .disk, response: nil)
+        return Original(data: cached.data, cacheType: .disk, response: nil, finalURL: cached.metadata.originalURL)
     }
 
     /// One request to the loader: the URL policy and the origin breaker asked
@@ -164,7 +170,8 @@ struct OriginalStage: Sendable {
     /// when it is the kind the blocklist keeps.
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {
         let error = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
-        services.metrics.failed(error.code)
+        // A download cancelled with its job (callers gone, deadline passed) is no failure of the URL.
+        if error.code != .cancelled { services.metrics.failed(error.code) }
         if blocklist.record(error, for: url.absoluteString) {
             services.logger.info("blocked a failing URL", metadata: ["url": "\(url.absoluteString)", "error": "\(error)"])
         }

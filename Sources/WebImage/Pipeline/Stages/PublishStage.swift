@@ -50,14 +50,16 @@ struct PublishStage: Sendable {
     }
 
     /// Stores a derived result's bytes made in the load's own job.
-    func storeDerived(_ encoded: Data, _ plan: LoadPlan) async -> WebImageError? {
+    /// - Parameter originalURL: where the original came from (``Original/finalURL``),
+    ///   kept so that a hit on the derived bytes is judged by the URL policy as the original's is.
+    func storeDerived(_ encoded: Data, _ plan: LoadPlan, originalURL: String?) async -> WebImageError? {
         guard let store = writableStore(plan) else { return nil }
-        let metadata = CacheMetadata(contentType: ImageFormat.sniff(encoded)?.mimeType)
+        let metadata = CacheMetadata(contentType: ImageFormat.sniff(encoded)?.mimeType, originalURL: originalURL)
         return await write(encoded, key: plan.key, metadata: metadata, store: store, wait: plan.options.contains(.waitStoreCache))
     }
 
     /// Encodes and stores a derived result in the background, within the bound.
-    func storeDerivedInBackground(_ image: Image, _ plan: LoadPlan) {
+    func storeDerivedInBackground(_ image: Image, _ plan: LoadPlan, originalURL: String?) {
         guard let store = writableStore(plan) else { return }
         let (key, context) = (plan.key, plan.context)
         let (render, services) = (render, services)
@@ -68,7 +70,8 @@ struct PublishStage: Sendable {
                 return
             }
             guard let data = encoded else { return }
-            _ = await self.write(data, key: key, metadata: CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType), store: store, wait: true)
+            let metadata = CacheMetadata(contentType: ImageFormat.sniff(data)?.mimeType, originalURL: originalURL)
+            _ = await self.write(data, key: key, metadata: metadata, store: store, wait: true)
         }
     }
 

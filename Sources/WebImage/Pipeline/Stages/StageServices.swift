@@ -21,6 +21,21 @@ struct StageServices: Sendable {
 
     var logger: Logger { configuration.logger }
 
+    /// The URL policy's judgement of the URL a load asks for, before any tier.
+    func judge(_ url: URL, _ context: ImageContext) throws {
+        guard let policy = context.urlPolicy ?? configuration.urlPolicy, let reason = policy(url) else { return }
+        throw WebImageError(.forbidden, "\(url.absoluteString) \(reason)", isTransient: false)
+    }
+
+    /// The policy's judgement of where a stored entry's bytes came from, when a
+    /// redirect took the load elsewhere (``CacheMetadata/originalURL``): a host
+    /// taken off an allow-list is not served from the cache through a redirect either.
+    func judge(stored entry: CacheEntry, _ plan: LoadPlan) throws {
+        guard let text = entry.metadata.originalURL, text != plan.url.absoluteString, let final = URL(string: text),
+              let policy = plan.context.urlPolicy ?? configuration.urlPolicy, let reason = policy(final) else { return }
+        throw WebImageError(.forbidden, "\(plan.url.absoluteString) redirected to \(text), which \(reason)", isTransient: false)
+    }
+
     /// A store that failed: counted in `webimage_store_errors_total` and logged.
     /// The disk tier is a cache, so the load goes on.
     func logStoreError(_ error: any Error, key: String) {
