@@ -30,10 +30,6 @@ package struct OffCooperativePool: SuiteTrait, TestTrait, TestScoping {
     }
 
     @concurrent private static func hop(_ function: @Sendable () async throws -> Void) async throws {
-        // A hop that still lands on the global executor (seen once in a few hundred
-        // runs beside CPU burners: a Dispatch root-queue thread) is enqueued again,
-        // under the preference, until the body starts on one of the executor's threads.
-        for _ in 0..<100 where !BlockingTestExecutor.isCurrentThread { await Task.yield() }
         try await function()
     }
 }
@@ -58,9 +54,6 @@ package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
         if let text = ProcessInfo.processInfo.environment["TEST_BLOCKING_THREADS"], let count = Int(text), count >= 1 { return count }
         return max(1, ProcessInfo.processInfo.activeProcessorCount)
     }())
-
-    /// Whether the calling thread is one of an executor's (its name says so).
-    package static var isCurrentThread: Bool { Thread.current.name?.hasPrefix("test-blocking-") == true }
 
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
