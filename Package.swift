@@ -108,6 +108,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                // Typed, scoped settings for the plugins' factories (ConfigValues).
+                .product(name: "Configuration", package: "swift-configuration"),
             ],
             swiftSettings: upcoming
         ),

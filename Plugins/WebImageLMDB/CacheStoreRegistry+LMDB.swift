@@ -2,20 +2,23 @@ public import WebImage
 
 extension CacheStoreRegistry {
     /// Registers ``LMDBCacheStore`` under `lmdb`. Settings: the directory and limits;
-    /// `extra["lmdb.mapSize"]` and `extra["lmdb.maxMapSize"]` in bytes.
+    /// `store.lmdb.mapSize` and `store.lmdb.maxMapSize` (bytes: `1073741824`, `1GiB`)
+    /// and `store.lmdb.readsOnCallingThread`.
     @discardableResult
     public func registerLMDB(name: String = "lmdb") -> RegistrationToken {
-        register(name: name, extraKeys: ["lmdb.mapSize", "lmdb.maxMapSize", "lmdb.readsOnCallingThread"]) { settings in
+        register(name: name, scope: "store.lmdb", keys: ["mapSize", "maxMapSize", "readsOnCallingThread"]) { settings in
+            let values = settings.values
             var options = LMDBCacheStore.Options()
-            if let flag = try settings.flag("lmdb.readsOnCallingThread") { options.readsOnCallingThread = flag }
-            for (key, apply) in [("lmdb.mapSize", { (v: Int) in options.mapSize = v }), ("lmdb.maxMapSize", { options.maxMapSize = $0 })] {
-                guard let text = settings.extra[key] else { continue }
-                guard let value = ByteCount.parse(text), value > 0 else {
-                    throw WebImageError(.invalidArgument, "\(key): '\(text)' is not a positive size such as 1073741824 or 1GiB")
-                }
-                apply(value)
-            }
+            if let flag = try values.bool("readsOnCallingThread") { options.readsOnCallingThread = flag }
+            if let size = try positiveSize(values, "mapSize") { options.mapSize = size }
+            if let size = try positiveSize(values, "maxMapSize") { options.maxMapSize = size }
             return try LMDBCacheStore(directory: settings.requireDirectory(), limits: settings.limits, options: options)
         }
     }
+}
+
+private func positiveSize(_ values: ConfigValues, _ key: String) throws -> Int? {
+    guard let size = try values.bytes(key) else { return nil }
+    guard size > 0 else { throw values.invalid(key, String(size), "a positive size such as 1073741824 or 1GiB") }
+    return size
 }

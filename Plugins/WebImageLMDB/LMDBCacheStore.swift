@@ -67,7 +67,7 @@ public final class LMDBCacheStore: CacheStore {
     /// One thread for every write transaction.
     let writer = BlockingThreadPool(threadCount: 1, name: "webimage.lmdb.writer")
     let readers: BlockingThreadPool
-    let readsOnCallingThread: Bool
+    package let readsOnCallingThread: Bool
     /// Access dates not yet written, by database key.
     let pendingAccess = Lock<[[UInt8]: UInt64]>([:])
     /// Writes waiting for the next transaction, and whether a commit is queued.

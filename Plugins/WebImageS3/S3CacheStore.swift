@@ -257,23 +257,25 @@ extension WebImageError {
 
 extension CacheStoreRegistry {
     /// Registers ``S3CacheStore`` under `s3`, for the shared tier
-    /// (`store.shared.kind = s3`, `store.shared.url = s3://BUCKET/PREFIX/`).
-    /// The endpoint, region and credentials come from `extra` (`s3.endpoint`,
-    /// `s3.region`, `s3.pathStyle`, `s3.accessKeyID`, `s3.secretAccessKey`,
-    /// `s3.sessionToken`, which configuration reads at those names), else from
-    /// the `AWS_*` variables; `extra["timeoutMilliseconds"]` from `store.shared.timeout`.
+    /// (`store.shared.kind = s3`, `store.shared.url = s3://BUCKET/PREFIX/`, given as
+    /// `CacheStoreSettings.urls`). The endpoint, region and credentials come from the
+    /// `s3` scope (``S3Configuration/settingKeys``: `s3.endpoint`, `s3.region`, …),
+    /// else from the `AWS_*` variables; the timeout from `CacheStoreSettings.timeout`
+    /// (`store.shared.timeout`).
     @discardableResult
     public func registerS3(name: String = "s3") -> RegistrationToken {
-        register(name: name, extraKeys: S3Configuration.configurationKeys) { settings in
-            guard let url = settings.extra["url"], !url.isEmpty else {
-                throw WebImageError(.invalidArgument, "store.shared.url: the s3 store is a shared tier and needs a bucket URL such as s3://BUCKET/PREFIX/")
+        register(name: name, scope: "s3", keys: S3Configuration.settingKeys) { settings in
+            guard let url = settings.urls.first, settings.urls.count == 1 else {
+                throw WebImageError(.invalidArgument, settings.urls.isEmpty
+                    ? "store.shared.url: the s3 store is a shared tier and needs a bucket URL such as s3://BUCKET/PREFIX/"
+                    : "store.shared.url: the s3 store takes one bucket URL, not \(settings.urls.count)")
             }
             var store = S3CacheStore.Configuration()
-            if let text = settings.extra["timeoutMilliseconds"] {
-                guard let milliseconds = Int(text), milliseconds > 0 else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
-                store.timeout = .milliseconds(milliseconds)
+            if let timeout = settings.timeout {
+                guard timeout > .zero else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
+                store.timeout = timeout
             }
-            let configuration = try S3Configuration(settings: settings.extra)
+            let configuration = try S3Configuration(values: settings.values)
             do {
                 return try S3CacheStore(url: url, configuration: configuration, limits: settings.limits, store: store)
             } catch let error as WebImageError {

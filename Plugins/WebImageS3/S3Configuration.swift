@@ -1,5 +1,5 @@
 public import Foundation
-import WebImage
+public import WebImage
 
 /// Where a bucket is and how to sign requests to it: the endpoint, the region and
 /// the credentials that ``S3Loader`` and ``S3CacheStore`` share.
@@ -97,31 +97,29 @@ public struct S3Credentials: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension S3Configuration {
-    /// The configuration keys of the `s3.` namespace, which the loader and the
-    /// bucket store share.
-    public static let configurationKeys = ["s3.endpoint", "s3.region", "s3.pathStyle", "s3.accessKeyID", "s3.secretAccessKey", "s3.sessionToken"]
+    /// The settings of the `s3` scope, which the loader and the bucket store
+    /// share: `s3.endpoint`, `s3.region`, `s3.pathStyle`, `s3.accessKeyID`,
+    /// `s3.secretAccessKey`, `s3.sessionToken`.
+    public static let settingKeys = ["endpoint", "region", "pathStyle", "accessKeyID", "secretAccessKey", "sessionToken"]
 
-    /// A configuration from those keys' values (absent keys: defaults), the
-    /// credentials from `s3.accessKeyID` and `s3.secretAccessKey` or else the
-    /// `AWS_*` variables of `environment`.
+    /// A configuration from those settings (absent ones: defaults), read from
+    /// `values` scoped to `s3`, the credentials from `s3.accessKeyID` and
+    /// `s3.secretAccessKey` or else the `AWS_*` variables of `environment`.
     /// - Throws: `WebImageError` `.invalidArgument` naming the key whose value is wrong.
-    public init(settings: [String: String], environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+    public init(values: ConfigValues, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
         self.init()
-        func value(_ key: String) -> String? { settings[key].flatMap { $0.isEmpty ? nil : $0 } }
-        if let text = value("s3.endpoint") {
-            guard let url = URL(string: text) else { throw WebImageError(.invalidArgument, "s3.endpoint: '\(text)' is not a URL") }
+        func value(_ key: String) -> String? { values.text(key).flatMap { $0.isEmpty ? nil : $0 } }
+        if let text = value("endpoint") {
+            guard let url = URL(string: text) else { throw values.invalid("endpoint", text, "a URL") }
             endpoint = url
         }
-        if let region = value("s3.region") ?? environment["AWS_REGION"].flatMap({ $0.isEmpty ? nil : $0 }) { self.region = region }
-        if let text = value("s3.pathStyle") {
-            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "s3.pathStyle: '\(text)' is not \(Bool.settingWords)") }
-            pathStyle = flag
-        }
-        switch (value("s3.accessKeyID"), value("s3.secretAccessKey")) {
-        case (let id?, let secret?): credentials = S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: value("s3.sessionToken"))
+        if let region = value("region") ?? environment["AWS_REGION"].flatMap({ $0.isEmpty ? nil : $0 }) { self.region = region }
+        if let flag = try values.bool("pathStyle") { pathStyle = flag }
+        switch (value("accessKeyID"), value("secretAccessKey")) {
+        case (let id?, let secret?): credentials = S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: value("sessionToken"))
         case (nil, nil): credentials = try S3Credentials.fromEnvironment(environment)
-        case (nil, _): throw WebImageError(.invalidArgument, "s3.secretAccessKey is set but s3.accessKeyID is not")
-        case (_, nil): throw WebImageError(.invalidArgument, "s3.accessKeyID is set but s3.secretAccessKey is not")
+        case (nil, _): throw WebImageError(.invalidArgument, "\(values.name("secretAccessKey")) is set but \(values.name("accessKeyID")) is not")
+        case (_, nil): throw WebImageError(.invalidArgument, "\(values.name("accessKeyID")) is set but \(values.name("secretAccessKey")) is not")
         }
         do { try validate() } catch let error as WebImageError { throw WebImageError(.invalidArgument, error.message) }
     }

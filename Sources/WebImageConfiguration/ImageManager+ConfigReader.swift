@@ -78,17 +78,15 @@ extension ImageManager.Configuration {
         return limits
     }
 
-    /// A store the catalog makes: `kind` checked, its own keys (`store.<key>`)
-    /// read for it, a factory's error prefixed with `what`.
-    private static func makeStore(_ kind: String, key: String, what: String, _ values: ConfigValues, _ catalog: PluginCatalog,
-                                  directory: URL? = nil, limits: CacheLimits, extra: [String: String] = [:]) throws -> any CacheStore {
+    /// A store the catalog makes: `kind` checked, its own keys read by its
+    /// factory from its scope, a factory's error prefixed with `what`.
+    private static func makeStore(_ kind: String, key: String, what: String, _ catalog: PluginCatalog,
+                                  settings: CacheStoreSettings) throws -> any CacheStore {
         guard catalog.stores.names.contains(kind) else {
             throw WebImageError(.invalidArgument, "\(key): unknown store '\(kind)'; known: \((catalog.stores.names + ["none"]).joined(separator: ", "))")
         }
-        var settings = extra
-        for key in catalog.stores.extraKeys(forStoreNamed: kind) { settings[key] = values.text(catalog.configurationKey(forStoreSetting: key)) }
         do {
-            return try catalog.stores.makeStore(named: kind, settings: CacheStoreSettings(directory: directory, limits: limits, extra: settings))
+            return try catalog.stores.makeStore(named: kind, settings: settings)
         } catch let error as WebImageError {
             throw WebImageError(error.code, "\(what) (\(kind)): \(error.message)", isTransient: false, underlying: error)
         }
@@ -99,7 +97,8 @@ extension ImageManager.Configuration {
         let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
         guard kind != "none" else { return }
         let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
-        store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", values, catalog, directory: path, limits: limits)
+        store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", catalog,
+                                   settings: CacheStoreSettings(directory: path, limits: limits, values: values))
     }
 
     /// The shared tier behind the disk tier: `store.shared.kind`, `.url`, `.prefix`,
@@ -113,14 +112,11 @@ extension ImageManager.Configuration {
             }
             return (kind, nil)
         }
-        var extra: [String: String] = [:]
-        extra["url"] = values.list("store.shared.url")?.joined(separator: ",")
-        extra["prefix"] = values.text("store.shared.prefix")
-        if let timeout = try values.duration("store.shared.timeout") {
-            guard timeout > .zero else { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
-            extra["timeoutMilliseconds"] = String(max(1, timeout.wholeMilliseconds))
-        }
-        let shared = try Self.makeStore(kind, key: "store.shared.kind", what: "store.shared", values, catalog, limits: limits, extra: extra)
+        let timeout = try values.duration("store.shared.timeout")
+        if let timeout, timeout <= .zero { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
+        let settings = CacheStoreSettings(limits: limits, urls: values.list("store.shared.url") ?? [], prefix: values.text("store.shared.prefix"),
+                                          timeout: timeout, values: values)
+        let shared = try Self.makeStore(kind, key: "store.shared.kind", what: "store.shared", catalog, settings: settings)
         store = TieredCacheStore(local: store, shared: shared)
         return (kind, shared as? any SharedFailureStore)
     }

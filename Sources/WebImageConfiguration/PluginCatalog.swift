@@ -29,17 +29,8 @@ public struct PluginCatalog: Sendable {
     /// plugin's. ``ConfigKeyCheck`` refuses the others.
     public var knownKeys: Set<String> {
         var keys = ImageManager.Configuration.configurationKeys.union(pluginKeys)
-        for name in stores.names {
-            for key in stores.extraKeys(forStoreNamed: name) { keys.insert(configurationKey(forStoreSetting: key)) }
-        }
+        for name in stores.names { keys.formUnion(stores.configurationKeys(forStoreNamed: name)) }
         return keys
-    }
-
-    /// Where configuration reads a store's setting: `store.<setting>`
-    /// (`store.lmdb.mapSize`), or the setting's own name when a plugin of the
-    /// catalog declares it too (the `s3.*` keys, which the `s3` loader and store share).
-    public func configurationKey(forStoreSetting setting: String) -> String {
-        pluginKeys.contains(setting) ? setting : "store.\(setting)"
     }
 
     public init(stores: CacheStoreRegistry = .standard) {

@@ -42,11 +42,9 @@ extension PluginCatalog {
         }
         // s3:// over its own curl transfers with the same loader.* settings (the
         // SSRF guard judges the endpoint); the s3.* keys are the bucket store's too.
-        catalog.registerLoader(name: "s3", schemes: ["s3"], keys: Set(S3Configuration.configurationKeys)) { config in
+        catalog.registerLoader(name: "s3", schemes: ["s3"], keys: Set(S3Configuration.settingKeys.map { "s3.\($0)" })) { config in
             let values = ConfigValues(config)
-            var settings: [String: String] = [:]
-            for key in S3Configuration.configurationKeys { settings[key] = values.text(key) }
-            return try S3Loader(configuration: try S3Configuration(settings: settings),
+            return try S3Loader(configuration: try S3Configuration(values: values.scoped(to: "s3")),
                                 curl: CurlLoader(configuration: try curlConfiguration(values)))
         }
         return catalog

@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageConfiguration
 import WebImageDocSnippets
 import WebImageHTTP
 import WebImageKit
 
 /// docs/serving.md shows its Swift snippets as Tests/DocSnippets compiles them:
 /// a page's example that does not build is a new user's first error.
-@Suite("serving.md's snippets are the compiled ones")
+@Suite("serving.md's and writing-plugins.md's snippets are the compiled ones")
 struct DocSnippetsTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -85,6 +86,32 @@ struct DocSnippetsTests {
             Issue.record("a missing fallback image is refused at start")
         } catch let error as WebImageError {
             #expect(error.code == .invalidArgument && error.message.contains("thumbnail.fallbackImage"), "\(error)")
+        }
+    }
+
+    @Test("writing-plugins.md's store: on the page as compiled; chosen by configuration; its own key typed, scoped and checked")
+    func storeRegistration() async throws {
+        let snippets = try Self.snippets(in: Self.root.appendingPathComponent("Tests/DocSnippets/StoreSnippets.swift"))
+        let registration = try #require(snippets["store-registration"])
+        let blocks = try Self.swiftBlocks(in: Self.root.appendingPathComponent("docs/writing-plugins.md"))
+        #expect(blocks.contains(registration), "writing-plugins.md shows Tests/DocSnippets/StoreSnippets.swift's store-registration region verbatim")
+
+        let folder = "webimage-snippet-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: "/dev/shm/\(folder)") }
+        let manager = try await sharedMemoryStoreManager(flags: ["store.kind": "shm", "store.shm.folder": folder])
+        let store = try #require(manager.store as? FileCacheStore, "store.kind = shm makes the registered store")
+        try await store.setData(Data("x".utf8), forKey: "k")
+        #expect(try await store.data(forKey: "k") == Data("x".utf8))
+        #expect(FileManager.default.fileExists(atPath: "/dev/shm/\(folder)"), "store.shm.folder reaches the factory through its scope")
+
+        for (flags, named) in [(["store.kind": "shm", "store.shm.folder": "../etc"], "store.shm.folder: '../etc' is not a folder name"),
+                               (["store.kind": "shm", "store.shm.foldr": "x"], "store.shm.foldr")] {
+            do {
+                _ = try await sharedMemoryStoreManager(flags: flags)
+                Issue.record("\(flags) is refused")
+            } catch let error as WebImageError {
+                #expect(error.code == .invalidArgument && error.message.contains(named), "\(error.message)")
+            }
         }
     }
 }

@@ -244,10 +244,18 @@ struct LMDBCacheStoreTests {
         let registry = CacheStoreRegistry.standard
         registry.registerLMDB()
         #expect(try registry.makeStore(named: "lmdb", settings: CacheStoreSettings(directory: directory)) is LMDBCacheStore)
-        let error = #expect(throws: WebImageError.self) {
-            try registry.makeStore(named: "lmdb", settings: CacheStoreSettings(directory: directory, extra: ["lmdb.mapSize": "-5"]))
+        #expect(registry.configurationKeys(forStoreNamed: "lmdb").sorted()
+                == ["store.lmdb.mapSize", "store.lmdb.maxMapSize", "store.lmdb.readsOnCallingThread"])
+        for (key, value) in [("store.lmdb.mapSize", "-5"), ("store.lmdb.mapSize", "0"), ("store.lmdb.maxMapSize", "lots"),
+                             ("store.lmdb.readsOnCallingThread", "perhaps")] {
+            let error = #expect(throws: WebImageError.self) {
+                try registry.makeStore(named: "lmdb", settings: CacheStoreSettings(directory: directory, values: ConfigValues([key: value])))
+            }
+            #expect(error?.code == .invalidArgument && error?.message.hasPrefix("\(key): '\(value)'") == true, "\(error?.message ?? "")")
         }
-        #expect(error?.message.contains("lmdb.mapSize") == true)
+        let pooled = try registry.makeStore(named: "lmdb", settings: CacheStoreSettings(
+            directory: directory, values: ConfigValues(["store.lmdb.readsOnCallingThread": "false", "store.lmdb.mapSize": "64MiB"])))
+        #expect((pooled as? LMDBCacheStore)?.readsOnCallingThread == false, "store.lmdb.* reaches the store through its scope")
     }
 }
 

@@ -78,16 +78,17 @@ struct S3RequestShapeTests {
 
     @Test("settings: s3.* keys over the AWS_* variables; bad values name their key")
     func settings() throws {
-        let configured = try S3Configuration(settings: ["s3.endpoint": "http://minio:9000", "s3.region": "auto", "s3.pathStyle": "true",
-                                                        "s3.accessKeyID": "A", "s3.secretAccessKey": "S"],
+        func s3(_ settings: [String: String]) -> ConfigValues { ConfigValues(settings).scoped(to: "s3") }
+        let configured = try S3Configuration(values: s3(["s3.endpoint": "http://minio:9000", "s3.region": "auto", "s3.pathStyle": "true",
+                                                         "s3.accessKeyID": "A", "s3.secretAccessKey": "S"]),
                                              environment: ["AWS_ACCESS_KEY_ID": "envA", "AWS_SECRET_ACCESS_KEY": "envS"])
         #expect(configured.endpoint?.absoluteString == "http://minio:9000" && configured.region == "auto" && configured.pathStyle)
         #expect(configured.credentials?.accessKeyID == "A")
-        let fromEnvironment = try S3Configuration(settings: [:], environment: ["AWS_ACCESS_KEY_ID": "envA", "AWS_SECRET_ACCESS_KEY": "envS", "AWS_REGION": "ap-south-1"])
+        let fromEnvironment = try S3Configuration(values: s3([:]), environment: ["AWS_ACCESS_KEY_ID": "envA", "AWS_SECRET_ACCESS_KEY": "envS", "AWS_REGION": "ap-south-1"])
         #expect(fromEnvironment.credentials?.accessKeyID == "envA" && fromEnvironment.region == "ap-south-1")
         for (settings, key) in [(["s3.pathStyle": "maybe"], "s3.pathStyle"), (["s3.endpoint": "ftp://x"], "s3.endpoint"),
                                 (["s3.region": "eu west"], "s3.region"), (["s3.accessKeyID": "A"], "s3.secretAccessKey")] {
-            let error = #expect(throws: WebImageError.self) { try S3Configuration(settings: settings, environment: [:]) }
+            let error = #expect(throws: WebImageError.self) { try S3Configuration(values: s3(settings), environment: [:]) }
             #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(settings): \(error?.message ?? "")")
         }
     }

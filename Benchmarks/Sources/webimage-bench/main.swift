@@ -32,7 +32,8 @@ func store(_ kind: String, _ directory: String) throws -> any CacheStore {
     case "redis": return try RedisCacheStore(configuration: .init(urls: [directory]), limits: .unlimited)
     case "s3":
         let environment = ProcessInfo.processInfo.environment
-        let s3 = try S3Configuration(settings: ["s3.endpoint": environment["S3_ENDPOINT"] ?? "", "s3.region": environment["S3_REGION"] ?? "us-east-1"])
+        let s3 = try S3Configuration(values: ConfigValues(["s3.endpoint": environment["S3_ENDPOINT"] ?? "", "s3.region": environment["S3_REGION"] ?? "us-east-1"])
+            .scoped(to: "s3"))
         return try S3CacheStore(url: directory, configuration: s3, limits: .unlimited)
     case "tiered":
         let parts = directory.split(separator: "|").map(String.init)

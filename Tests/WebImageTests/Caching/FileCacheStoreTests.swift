@@ -142,7 +142,7 @@ struct FileCacheStoreTests {
         try #require(store.readsOnCallingThread, "\(directory.path) is on a local filesystem")
         #expect(try FileCacheStore(directory: directory, pool: pool, readsOnCallingThread: false).readsOnCallingThread == false)
         let configured = try CacheStoreRegistry.standard.makeStore(
-            named: "filesystem", settings: CacheStoreSettings(directory: directory, extra: ["filesystem.readsOnCallingThread": "false"]))
+            named: "filesystem", settings: CacheStoreSettings(directory: directory, values: ConfigValues(["store.filesystem.readsOnCallingThread": "false"])))
         #expect((configured as? FileCacheStore)?.readsOnCallingThread == false, "store.filesystem.readsOnCallingThread reaches the store")
         let bytes = Data((0..<100_000).map { UInt8($0 % 251) })
         try await store.setData(bytes, forKey: "k")

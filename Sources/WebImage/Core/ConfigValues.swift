@@ -1,13 +1,46 @@
 public import Configuration
 import Foundation
-public import WebImage
 
 /// Reads configuration values as text and parses them with errors that name the
-/// key, whatever provider they came from (a JSON number, an environment string).
+/// key in full, whatever provider they came from (a JSON number, an environment string).
+///
+/// A plugin's factory is given one scoped to its own keys: the LMDB store's reads
+/// `mapSize`, which configuration holds as `store.lmdb.mapSize`, and an error
+/// names `store.lmdb.mapSize`.
+/// ```swift
+/// let values = ConfigValues(["store.lmdb.mapSize": "1GiB"]).scoped(to: "store.lmdb")
+/// let mapSize = try values.bytes("mapSize") // 1073741824
+/// ```
 public struct ConfigValues: Sendable {
     public let config: ConfigReader
+    /// The scope's full name (`store.lmdb`), empty for the whole configuration.
+    public let scope: String
 
-    public init(_ config: ConfigReader) { self.config = config }
+    public init(_ config: ConfigReader) {
+        self.config = config
+        self.scope = ""
+    }
+
+    /// Values given in code, by their full keys (`store.lmdb.mapSize`).
+    public init(_ values: [String: String]) {
+        var entries: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in values { entries[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value), isSecret: false) }
+        self.init(ConfigReader(provider: InMemoryProvider(values: entries)))
+    }
+
+    private init(_ config: ConfigReader, scope: String) {
+        self.config = config
+        self.scope = scope
+    }
+
+    /// The values under `scope` (`store.lmdb`): keys are read relative to it and
+    /// named in full in errors.
+    public func scoped(to scope: String) -> ConfigValues {
+        ConfigValues(config.scoped(to: ConfigKey(scope)), scope: name(scope))
+    }
+
+    /// A key's full name: `mapSize` in scope `store.lmdb` is `store.lmdb.mapSize`.
+    public func name(_ key: String) -> String { scope.isEmpty ? key : "\(scope).\(key)" }
 
     /// The value as text, or nil when no provider has it.
     public func text(_ key: String) -> String? {
@@ -20,7 +53,7 @@ public struct ConfigValues: Sendable {
     }
 
     public func invalid(_ key: String, _ value: String, _ expected: String) -> WebImageError {
-        WebImageError(.invalidArgument, "\(key): '\(value)' is not \(expected)")
+        WebImageError(.invalidArgument, "\(name(key)): '\(value)' is not \(expected)")
     }
 
     public func int(_ key: String, minimum: Int = .min) throws -> Int? {
