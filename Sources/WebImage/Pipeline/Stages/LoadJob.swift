@@ -1,7 +1,7 @@
 import Foundation
 
 /// The stages of a load, made once by the manager.
-struct LoadStages: Sendable {
+final class LoadStages: Sendable {
     let services: StageServices
     let lookup: LookupStage
     let original: OriginalStage

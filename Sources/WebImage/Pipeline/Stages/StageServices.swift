@@ -4,8 +4,9 @@ package import Tracing
 
 /// What every stage of a load shares: the manager's configuration, its metrics,
 /// its spans, and the stage each job is in. Made once by ``ImageManager``; each
-/// stage holds a copy (every field is a reference or a value that never changes).
-struct StageServices: Sendable {
+/// stage holds a reference to it (a class: a load then retains one object instead
+/// of copying the whole configuration).
+final class StageServices: Sendable {
     let configuration: ImageManager.Configuration
     let metrics: PipelineMetrics
     let spans: Spans
