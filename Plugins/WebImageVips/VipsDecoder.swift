@@ -213,20 +213,31 @@ struct VipsDecoder {
         }
 
         let loaderOptions = [isAnimatable ? "n=\(pages)" : nil, options.allowTruncated ? nil : "fail_on=truncated"].compactMap { $0 }.joined(separator: ",")
-        if fill, case .point = options.cropFocus {
-            // libvips' thumbnail cannot crop at a given point: cover the box, then cut each frame.
-            let covered = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
-                CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
-                                       Int32(target.width), Int32(target.height), 0, options.keepOrientation ? 1 : 0, loaderOptions)
-            }
-            return (try Self.cropFrames(covered, to: box, focus: options.cropFocus), 1)
-        }
-        let boxWidth = fill ? box.width : target.width, boxHeight = fill ? box.height : target.height
-        let image = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
+        // libvips' loaders shrink on load by a factor of their own (WebP, AVIF, HEIF),
+        // and given both sides its thumbnail takes the larger shrink, which leaves the
+        // other side short: 11158x2156 into 64 came out 62x12. It gets the side that
+        // binds only, the other unbounded; each frame is then resized to exactly the
+        // fit, and a fill cuts the box from it (at its focus, libvips' smart crop included).
+        let widthBinds = fill ? Double(box.width) / Double(width) >= Double(box.height) / Double(height)
+                              : Double(box.width) / Double(width) <= Double(box.height) / Double(height)
+        let unbounded: Int32 = 10_000_000  // VIPS_MAX_COORD
+        var image = try Vips.make(.decodeFailed, "vips_thumbnail_buffer") { out in
             CVips_thumbnail_buffer(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count, out,
-                                   Int32(boxWidth), Int32(boxHeight), fill ? options.cropFocus.interesting : 0, options.keepOrientation ? 1 : 0, loaderOptions)
+                                   widthBinds ? Int32(target.width) : unbounded, widthBinds ? unbounded : Int32(target.height),
+                                   0, options.keepOrientation ? 1 : 0, loaderOptions)
         }
-        return (try image.inMemory(), 1)
+        if image.width != target.width || image.pageHeight != target.height {
+            image = try Self.eachFrame(image) { frame in
+                let h = Double(target.width) / Double(frame.width), v = Double(target.height) / Double(frame.height)
+                return try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(frame.pointer, $0, h, v) }
+            }
+        }
+        guard fill else { return (try image.inMemory(), 1) }
+        // Every frame of an animation is cut at the same place: a smart crop judged
+        // frame by frame would move the window between frames, so an animation takes the centre.
+        let animated = image.height > image.pageHeight
+        let focus = animated && options.cropFocus.isSmart ? CropFocus.centre : options.cropFocus
+        return (try Self.eachFrame(image) { try Self.crop($0, to: box, focus: focus) }, 1)
     }
 
     /// What follows a shrink-on-load: the orientation applied (`.up` for none), one
@@ -256,15 +267,16 @@ struct VipsDecoder {
         return try Vips.make(.decodeFailed, "vips_extract_area") { CVips_extract_area(image.pointer, $0, Int32(left), Int32(top), Int32(w), Int32(h)) }
     }
 
-    /// ``crop(_:to:focus:)`` on every frame of an animation (a still image is one frame).
-    private static func cropFrames(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
+    /// `body` on every frame of an animation (a still image is one frame), the
+    /// frames joined again with their new page height, in memory.
+    private static func eachFrame(_ image: VipsHandle, _ body: (VipsHandle) throws -> VipsHandle) throws -> VipsHandle {
         let pageHeight = image.pageHeight, count = max(1, image.height / pageHeight)
-        guard count > 1 else { return try crop(image, to: box, focus: focus).inMemory() }
+        guard count > 1 else { return try body(image).inMemory() }
         let frames = try (0..<count).map { index in
             let frame = try Vips.make(.decodeFailed, "vips_extract_area") {
                 CVips_extract_area(image.pointer, $0, 0, Int32(index * pageHeight), Int32(image.width), Int32(pageHeight))
             }
-            return try crop(frame, to: box, focus: focus)
+            return try body(frame)
         }
         var pointers: [UnsafeMutablePointer<VipsImage>?] = frames.map(\.pointer)
         let joined = try Vips.make(.decodeFailed, "vips_arrayjoin") { CVips_arrayjoin(&pointers, $0, Int32(count)) }

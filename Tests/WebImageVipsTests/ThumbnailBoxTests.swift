@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageTestSupport
+import WebImageTurboJPEG
+import WebImageVips
+
+/// A thumbnail is exactly the fit's size, whatever the coder and however it
+/// shrinks on load: libvips' WebP, AVIF and HEIF loaders take a shrink factor
+/// of their own and round it their way, and an image 100 times wider than tall
+/// has one side of a few pixels, where one pixel off is a third of the image.
+@Suite("Thumbnails fill the box exactly, in every coder that shrinks on load", .offCooperativePool)
+struct ThumbnailBoxTests {
+    /// bryce.webp's 11158x2156 at a quarter, libwebp's 1920x96, 100:1 and 1:100.
+    static let sizes = [PixelSize(width: 2790, height: 539), PixelSize(width: 1920, height: 96),
+                        PixelSize(width: 6400, height: 64), PixelSize(width: 64, height: 6400)]
+
+    /// Smooth diagonal bands (libvips' loaders shrink noise and gradients alike).
+    static func pixels(_ size: PixelSize) -> PixelBuffer {
+        var bytes = [UInt8](repeating: 0, count: size.width * size.height * 3)
+        for y in 0..<size.height {
+            for x in 0..<size.width {
+                let i = (y * size.width + x) * 3
+                bytes[i] = UInt8(truncatingIfNeeded: x / 8)
+                bytes[i + 1] = UInt8(truncatingIfNeeded: y / 8)
+                bytes[i + 2] = UInt8(truncatingIfNeeded: (x + y) / 16)
+            }
+        }
+        return PixelBuffer(size: size, channels: 3, bytes: bytes)
+    }
+
+    /// The fit of `size` in `box`, each side rounded, at least 1.
+    static func fit(_ size: PixelSize, in box: PixelSize) -> PixelSize {
+        let scale = min(Double(box.width) / Double(size.width), Double(box.height) / Double(size.height))
+        return PixelSize(width: max(1, Int((Double(size.width) * scale).rounded())), height: max(1, Int((Double(size.height) * scale).rounded())))
+    }
+
+    @Test("fit and fill, extreme aspect ratios, through the vips coder and the direct JPEG path",
+          arguments: [ImageFormat.webp, .jpeg, .avif, .heif, .png])
+    func exact(format: ImageFormat) throws {
+        let vips = VipsImageCoder()
+        let turbo = TurboJPEGCoder()
+        for size in Self.sizes {
+            let data = try Fixtures.encode(Self.pixels(size), as: format, quality: 80)
+            for box in [PixelSize(64), PixelSize(width: 48, height: 64), PixelSize(width: 600, height: 20)] {
+                for (name, coder) in format == .jpeg ? [("vips", vips as any ImageCoder), ("turbojpeg", turbo)] : [("vips", vips as any ImageCoder)] {
+                    let fitted = try coder.decode(data, options: DecodeOptions(thumbnailPixelSize: box))
+                    #expect(fitted.pixelSize == Self.fit(size, in: box), "\(format) \(size) into \(box) (\(name)): \(fitted.pixelSize)")
+                    // A fill that would enlarge returns the image as it is (never upscale).
+                    guard max(Double(box.width) / Double(size.width), Double(box.height) / Double(size.height)) < 1 else { continue }
+                    let filled = try coder.decode(data, options: DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: false))
+                    #expect(filled.pixelSize == box, "\(format) \(size) filling \(box) (\(name)): \(filled.pixelSize)")
+                }
+            }
+        }
+    }
+
+    @Test("an animation filled at every focus keeps every frame and its delays, each frame the box", arguments: [CropFocus.centre, .attention, .point(x: 0.9, y: 0.1)])
+    func animatedFill(focus: CropFocus) throws {
+        let data = try Fixtures.animated(.webp, delays: [100, 200, 300], loop: 0, size: 64)
+        var options = DecodeOptions(thumbnailPixelSize: PixelSize(width: 40, height: 20), preserveAspectRatio: false)
+        options.cropFocus = focus
+        let image = try VipsImageCoder().decode(data, options: options)
+        #expect(image.pixelSize == PixelSize(width: 40, height: 20) && image.frameCount == 3, "\(focus): \(image.pixelSize), \(image.frameCount) frames")
+        #expect(image.frames.map(\.duration) == [.milliseconds(100), .milliseconds(200), .milliseconds(300)])
+    }
+}
