@@ -279,7 +279,8 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageVipsTests",
-            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "WebImageTesting", "WebImageTestSupport"],
+            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "WebImageTesting", "WebImageTestSupport",
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming
         ),
         // Tests only: a real HTTP server on loopback with misbehaving routes, and a

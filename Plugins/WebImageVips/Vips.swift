@@ -42,19 +42,20 @@ enum Vips {
     static let logger = Logger(label: "webimage.vips")
 
     /// One GLib log message as a swift-log record: criticals and errors at
-    /// `error`; warnings at `info`, since they are about an input (a corrupt
-    /// JPEG's "premature end of data segment"), not the service, and the request's
-    /// own error says whether it failed; libheif's note that it ignores an AVIF's
-    /// nclx colour description, which every such file gets, and GLib's messages
-    /// and debug output at `debug`. The text is one line, escaped.
+    /// `error`. A warning is about an input (a corrupt JPEG's "premature end of
+    /// data segment", a PNG's "IHDR: CRC error"), so it goes to the decode it
+    /// belongs to (``VipsWarnings``), which logs it once at `warning` with its
+    /// request and adds it to its error; here it is only a `debug` record.
+    /// libheif's note that it ignores an AVIF's nclx colour description, which
+    /// every such file gets, and GLib's messages and debug output are `debug`
+    /// records. The text is one line, escaped.
     static func log(domain: String, level: Int32, message: String) {
         let text = WebImageError.escapingControlCharacters(message.trimmingCharacters(in: .whitespacesAndNewlines))
         let swiftLevel: Logger.Level
         if level & (Int32(G_LOG_LEVEL_ERROR.rawValue) | Int32(G_LOG_LEVEL_CRITICAL.rawValue)) != 0 {
             swiftLevel = .error
-        } else if level & Int32(G_LOG_LEVEL_WARNING.rawValue) != 0, !message.contains("ignoring nclx profile") {
-            swiftLevel = .info
         } else {
+            if level & Int32(G_LOG_LEVEL_WARNING.rawValue) != 0, !message.contains("ignoring nclx profile") { VipsWarnings.record(text) }
             swiftLevel = .debug
         }
         logger.log(level: swiftLevel, "libvips: \(text)", metadata: ["domain": "\(domain)"])

@@ -131,9 +131,12 @@ public struct VipsImageCoder: ImageCoder {
                 throw WebImageError(.unsupportedFormat,
                                     "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; it is blocked unless VipsImageCoder.Options.allowUntrusted is set")
             }
-            // A decode's error keeps only its own format's loader lines (Vips.ownLines).
-            return try Vips.$decodingFormat.withValue(format) {
-                try body(VipsDecoder(bytes: raw, format: format, options: options))
+            // A decode's error keeps only its own format's loader lines (Vips.ownLines)
+            // and the warnings libvips gave while it ran (VipsWarnings).
+            return try VipsWarnings.decoding(format) {
+                try Vips.$decodingFormat.withValue(format) {
+                    try body(VipsDecoder(bytes: raw, format: format, options: options))
+                }
             }
         }
     }

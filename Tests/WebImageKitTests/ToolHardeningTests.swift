@@ -52,7 +52,7 @@ struct ToolHardeningTests {
         #expect(directory.status == 2 && directory.stderr.contains("directory"), "\(directory.stderr)")
     }
 
-    @Test("libvips' warnings about a corrupt JPEG reach the log as one line each, never GLib's raw two-line records on stderr")
+    @Test("libvips' warnings about a corrupt JPEG reach the log once each with the load's key, never GLib's raw two-line records on stderr")
     func libvipsWarnings() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -69,8 +69,12 @@ struct ToolHardeningTests {
             #expect(!result.stderr.contains("VIPS-WARNING") && !result.stderr.contains("(process:"), "\(arguments[0]): \(result.stderr.prefix(1500))")
         }
         let logged = try await tool.run(["load", "--store", "none", corrupt.path], environment: ["LOG_LEVEL": "info"])
+        // Each kind once, at warning, with the load's key: the decode's own warnings.
         let lines = logged.stderr.split(separator: "\n").filter { $0.contains("libvips:") }
-        #expect(!lines.isEmpty && lines.allSatisfy { $0.contains("domain=VIPS") }, "\(logged.stderr.prefix(1500))")
+        #expect(lines.contains { $0.contains("Corrupt JPEG data") }, "\(logged.stderr.prefix(1500))")
+        #expect(lines.allSatisfy { $0.contains(" warning ") && $0.contains("format=jpeg") && $0.contains("key=file://") }, "\(logged.stderr.prefix(1500))")
+        let texts = lines.compactMap { line in line.range(of: "libvips: ").map { String(line[$0.upperBound...]) } }
+        #expect(Set(texts).count == texts.count, "each warning once: \(texts)")
     }
 
     @Test("the table prints each input on one line with its control characters escaped: ESC cannot drive the terminal")

@@ -99,8 +99,11 @@ final class RenderStage: Sendable {
         var image = try spans.step("webimage.decode", parent) { span in
             span.set("webimage.bytes", data.count)
             do {
-                let image = try work.coder?.decode(data, options: work.options)
-                    ?? self.services.configuration.coders.decode(data, options: work.options)
+                var logger = self.services.logger
+                logger[metadataKey: "key"] = "\(work.key)"
+                let image = try CoderLog.$logger.withValue(logger) {
+                    try work.coder?.decode(data, options: work.options) ?? self.services.configuration.coders.decode(data, options: work.options)
+                }
                 span.setSize("webimage.image", image.pixelSize)
                 return image
             } catch {
