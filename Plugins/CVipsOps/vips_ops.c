@@ -92,6 +92,10 @@ int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int loss
                                 "effort", effort, "subsample_mode", subsample, NULL);
 }
 
+int CVips_jxlsave(VipsImage *in, void **buf, size_t *len) {
+    return vips_jxlsave_buffer(in, buf, len, NULL);
+}
+
 /// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or
 /// 8-bit grey (1 or 2 bands). An embedded profile is converted from (relative
 /// colorimetric, as browsers do) and dropped; CMYK goes through its embedded

@@ -129,7 +129,7 @@ public struct VipsImageCoder: ImageCoder {
             }
             if !self.options.allowUntrusted, CVips_is_untrusted(loaderName) != 0 {
                 throw WebImageError(.unsupportedFormat,
-                                    "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; it is blocked unless VipsImageCoder.Options.allowUntrusted is set")
+                                    "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set vips.allowUntrusted = true (VipsImageCoder.Options.allowUntrusted) to decode it")
             }
             // A decode's error keeps only its own format's loader lines (Vips.ownLines)
             // and the warnings libvips gave while it ran (VipsWarnings).

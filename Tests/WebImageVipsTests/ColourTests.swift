@@ -16,6 +16,7 @@ struct ColourTests {
 
     /// A flat `width`x`height` RGB image of one colour, as libvips holds it.
     static func flat(_ rgb: [UInt8], width: Int = 48, height: Int = 32) throws -> OpaquePointerBox {
+        Fixtures.ready()
         let bytes = [UInt8]((0..<(width * height)).flatMap { _ in rgb })
         guard let pointer = bytes.withUnsafeBytes({ CVips_from_memory($0.baseAddress, $0.count, Int32(width), Int32(height), Int32(rgb.count)) }) else {
             throw Fixtures.Failure("from_memory")
@@ -89,6 +90,7 @@ struct ColourTests {
     @Test("a P3 JPEG thumbnail takes libjpeg-turbo's path and agrees with the vips path; keepColorProfile keeps its profile there too")
     func p3OnTheFastPath() throws {
         // A photo-like P3 file: noise converted to P3, so that the two paths' resampling is compared too.
+        Fixtures.ready()
         var noise: UnsafeMutablePointer<VipsImage>?
         #expect(CVips_noise_rgb(&noise, 640, 480) == 0)
         let photo = OpaquePointerBox(try #require(noise))

@@ -29,6 +29,12 @@ enum Fixtures {
         return PixelBuffer(size: PixelSize(width: width, height: height), channels: 3, bytes: bytes)
     }
 
+    /// libvips initialised through the coder, before a test calls it directly. A
+    /// direct call first (`vips_image_new_from_memory`) starts libvips' own lazy
+    /// init, which marks it done before its format modules (heif, jxl) are loaded:
+    /// a coder initialised meanwhile then finds no AVIF saver for the whole run.
+    static func ready() { _ = VipsImageCoder.encodableFormats }
+
     static func image(_ buffer: PixelBuffer, frames: [Duration] = [.zero], loop: Int = 1) -> Image {
         Image(pixelSize: buffer.size, frames: frames.map(Image.Frame.init), loopCount: loop, hasAlpha: buffer.channels == 4 || buffer.channels == 2, storage: buffer)
     }
@@ -39,6 +45,7 @@ enum Fixtures {
 
     /// A JPEG whose stored pixels are `quadrants` and whose EXIF says `orientation`.
     static func orientedJPEG(_ orientation: Int, width: Int = 64, height: Int = 32) throws -> Data {
+        ready()
         let plain = try encode(quadrants(width: width, height: height), as: .jpeg)
         return try plain.withUnsafeBytes { raw in
             guard let image = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, 0, 0, 0) else { throw Failure("load") }
@@ -57,6 +64,7 @@ enum Fixtures {
 
     /// A photo-like JPEG (noise in every band) of the given size.
     static func photoJPEG(width: Int, height: Int) throws -> Data {
+        ready()
         var out: UnsafeMutablePointer<VipsImage>?
         guard CVips_noise_rgb(&out, Int32(width), Int32(height)) == 0, let out else { throw Failure("noise") }
         defer { CVips_unref(out) }

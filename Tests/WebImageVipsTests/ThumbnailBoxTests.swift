@@ -1,3 +1,5 @@
+import CVips
+import CVipsOps
 import Foundation
 import Testing
 import WebImage
@@ -63,5 +65,45 @@ struct ThumbnailBoxTests {
         let image = try VipsImageCoder().decode(data, options: options)
         #expect(image.pixelSize == PixelSize(width: 40, height: 20) && image.frameCount == 3, "\(focus): \(image.pixelSize), \(image.frameCount) frames")
         #expect(image.frames.map(\.duration) == [.milliseconds(100), .milliseconds(200), .milliseconds(300)])
+    }
+}
+
+/// JPEG XL is opt-in (docs/coder.md, "Formats"): libvips marks its loader untrusted.
+@Suite("JPEG XL: refused by default, naming the key that allows it; decoded when allowed", .offCooperativePool)
+struct JPEGXLTests {
+    static func jxl(_ size: PixelSize) throws -> Data {
+        Fixtures.ready()
+        // libvips marks the JPEG XL saver untrusted too, and the coder blocks those;
+        // the coder never saves JPEG XL, so unblocking the saver here changes nothing it does.
+        vips_operation_block_set("VipsForeignSaveJxl", 0)
+        let pixels = ThumbnailBoxTests.pixels(size)
+        let handle = try pixels.bytes.withUnsafeBytes { raw in
+            guard let image = CVips_from_memory(raw.baseAddress, raw.count, Int32(size.width), Int32(size.height), 3) else { throw Fixtures.Failure("from memory") }
+            return image
+        }
+        defer { CVips_unref(handle) }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        guard CVips_jxlsave(handle, &buffer, &length) == 0, let buffer else { throw Fixtures.Failure("jxlsave: \(String(cString: vips_error_buffer()))") }
+        defer { CVips_free(buffer) }
+        return Data(bytes: buffer, count: length)
+    }
+
+    @Test("decode and info refuse it with unsupportedFormat naming vips.allowUntrusted; an allowing coder decodes it, thumbnails exact")
+    func optIn() throws {
+        let data = try Self.jxl(PixelSize(width: 640, height: 96))
+        #expect(ImageFormat.sniff(data) == .jxl)
+        let coder = VipsImageCoder()
+        for call in ["decode", "info"] {
+            let error = #expect(throws: WebImageError.self) {
+                if call == "decode" { _ = try coder.decode(data, options: DecodeOptions()) } else { _ = try coder.info(data) }
+            }
+            #expect(error?.code == .unsupportedFormat && error?.message.contains("set vips.allowUntrusted = true") == true, "\(call): \(error?.message ?? "")")
+        }
+        let allowing = VipsImageCoder(options: .init(allowUntrusted: true))
+        #expect(try allowing.info(data).pixelSize == PixelSize(width: 640, height: 96))
+        #expect(try allowing.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize == PixelSize(width: 64, height: 10))
+        let limited = #expect(throws: WebImageError.self) { try allowing.decode(data, options: DecodeOptions(pixelLimit: 10_000)) }
+        #expect(limited?.code == .pixelLimitExceeded, "the pixel limit holds from the header")
     }
 }

@@ -445,6 +445,7 @@ struct TurboJPEGCoderTests {
         // CMYK: four components; the vips path decodes it.
         var rgb: UnsafeMutablePointer<VipsImage>?
         let source = Self.smooth(width: 400, height: 300)
+        Fixtures.ready()
         rgb = source.bytes.withUnsafeBytes { CVips_from_memory($0.baseAddress, $0.count, 400, 300, 3) }
         let rgbImage = try #require(rgb)
         defer { CVips_unref(rgbImage) }

@@ -34,6 +34,8 @@ VipsImage *CVips_from_memory(const void *data, size_t len, int width, int height
 
 /// HEIF with AV1 (AVIF) or HEVC (HEIC), 8 bits per sample.
 int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif, int effort, int subsample);
+/// JPEG XL, for test fixtures only: the coder does not offer JPEG XL output.
+int CVips_jxlsave(VipsImage *in, void **buf, size_t *len);
 
 /// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or
 /// 8-bit grey (1 or 2 bands). An embedded profile is converted from (relative
