@@ -58,6 +58,7 @@ struct VipsDecoder {
             throw WebImageError(.pixelLimitExceeded,
                                 "the \(format!) header declares \(declared) (\(declared.area) pixels), over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
         }
+        if let apng = try animatedPNG() { return try decode(apng) }
         if format == .jpeg, let frame = HeaderProbe.jpegFrame(bytes), frame.progressive {
             // libjpeg holds every coefficient of a progressive file, whatever the scale.
             try frame.coefficientFootprint.check(pixelLimit: .max, memoryLimit: options.memoryLimit,
@@ -145,7 +146,10 @@ struct VipsDecoder {
         try checkFrameCount(pageCount)
         guard header.width > 0, pageHeight > 0 else { throw WebImageError(.decodeFailed, "the header declares an empty image") }
         let stored = ImageOrientation(exif: header.int("orientation") ?? 1)
-        let (frames, loop) = animation(of: header, pageCount: pageCount)
+        var (frames, loop) = animation(of: header, pageCount: pageCount)
+        if let apng = try animatedPNG() {
+            (frames, loop) = (apng.frames.map { Image.Frame(duration: .milliseconds(Self.shownDelay($0.delay))) }, apng.plays)
+        }
         let size = PixelSize(width: header.width, height: pageHeight)
         let nick = vips_enum_nick(vips_interpretation_get_type(), CVips_interpretation(header.pointer))
         return ImageInfo(
@@ -161,15 +165,17 @@ struct VipsDecoder {
     }
 
     /// Frame durations (delays under 11 ms become 100 ms, as browsers do) and the loop count.
-    private func animation(of handle: VipsHandle, pageCount: Int) -> (frames: [Image.Frame], loop: Int) {
+    func animation(of handle: VipsHandle, pageCount: Int) -> (frames: [Image.Frame], loop: Int) {
         guard pageCount > 1 else { return ([Image.Frame(duration: .zero)], 1) }
         let delays = handle.ints("delay") ?? []
         let frames = (0..<pageCount).map { index in
-            let delay = index < delays.count ? delays[index] : 100
-            return Image.Frame(duration: .milliseconds(delay < 11 ? 100 : delay))
+            return Image.Frame(duration: .milliseconds(Self.shownDelay(index < delays.count ? delays[index] : 100)))
         }
         return (frames, handle.int("loop") ?? 0)
     }
+
+    /// A frame's delay as browsers show it: under 11 ms is 100 ms.
+    static func shownDelay(_ milliseconds: Int) -> Int { milliseconds < 11 ? 100 : milliseconds }
 
     /// Shrink-on-load for JPEG (the factor chosen here, as sharp does), a box shrink
     /// and an 8-bit Lanczos reduce for PNG (`CVips_shrink_reduce`: libvips' own
@@ -258,7 +264,7 @@ struct VipsDecoder {
     }
 
     /// The box's worth of a covering image: its centre, or what libvips' smart crop picks.
-    private static func crop(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
+    static func crop(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
         let w = min(box.width, image.width), h = min(box.height, image.height)
         if focus.isSmart {
             return try Vips.make(.decodeFailed, "vips_smartcrop") { CVips_smartcrop(image.pointer, $0, Int32(w), Int32(h), focus.interesting) }
@@ -269,7 +275,7 @@ struct VipsDecoder {
 
     /// `body` on every frame of an animation (a still image is one frame), the
     /// frames joined again with their new page height, in memory.
-    private static func eachFrame(_ image: VipsHandle, _ body: (VipsHandle) throws -> VipsHandle) throws -> VipsHandle {
+    static func eachFrame(_ image: VipsHandle, _ body: (VipsHandle) throws -> VipsHandle) throws -> VipsHandle {
         let pageHeight = image.pageHeight, count = max(1, image.height / pageHeight)
         guard count > 1 else { return try body(image).inMemory() }
         let frames = try (0..<count).map { index in
@@ -286,7 +292,7 @@ struct VipsDecoder {
         return try copy.inMemory()
     }
 
-    private func makeImage(_ handle: VipsHandle, storedOrientation: ImageOrientation, orientation: ImageOrientation, shrink: Int) -> Image {
+    func makeImage(_ handle: VipsHandle, storedOrientation: ImageOrientation, orientation: ImageOrientation, shrink: Int) -> Image {
         let pageHeight = handle.pageHeight
         let pageCount = max(1, handle.height / pageHeight)
         let (frames, loop) = animation(of: handle, pageCount: pageCount)
