@@ -1,11 +1,12 @@
 # The plain entry points. `make test` is the README's test command and what CI runs.
 SWIFT ?= swift
-APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev libjemalloc2
+APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev libavif-dev libjemalloc2
 # The tests start their own Redis servers (standalone and a 3-primary cluster) on
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.
-# GNU time measures the tool's peak memory in its tests.
-EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time
+# GNU time measures the tool's peak memory in its tests; avifenc (libavif-bin)
+# writes the AVIF fixtures with rotation, mirror, crop and sequences.
+EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time libavif-bin
 
 .PHONY: deps example-deps s3-peer apt-install test build demo release-tool link-order serve soak soak-mixed soak-mixed-ci bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 

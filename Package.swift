@@ -144,7 +144,8 @@ let package = Package(
             providers: [.apt(["libvips-dev", "libglib2.0-dev"])]
         ),
         // Our C over libvips (colour, resampling and alpha policy; test fixtures).
-        .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps"),
+        // Our C over libvips, and over libavif (Debian's libavif-dev) for AVIF transforms and sequences.
+        .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps", linkerSettings: [.linkedLibrary("avif")]),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps", .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/WebImageVips", swiftSettings: upcoming),
 

@@ -33,26 +33,34 @@ extension VipsDecoder {
             (CoderLog.logger ?? Vips.logger).warning("APNG animation ignored, decoding its default image: \(damage)", metadata: ["format": "png"])
             return try VipsDecoder(bytes: bytes, format: format, options: { var o = options; o.firstFrameOnly = true; return o }()).decode()
         }
+        return try finishAnimation(strip, canvas: canvas, delays: Self.delays(apng), loop: apng.plays)
+    }
+
+    /// What follows a decode that made every frame itself (APNG, AVIF through
+    /// libavif): `strip` holds the frames stacked at `canvas` size; a thumbnail
+    /// resizes each frame to exactly the fit, and a fill cuts the box from each at
+    /// the same place (a smart crop on an animation takes the centre).
+    func finishAnimation(_ strip: VipsHandle, canvas: PixelSize, delays: [Int], loop: Int) throws -> Image {
         guard let box = options.thumbnailPixelSize else {
             return makeImage(strip, storedOrientation: .up, orientation: .up, shrink: 1)
         }
         let fill = !options.preserveAspectRatio
-        let scale = fill ? max(Double(box.width) / Double(apng.width), Double(box.height) / Double(apng.height))
-                         : min(Double(box.width) / Double(apng.width), Double(box.height) / Double(apng.height))
+        let scale = fill ? max(Double(box.width) / Double(canvas.width), Double(box.height) / Double(canvas.height))
+                         : min(Double(box.width) / Double(canvas.width), Double(box.height) / Double(canvas.height))
         guard scale < 1 else { return makeImage(strip, storedOrientation: .up, orientation: .up, shrink: 1) }
-        let target = PixelSize(width: max(1, Int((Double(apng.width) * scale).rounded())), height: max(1, Int((Double(apng.height) * scale).rounded())))
+        let target = PixelSize(width: max(1, Int((Double(canvas.width) * scale).rounded())), height: max(1, Int((Double(canvas.height) * scale).rounded())))
         var image = try Self.eachFrame(strip) { frame in
             try Vips.make(.decodeFailed, "vips_resize") {
                 CVips_resize(frame.pointer, $0, Double(target.width) / Double(frame.width), Double(target.height) / Double(frame.height))
             }
         }
         if fill {
-            // Every frame cut at the same place: a smart crop takes the centre, as for other animations.
-            let focus = options.cropFocus.isSmart ? CropFocus.centre : options.cropFocus
+            let animated = strip.height > canvas.height
+            let focus = animated && options.cropFocus.isSmart ? CropFocus.centre : options.cropFocus
             image = try Self.eachFrame(image) { try Self.crop($0, to: box, focus: focus) }
         }
-        return makeImage(try image.withAnimation(pageHeight: image.pageHeight, delays: Self.delays(apng), loop: apng.plays).inMemory(),
-                         storedOrientation: .up, orientation: .up, shrink: 1)
+        if strip.height > canvas.height { image = try image.withAnimation(pageHeight: image.pageHeight, delays: delays, loop: loop) }
+        return makeImage(try image.inMemory(), storedOrientation: .up, orientation: .up, shrink: 1)
     }
 
     /// Frame durations in milliseconds, as the file gives them (``animation(of:pageCount:)``

@@ -9,6 +9,8 @@ struct VipsDecoder {
     let bytes: UnsafeRawBufferPointer
     let format: ImageFormat?
     let options: DecodeOptions
+    /// AVIF through libavif (VipsDecoder+AVIF); false for libvips' heif loader.
+    var libavif = true
 
     /// Formats whose frames are an animation (TIFF pages and HEIF items are not).
     var isAnimatable: Bool { format == .gif || format == .webp }
@@ -58,6 +60,7 @@ struct VipsDecoder {
             throw WebImageError(.pixelLimitExceeded,
                                 "the \(format!) header declares \(declared) (\(declared.area) pixels), over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
         }
+        if format == .avif && libavif { return try decodeAVIF() }
         if let apng = try animatedPNG() { return try decode(apng) }
         if format == .jpeg, let frame = HeaderProbe.jpegFrame(bytes), frame.progressive {
             // libjpeg holds every coefficient of a progressive file, whatever the scale.
@@ -140,6 +143,7 @@ struct VipsDecoder {
 
     /// What the header says, without decoding pixels (libvips loads lazily).
     func info() throws -> ImageInfo {
+        if format == .avif && libavif { return try avifInfo() }
         let header = try open()
         let pageHeight = header.pageHeight
         let pageCount = max(1, header.height / max(1, pageHeight))

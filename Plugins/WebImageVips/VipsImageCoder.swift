@@ -78,7 +78,8 @@ public struct VipsImageCoder: ImageCoder {
             (.tiff, "tiffload_buffer"), (.heif, "heifload_buffer"), (.avif, "heifload_buffer"), (.jxl, "jxlload_buffer"),
             (.svg, "svgload_buffer"), (.pdf, "pdfload_buffer"), (.bmp, "magickload_buffer"),
         ]
-        return Set(loaders.filter { Vips.hasOperation($0.1) }.map(\.0))
+        // AVIF is libavif's (linked), whatever libvips has.
+        return Set(loaders.filter { Vips.hasOperation($0.1) }.map(\.0)).union([.avif])
     }()
 
     /// The formats this machine's libvips encodes.
@@ -121,22 +122,43 @@ public struct VipsImageCoder: ImageCoder {
         guard !data.isEmpty else { throw WebImageError(.decodeFailed, "no data to decode") }
         let format = ImageFormat.sniff(data)
         return try data.withUnsafeBytes { raw -> T in
-            guard let base = raw.baseAddress,
-                  let loaderName = CVips_find_loader(base, raw.count).map({ String(cString: $0) })
-            else {
-                vips_error_clear()
-                throw WebImageError(.unsupportedFormat, "libvips has no loader for \(format.map { "this \($0) data" } ?? "these bytes")")
-            }
-            if !self.options.allowUntrusted, CVips_is_untrusted(loaderName) != 0 {
-                throw WebImageError(.unsupportedFormat,
-                                    "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set vips.allowUntrusted = true (VipsImageCoder.Options.allowUntrusted) to decode it")
-            }
-            // A decode's error keeps only its own format's loader lines (Vips.ownLines)
-            // and the warnings libvips gave while it ran (VipsWarnings).
-            return try VipsWarnings.decoding(format) {
-                try Vips.$decodingFormat.withValue(format) {
-                    try body(VipsDecoder(bytes: raw, format: format, options: options))
+            // AVIF, still or a sequence, goes to libavif (VipsDecoder+AVIF). A file
+            // libavif 0.11 cannot parse (two ipma boxes, which libheif reads) goes on to
+            // libvips' heif loader, and a failure there names libavif's reason too.
+            var libavifError: WebImageError?
+            if format == .avif {
+                do {
+                    return try VipsWarnings.decoding(format) { try body(VipsDecoder(bytes: raw, format: format, options: options)) }
+                } catch let error as WebImageError where error.message.hasPrefix(VipsDecoder.avifParseFailure) {
+                    libavifError = error
                 }
+            }
+            do {
+                return try decodeWithLoader(raw, format: format, options: options, libavif: libavifError == nil, body)
+            } catch let error as WebImageError where libavifError != nil {
+                throw WebImageError(error.code, "\(error.message) (libavif: \(libavifError!.message))", isTransient: false, underlying: error)
+            }
+        }
+    }
+
+    /// The libvips path: the loader libvips finds for the bytes, if this coder may use it.
+    private func decodeWithLoader<T>(_ raw: UnsafeRawBufferPointer, format: ImageFormat?, options: DecodeOptions, libavif: Bool,
+                                     _ body: (VipsDecoder) throws -> T) throws -> T {
+        guard let base = raw.baseAddress,
+              let loaderName = CVips_find_loader(base, raw.count).map({ String(cString: $0) })
+        else {
+            vips_error_clear()
+            throw WebImageError(.unsupportedFormat, "libvips has no loader for \(format.map { "this \($0) data" } ?? "these bytes")")
+        }
+        if !self.options.allowUntrusted, CVips_is_untrusted(loaderName) != 0 {
+            throw WebImageError(.unsupportedFormat,
+                                "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set vips.allowUntrusted = true (VipsImageCoder.Options.allowUntrusted) to decode it")
+        }
+        // A decode's error keeps only its own format's loader lines (Vips.ownLines)
+        // and the warnings libvips gave while it ran (VipsWarnings).
+        return try VipsWarnings.decoding(format) {
+            try Vips.$decodingFormat.withValue(format) {
+                try body(VipsDecoder(bytes: raw, format: format, options: options, libavif: libavif))
             }
         }
     }

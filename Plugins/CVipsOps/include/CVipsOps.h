@@ -6,6 +6,7 @@
 // in libvips' error buffer, unless it says otherwise. The thin typed wrappers of
 // libvips' variadic calls stay in the CVips module's shim.h.
 #include <stddef.h>
+#include <stdint.h>
 #include <vips/vips.h>
 
 /// Opens encoded bytes lazily (pixels are decoded when first read). The bytes
@@ -34,6 +35,20 @@ VipsImage *CVips_from_memory(const void *data, size_t len, int width, int height
 
 /// HEIF with AV1 (AVIF) or HEVC (HEIC), 8 bits per sample.
 int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int lossless, int strip, int avif, int effort, int subsample);
+/// An AVIF decoded by libavif (avif_ops.c): displayed size (after clap, irot and
+/// imir), frames of 8-bit RGBA stacked, durations in seconds, the ICC profile and
+/// the CICP transfer and primaries. `message` says why a call returned -1.
+typedef struct {
+    int width, height, stored_width, stored_height;
+    int frames, depth, has_alpha, transfer, primaries;
+    double *durations;
+    unsigned char *pixels;
+    unsigned char *icc;
+    size_t icc_len;
+    char message[256];
+} CAVIF_image;
+int CAVIF_decode(const void *data, size_t len, uint32_t pixel_limit, uint32_t max_frames, int header_only, int first_frame_only, CAVIF_image *out);
+void CAVIF_release(CAVIF_image *image);
 /// JPEG XL, for test fixtures only: the coder does not offer JPEG XL output.
 int CVips_jxlsave(VipsImage *in, void **buf, size_t *len);
 
