@@ -10,15 +10,22 @@ extension CacheStoreRegistry {
             let values = settings.values
             var options = LMDBCacheStore.Options()
             if let flag = try values.bool("readsOnCallingThread") { options.readsOnCallingThread = flag }
-            if let size = try positiveSize(values, "mapSize") { options.mapSize = size }
-            if let size = try positiveSize(values, "maxMapSize") { options.maxMapSize = size }
+            if let size = try mapSize(values, "mapSize") { options.mapSize = size }
+            if let size = try mapSize(values, "maxMapSize") {
+                guard size >= options.mapSize else {
+                    throw values.invalid("maxMapSize", String(size), "at least store.lmdb.mapSize (\(options.mapSize))")
+                }
+                options.maxMapSize = size
+            }
             return try LMDBCacheStore(directory: settings.requireDirectory(), limits: settings.limits, options: options)
         }
     }
 }
 
-private func positiveSize(_ values: ConfigValues, _ key: String) throws -> Int? {
+/// A map size: at least 1 MiB, under which LMDB cannot hold its own pages and the
+/// store would fail when it opens, after making its files.
+private func mapSize(_ values: ConfigValues, _ key: String) throws -> Int? {
     guard let size = try values.bytes(key) else { return nil }
-    guard size > 0 else { throw values.invalid(key, String(size), "a positive size such as 1073741824 or 1GiB") }
+    guard size >= 1 << 20 else { throw values.invalid(key, values.text(key) ?? String(size), "a size of at least 1MiB such as 268435456 or 1GiB") }
     return size
 }

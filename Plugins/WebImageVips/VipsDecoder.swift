@@ -50,7 +50,7 @@ struct VipsDecoder {
             complete = true
         }
         if !complete {
-            throw WebImageError(.decodeFailed, "the \(format) data is truncated (\(count) bytes, its end is missing); set allowTruncated to decode what is there")
+            throw WebImageError(.decodeFailed, "the \(format) data is truncated (\(count) bytes, its end is missing; DecodeOptions.allowTruncated decodes what is there)")
         }
     }
 

@@ -52,13 +52,16 @@ extension ImageManager.Configuration {
         let values = ConfigValues(config)
         try configureMemory(values)
         let limits = try Self.cacheLimits(values)
-        try configureStore(values, catalog, limits: limits, defaultStorePath: defaultStorePath)
-        let shared = try configureSharedTier(values, catalog, limits: limits)
+        let shared = try Self.sharedTier(values, catalog, limits: limits)
         try configurePlugins(config, values, catalog)
         try configureLoads(values)
-        try configureBlocklist(values, shared: shared)
+        try configureBlocklist(values, shared: (shared.kind, shared.store as? any SharedFailureStore))
         try configureBreaker(values)
         encodeOptions = try values.encodeOptions(prefix: "encode", base: encodeOptions)
+        // The disk tier last: an LMDB store makes its files when it opens, so every
+        // other value is judged first and a refused configuration leaves none behind.
+        try configureStore(values, catalog, limits: limits, defaultStorePath: defaultStorePath)
+        if let sharedStore = shared.store { store = TieredCacheStore(local: store, shared: sharedStore) }
     }
 
     /// The memory tier: `memory.costLimit`, `memory.countLimit`.
@@ -96,15 +99,18 @@ extension ImageManager.Configuration {
     private mutating func configureStore(_ values: ConfigValues, _ catalog: PluginCatalog, limits: CacheLimits, defaultStorePath: URL?) throws {
         let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
         guard kind != "none" else { return }
+        if let text = values.text("store.path"), text.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw values.invalid("store.path", text, "a directory (leave it unset for the default)")
+        }
         let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
         store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", catalog,
                                    settings: CacheStoreSettings(directory: path, limits: limits, values: values))
     }
 
     /// The shared tier behind the disk tier: `store.shared.kind`, `.url`, `.prefix`,
-    /// `.timeout`. Returns its kind and, when it keeps failed URLs, the store.
-    private mutating func configureSharedTier(_ values: ConfigValues, _ catalog: PluginCatalog,
-                                              limits: CacheLimits) throws -> (kind: String, failures: (any SharedFailureStore)?) {
+    /// `.timeout`. Returns its kind and store (nil for none).
+    private static func sharedTier(_ values: ConfigValues, _ catalog: PluginCatalog,
+                                   limits: CacheLimits) throws -> (kind: String, store: (any CacheStore)?) {
         let kind = values.text("store.shared.kind")?.lowercased() ?? "none"
         guard kind != "none" else {
             if values.text("store.shared.url") != nil {
@@ -113,12 +119,10 @@ extension ImageManager.Configuration {
             return (kind, nil)
         }
         let timeout = try values.duration("store.shared.timeout")
-        if let timeout, timeout <= .zero { throw WebImageError(.invalidArgument, "store.shared.timeout: must be positive") }
+        if let timeout, timeout <= .zero { throw values.invalid("store.shared.timeout", values.text("store.shared.timeout") ?? "", "a positive duration such as 500ms or 2s") }
         let settings = CacheStoreSettings(limits: limits, urls: values.list("store.shared.url") ?? [], prefix: values.text("store.shared.prefix"),
                                           timeout: timeout, values: values)
-        let shared = try Self.makeStore(kind, key: "store.shared.kind", what: "store.shared", catalog, settings: settings)
-        store = TieredCacheStore(local: store, shared: shared)
-        return (kind, shared as? any SharedFailureStore)
+        return (kind, try Self.makeStore(kind, key: "store.shared.kind", what: "store.shared", catalog, settings: settings))
     }
 
     /// The coders and loaders, first listed asked first: `coders`, `loaders`.

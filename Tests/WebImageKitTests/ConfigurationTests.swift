@@ -182,12 +182,33 @@ struct ConfigurationTests {
         (["encode.chromaSubsampling": "4:2:0"], "encode.chromaSubsampling"),
         (["encode.keepColorProfile": "perhaps"], "encode.keepColorProfile"),
         (["encode.qualty": "80"], "encode.qualty"),
+        (["store.lmdb.mapSize": "1"], "store.lmdb.mapSize: '1'"),
+        (["store.lmdb.mapSize": "64MiB", "store.lmdb.maxMapSize": "32MiB"], "store.lmdb.maxMapSize"),
+        (["store.path": " "], "store.path"),
+        (["store.shared.kind": "bogus"], "store.shared.kind"),
+        (["store.shared.kind": "redis", "store.shared.url": "redis://127.0.0.1:1", "store.shared.timeout": "0"], "store.shared.timeout"),
+        (["store.shared.kind": "s3", "store.shared.url": "s3://bucket/p/", "s3.endpoint": "not a url"], "s3.endpoint"),
+        (["store.shared.kind": "s3", "store.shared.url": "s3://bucket/p/", "s3.pathStyle": "maybe"], "s3.pathStyle"),
     ])
     func errors(flags: [String: String], key: String) async throws {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let error = await #expect(throws: WebImageError.self) { try await configuration(flags: flags, in: directory) }
         #expect(error?.code == .invalidArgument && error?.message.contains(key) == true, "\(String(describing: error))")
+        // Judged before the disk tier opens: a refused configuration leaves no store files.
+        let made = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("default").path)) ?? []
+        #expect(made.isEmpty, "\(flags) left \(made)")
+    }
+
+    @Test("a list in a JSON file where one value is read is refused by its key, not read as unset")
+    func listsWhereOneValueIsRead() async throws {
+        for (file, key) in [(["store": ["kind": ["bogus"]]], "store.kind"), (["store": ["lmdb": ["mapSize": ["-5"]]]], "store.lmdb.mapSize"),
+                            (["decode": ["pixelLimit": [5]]], "decode.pixelLimit")] as [([String: Any], String)] {
+            let directory = temporaryDirectory()
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let error = await #expect(throws: WebImageError.self) { try await configuration(file: file, in: directory) }
+            #expect(error?.code == .invalidArgument && error?.message.contains(key) == true && error?.message.contains("[") == true, "\(error?.message ?? "")")
+        }
     }
 
     @Test("a missing or malformed configuration file is a clear error")

@@ -49,6 +49,11 @@ public struct ConfigValues: Sendable {
         if let value = config.int(forKey: configKey) { return String(value) }
         if let value = config.double(forKey: configKey) { return String(value) }
         if let value = config.bool(forKey: configKey) { return String(value) }
+        // A list where one value is read: its text, which no scalar setting parses,
+        // so that `"kind": ["lmdb"]` is refused by name rather than read as unset.
+        if let list = config.stringArray(forKey: configKey) ?? config.intArray(forKey: configKey)?.map(String.init) {
+            return "[\(list.joined(separator: ", "))]"
+        }
         return nil
     }
 
