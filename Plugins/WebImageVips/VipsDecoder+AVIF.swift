@@ -15,10 +15,20 @@ extension VipsDecoder {
     /// How an error begins when libavif could not parse the file at all.
     static let avifParseFailure = "AVIF: parsing"
 
-    /// libavif's answer, released when it goes.
+    /// libavif's answer, released when it goes: read its pointers only through
+    /// it, while it is alive.
     final class AVIFResult {
         var image = CAVIF_image()
         deinit { CAVIF_release(&image) }
+
+        /// Frame durations in milliseconds; a duration that is not a finite, positive
+        /// number of seconds (a hostile file's) is 0, which shows as 100 ms.
+        var delays: [Int] {
+            (0..<Int(image.frames)).map { index in
+                let seconds = image.durations?[index] ?? 0
+                return seconds.isFinite && seconds > 0 ? Int(min(seconds, 86_400) * 1000) : 0
+            }
+        }
     }
 
     private func libavif(headerOnly: Bool) throws -> AVIFResult {
@@ -40,17 +50,14 @@ extension VipsDecoder {
         return result
     }
 
-    private static func delays(_ image: CAVIF_image) -> [Int] {
-        (0..<Int(image.frames)).map { Int(((image.durations?[$0] ?? 0) * 1000).rounded()) }
-    }
-
     func avifInfo() throws -> ImageInfo {
-        let image = try libavif(headerOnly: true).image
+        let result = try libavif(headerOnly: true)
+        let image = result.image
         return ImageInfo(
             format: .avif,
             pixelSize: PixelSize(width: Int(image.width), height: Int(image.height)),
             storedOrientation: .up,
-            frameDurations: image.frames > 1 ? Self.delays(image).map { .milliseconds(Self.shownDelay($0)) } : [.zero],
+            frameDurations: image.frames > 1 ? result.delays.map { .milliseconds(Self.shownDelay($0)) } : [.zero],
             loopCount: image.frames > 1 ? 0 : 1,
             hasAlpha: image.has_alpha != 0,
             hasColorProfile: image.icc_len > 0,
@@ -66,21 +73,26 @@ extension VipsDecoder {
             .check(pixelLimit: options.pixelLimit, memoryLimit: options.memoryLimit, step: "decoding the AVIF's \(frames) frame\(frames == 1 ? "" : "s") of \(canvas)")
         let decoded = try libavif(headerOnly: false)
         let image = decoded.image
-        guard let pixels = image.pixels else { throw WebImageError(.decodeFailed, "AVIF: no pixels") }
-        var strip = try Vips.make(.decodeFailed, "building the AVIF's pixels") { out in
-            guard let made = CVips_from_memory(pixels, Int(image.width) * Int(image.height) * 4 * Int(image.frames),
-                                               image.width, image.height * image.frames, 4) else { return -1 }
-            out.pointee = made
-            return 0
+        // The pixels are libavif's until `decoded` goes: copied into libvips while it lives.
+        var strip = try withExtendedLifetime(decoded) {
+            guard let pixels = decoded.image.pixels else { throw WebImageError(.decodeFailed, "AVIF: no pixels") }
+            return try Vips.make(.decodeFailed, "building the AVIF's pixels") { out in
+                guard let made = CVips_from_memory(pixels, Int(image.width) * Int(image.height) * 4 * Int(image.frames),
+                                                   image.width, image.height * image.frames, 4) else { return -1 }
+                out.pointee = made
+                return 0
+            }
         }
         if image.has_alpha == 0 {
             strip = try Vips.make(.decodeFailed, "vips_extract_band") { CVips_extract_band(strip.pointer, $0, 0, 3) }
         }
-        if image.icc_len > 0, let icc = image.icc {
+        if image.icc_len > 0 {
             strip = try Vips.make(.decodeFailed, "vips_copy") { CVips_copy(strip.pointer, $0) }
-            CVips_set_profile(strip.pointer, icc, image.icc_len)
+            withExtendedLifetime(decoded) {
+                if let icc = decoded.image.icc { CVips_set_profile(strip.pointer, icc, decoded.image.icc_len) }
+            }
         }
-        let delays = Self.delays(image)
+        let delays = decoded.delays
         if image.frames > 1 { strip = try strip.withAnimation(pageHeight: Int(image.height), delays: delays, loop: 0) }
         strip = try Self.outputColour(try strip.inMemory(), keepProfile: options.keepColorProfile)
         return try finishAnimation(strip, canvas: canvas, delays: delays, loop: 0)
