@@ -8,7 +8,7 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhi
 # writes the AVIF fixtures with rotation, mirror, crop and sequences.
 EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time libavif-bin
 
-.PHONY: deps example-deps s3-peer apt-install test build demo release-tool link-order serve soak soak-mixed soak-mixed-ci bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
+.PHONY: deps example-deps s3-peer apt-install test build demo release-tool conformance link-order serve soak soak-mixed soak-mixed-ci bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
 # Installs the system libraries the plugins link, if any is missing (Debian/Ubuntu).
 deps:
@@ -54,6 +54,16 @@ demo: deps
 # Package.swift), built and run: samples, two loads into an LMDB cache, `serve`.
 release-tool: deps
 	SWIFT=$(SWIFT) .ci/release-tool
+
+# Decoder conformance: every file of DIR through `info`, `load` and `serve` (the
+# release tool), checked against what it must do (Tests/Conformance/run.py says
+# how); one summary line, non-zero on any failure. CI runs it over the shared
+# corpus when the machine has it.
+CONFORMANCE_DIR ?= ../shared/corpus/conformance
+conformance: deps
+	@$(MAKE) --no-print-directory apt-install PACKAGES="libvips-tools"
+	$(SWIFT) build -c release --product webimage
+	python3 Tests/Conformance/run.py --tool $$($(SWIFT) build -c release --show-bin-path)/webimage $(if $(DIR),$(DIR),$(CONFORMANCE_DIR))
 
 # Rewrites Linking/webimage.order, the functions the release tool's batch runs
 # execute, which its link places together (Linking/make-order.py says why).
