@@ -149,3 +149,60 @@ void CAVIF_release(CAVIF_image *image) {
     image->durations = NULL;
     image->icc = NULL;
 }
+
+// An animation as an AVIF sequence: 8-bit RGB(A) frames stacked, each with its
+// duration in milliseconds. libvips' heifsave (libheif 1.15) writes still images
+// only; libavif writes sequences. Quality 1-100 maps onto AV1's quantizer 63-0;
+// colour is labelled sRGB (BT.709 primaries, sRGB transfer, BT.601 matrix, full range).
+int CAVIF_encode_sequence(const unsigned char *pixels, int width, int height, int frames, int channels, const int *durations,
+                          int quality, int speed, unsigned char **out, size_t *out_len, char *message, size_t message_len) {
+    *out = NULL;
+    *out_len = 0;
+    avifEncoder *encoder = avifEncoderCreate();
+    if (!encoder) { snprintf(message, message_len, "avifEncoderCreate failed"); return -1; }
+    int quantizer = (100 - (quality < 1 ? 1 : quality > 100 ? 100 : quality)) * 63 / 99;
+    encoder->minQuantizer = encoder->maxQuantizer = quantizer;
+    encoder->minQuantizerAlpha = encoder->maxQuantizerAlpha = quantizer;
+    encoder->speed = speed < 0 ? 0 : speed > 10 ? 10 : speed;
+    encoder->maxThreads = 1;
+    encoder->timescale = 1000;
+    size_t frame_bytes = (size_t)width * (size_t)height * (size_t)channels;
+    avifResult result = AVIF_RESULT_OK;
+    for (int i = 0; i < frames && result == AVIF_RESULT_OK; i++) {
+        avifImage *image = avifImageCreate((uint32_t)width, (uint32_t)height, 8, AVIF_PIXEL_FORMAT_YUV420);
+        if (!image) { result = AVIF_RESULT_OUT_OF_MEMORY; break; }
+        image->colorPrimaries = AVIF_COLOR_PRIMARIES_BT709;
+        image->transferCharacteristics = AVIF_TRANSFER_CHARACTERISTICS_SRGB;
+        image->matrixCoefficients = AVIF_MATRIX_COEFFICIENTS_BT601;
+        image->yuvRange = AVIF_RANGE_FULL;
+        avifRGBImage rgb;
+        avifRGBImageSetDefaults(&rgb, image);
+        rgb.format = channels == 4 ? AVIF_RGB_FORMAT_RGBA : AVIF_RGB_FORMAT_RGB;
+        rgb.depth = 8;
+        rgb.pixels = (uint8_t *)(pixels + frame_bytes * (size_t)i);
+        rgb.rowBytes = (uint32_t)(width * channels);
+        result = avifImageRGBToYUV(image, &rgb);
+        if (result == AVIF_RESULT_OK) {
+            result = avifEncoderAddImage(encoder, image, (uint64_t)(durations[i] > 0 ? durations[i] : 1), AVIF_ADD_IMAGE_FLAG_NONE);
+        }
+        avifImageDestroy(image);
+    }
+    avifRWData output = AVIF_DATA_EMPTY;
+    if (result == AVIF_RESULT_OK) result = avifEncoderFinish(encoder, &output);
+    if (result != AVIF_RESULT_OK) {
+        snprintf(message, message_len, "%s%s%s", avifResultToString(result), encoder->diag.error[0] ? ": " : "", encoder->diag.error);
+        avifRWDataFree(&output);
+        avifEncoderDestroy(encoder);
+        return -1;
+    }
+    *out = malloc(output.size);
+    if (*out) {
+        memcpy(*out, output.data, output.size);
+        *out_len = output.size;
+    }
+    avifRWDataFree(&output);
+    avifEncoderDestroy(encoder);
+    return *out ? 0 : -1;
+}
+
+void CAVIF_free(void *pointer) { free(pointer); }

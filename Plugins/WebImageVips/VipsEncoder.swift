@@ -24,6 +24,9 @@ enum VipsEncoder {
     static func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
         var source = try handle(for: image)
         let pageHeight = image.pixelSize.height
+        if image.isAnimated, format == .avif {
+            return try avifSequence(image, source, options: options)
+        }
         if image.isAnimated {
             if format.supportsAnimation {
                 let delays = image.frames.map { Int($0.duration.wholeMilliseconds) }
@@ -85,5 +88,40 @@ enum VipsEncoder {
         default:
             throw WebImageError(.encodeFailed, "VipsImageCoder does not write \(format)")
         }
+    }
+
+    /// An animation asked for as AVIF: an AVIF sequence with the same frames and
+    /// durations, written by libavif (libvips' heifsave writes stills only). The
+    /// pixels go as 8-bit sRGB; libavif 0.11 writes no repetition count, so it plays
+    /// forever, as browsers play a sequence without one.
+    static func avifSequence(_ image: Image, _ handle: VipsHandle, options: EncodeOptions) throws -> Data {
+        var source = handle
+        if CVips_has_profile(source.pointer) != 0 {
+            var ignored: Int32 = 0
+            source = try Vips.make(.encodeFailed, "converting to sRGB") { CVips_output_colour(source.pointer, $0, 0, &ignored) }
+        }
+        if source.bands < 3 { source = try Vips.make(.encodeFailed, "vips_colourspace") { CVips_srgb(source.pointer, $0) } }
+        let frames = image.frameCount, width = source.width, height = image.pixelSize.height, channels = source.bands
+        var length = 0
+        guard let pixels = CVips_write_uchar(source.pointer, &length) else { throw Vips.error(.encodeFailed, "reading the frames") }
+        defer { CVips_free(pixels) }
+        guard (3...4).contains(channels), length == width * height * channels * frames else {
+            throw WebImageError(.encodeFailed, "an AVIF sequence needs \(frames) frames of \(width)x\(height) RGB or RGBA; the image has \(channels) bands")
+        }
+        let durations = image.frames.map { Int32(clamping: $0.duration.wholeMilliseconds) }
+        var output: UnsafeMutablePointer<UInt8>?
+        var size = 0
+        var message = [CChar](repeating: 0, count: 256)
+        let speed = Int32(10 - min(9, max(0, options.effort(for: .avif))))
+        let status = durations.withUnsafeBufferPointer { durations in
+            CAVIF_encode_sequence(pixels.assumingMemoryBound(to: UInt8.self), Int32(width), Int32(height), Int32(frames), Int32(channels),
+                                  durations.baseAddress, Int32(options.quality), speed, &output, &size, &message, message.count)
+        }
+        guard status == 0, let output else {
+            let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw WebImageError(.encodeFailed, "writing the AVIF sequence: \(text)")
+        }
+        defer { CAVIF_free(output) }
+        return Data(bytes: output, count: size)
     }
 }

@@ -127,4 +127,25 @@ struct AVIFTests {
         let refused = #expect(throws: WebImageError.self) { try Fixtures.coder.decode(hdr, options: DecodeOptions()) }
         #expect(refused?.code == .unsupportedFormat && refused?.message.contains("PQ") == true, "\(refused?.message ?? "")")
     }
+
+    @Test("an animation asked for as AVIF is an AVIF sequence with its frames and durations, alpha kept", arguments: [false, true])
+    func animatedOut(alpha: Bool) throws {
+        let size = PixelSize(width: 24, height: 12)
+        var bytes: [UInt8] = []
+        let colours: [[UInt8]] = [[255, 0, 0], [0, 255, 0], [0, 0, 255]]
+        for colour in colours { bytes += (0..<size.area).flatMap { _ in alpha ? colour + [200] : colour } }
+        let buffer = PixelBuffer(size: size, channels: alpha ? 4 : 3, bytes: bytes)
+        let animation = Fixtures.image(buffer, frames: [.milliseconds(100), .milliseconds(250), .milliseconds(400)], loop: 0)
+        let data = try Fixtures.coder.encode(animation, as: .avif, options: EncodeOptions(quality: 90))
+        #expect(ImageFormat.sniff(data) == .avif)
+        let decoded = try Fixtures.coder.decode(data, options: DecodeOptions())
+        #expect(decoded.frameCount == 3 && decoded.pixelSize == size && decoded.hasAlpha == alpha)
+        #expect(decoded.frames.map(\.duration) == [.milliseconds(100), .milliseconds(250), .milliseconds(400)])
+        #expect(try (0..<3).map { try Self.colour(decoded, 12, 6, frame: $0) } == [.red, .green, .blue])
+        // A GIF's frames, through the same door the tool and the service use.
+        let gif = try Fixtures.animated(.gif, delays: [100, 200], loop: 0, size: 16)
+        let again = try Fixtures.coder.decode(try Fixtures.coder.encode(try Fixtures.coder.decode(gif, options: DecodeOptions()), as: .avif, options: EncodeOptions()),
+                                              options: DecodeOptions())
+        #expect(again.frameCount == 2 && again.frames.map(\.duration) == [.milliseconds(100), .milliseconds(200)])
+    }
 }

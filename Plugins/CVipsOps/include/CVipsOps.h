@@ -49,6 +49,11 @@ typedef struct {
 } CAVIF_image;
 int CAVIF_decode(const void *data, size_t len, uint32_t pixel_limit, uint32_t max_frames, int header_only, int first_frame_only, CAVIF_image *out);
 void CAVIF_release(CAVIF_image *image);
+/// An animation as an AVIF sequence (libavif): `frames` of 8-bit RGB or RGBA
+/// stacked, durations in ms. `*out` is malloc'd (free()); -1 with `message` on failure.
+int CAVIF_encode_sequence(const unsigned char *pixels, int width, int height, int frames, int channels, const int *durations,
+                          int quality, int speed, unsigned char **out, size_t *out_len, char *message, size_t message_len);
+void CAVIF_free(void *pointer);
 /// JPEG XL, for test fixtures only: the coder does not offer JPEG XL output.
 int CVips_jxlsave(VipsImage *in, void **buf, size_t *len);
 
