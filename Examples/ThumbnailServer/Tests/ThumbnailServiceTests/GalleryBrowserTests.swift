@@ -55,6 +55,27 @@ struct ProcessTests {
             let second = try await Gallery(dom: browser.dumpDOM(page))
             #expect(second.loaded == 14 && second.images.allSatisfy { $0.caption?.source == "memory" },
                     "a reload is served from memory: \(second.images.map(\.info))")
+
+            // The animated sample asked for as AVIF: a sequence Chromium reads as animated,
+            // with the GIF's frames (WebCodecs' ImageDecoder, on a file:// page, a secure context).
+            let client = Client(port: port)
+            let gif = try await client.get("/samples/spinner.gif")
+            let frames = try decode(gif.data).frameCount
+            let avif = try await client.thumbnail("http://127.0.0.1:\(port)/samples/spinner.gif", "&w=48&format=avif")
+            #expect(avif.statusCode == 200 && ImageFormat.sniff(avif.data) == .avif, "format=avif on an animated GIF: \(avif.statusCode)")
+            let probe = directory.appendingPathComponent("avif-sequence.html")
+            try Data("""
+                <!doctype html><body>pending<script>
+                const bytes = Uint8Array.from(atob("\(avif.data.base64EncodedString())"), c => c.charCodeAt(0));
+                const decoder = new ImageDecoder({data: bytes, type: "image/avif"});
+                decoder.tracks.ready.then(() => {
+                  const track = decoder.tracks.selectedTrack;
+                  document.body.textContent = "frames=" + track.frameCount + " animated=" + track.animated;
+                }, error => { document.body.textContent = "error=" + error; });
+                </script></body>
+                """.utf8).write(to: probe)
+            let dom = try await browser.dumpDOM(probe.absoluteString)
+            #expect(frames > 1 && dom.contains("frames=\(frames) animated=true"), "Chromium reads the AVIF sequence: \(dom.suffix(300))")
         }
     }
 
