@@ -77,6 +77,8 @@ int CAVIF_decode(const void *data, size_t len, uint32_t pixel_limit, uint32_t ma
     avifDecoder *decoder = avifDecoderCreate();
     if (!decoder) return cavif_fail(out, NULL, "avifDecoderCreate", AVIF_RESULT_OUT_OF_MEMORY);
     decoder->imageSizeLimit = pixel_limit && pixel_limit < AVIF_DEFAULT_IMAGE_SIZE_LIMIT ? pixel_limit : AVIF_DEFAULT_IMAGE_SIZE_LIMIT;
+    // No side longer than the pixel limit allows (a 1-pixel-high strip at most), nor libavif's own 32768.
+    decoder->imageDimensionLimit = pixel_limit && pixel_limit < AVIF_DEFAULT_IMAGE_DIMENSION_LIMIT ? pixel_limit : AVIF_DEFAULT_IMAGE_DIMENSION_LIMIT;
     decoder->imageCountLimit = max_frames;
     decoder->ignoreExif = AVIF_TRUE;
     decoder->ignoreXMP = AVIF_TRUE;
