@@ -64,7 +64,8 @@ package struct APNG {
             case "acTL":
                 guard !sawImageData else { return nil }
                 guard builder == nil, chunk.data.count == 8 else { throw Damage("acTL is repeated or not 8 bytes long") }
-                builder = Builder(declared: Int(chunk.data.uint32(at: 0)), plays: Int(chunk.data.uint32(at: 4)))
+                // A play count over 65535 (the most GIF and WebP can say) is taken as 65535.
+                builder = Builder(declared: Int(chunk.data.uint32(at: 0)), plays: min(Int(chunk.data.uint32(at: 4)), 65_535))
             case "IDAT":
                 guard builder != nil else { return nil }
                 sawImageData = true

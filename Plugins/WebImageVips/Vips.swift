@@ -246,7 +246,7 @@ final class VipsHandle: @unchecked Sendable {
         vips_image_set_int(copy.pointer, "page-height", Int32(pageHeight))
         var values = delays.map { Int32(clamping: $0) }
         vips_image_set_array_int(copy.pointer, "delay", &values, Int32(values.count))
-        vips_image_set_int(copy.pointer, "loop", Int32(loop))
+        vips_image_set_int(copy.pointer, "loop", Int32(clamping: loop))
         return copy
     }
 }

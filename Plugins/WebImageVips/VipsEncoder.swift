@@ -29,8 +29,7 @@ enum VipsEncoder {
         }
         if image.isAnimated {
             if format.supportsAnimation {
-                let delays = image.frames.map { Int($0.duration.wholeMilliseconds) }
-                source = try source.withAnimation(pageHeight: pageHeight, delays: delays, loop: image.loopCount)
+                source = try source.withAnimation(pageHeight: pageHeight, delays: Self.writableDelays(image), loop: min(max(0, image.loopCount), Self.maxLoopCount))
             } else {
                 // A still format gets the first frame.
                 source = try Vips.make(.encodeFailed, "vips_extract_area") {
@@ -90,6 +89,18 @@ enum VipsEncoder {
         }
     }
 
+    /// The longest frame any animated output can say: GIF's 65535 hundredths of a
+    /// second (WebP's 24-bit milliseconds go further; libwebp refused a 65535 s frame).
+    static let maxFrameDelay = 655_350
+    /// The most plays GIF's and WebP's 16-bit loop counts can say; more is taken as this
+    /// (a larger count wrapped to 0, forever, in libwebp).
+    static let maxLoopCount = 65_535
+
+    /// Frame delays in milliseconds, each within what every animated format can write.
+    static func writableDelays(_ image: Image) -> [Int] {
+        image.frames.map { min(max(0, Int(clamping: $0.duration.wholeMilliseconds)), maxFrameDelay) }
+    }
+
     /// An animation asked for as AVIF: an AVIF sequence with the same frames and
     /// durations, written by libavif (libvips' heifsave writes stills only). The
     /// pixels go as 8-bit sRGB; libavif 0.11 writes no repetition count, so it plays
@@ -108,7 +119,7 @@ enum VipsEncoder {
         guard (3...4).contains(channels), length == width * height * channels * frames else {
             throw WebImageError(.encodeFailed, "an AVIF sequence needs \(frames) frames of \(width)x\(height) RGB or RGBA; the image has \(channels) bands")
         }
-        let durations = image.frames.map { Int32(clamping: $0.duration.wholeMilliseconds) }
+        let durations = Self.writableDelays(image).map { Int32($0) }
         var output: UnsafeMutablePointer<UInt8>?
         var size = 0
         var message = [CChar](repeating: 0, count: 256)

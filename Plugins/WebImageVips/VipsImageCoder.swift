@@ -129,7 +129,14 @@ public struct VipsImageCoder: ImageCoder {
             if format == .avif {
                 do {
                     return try VipsWarnings.decoding(format) { try body(VipsDecoder(bytes: raw, format: format, options: options)) }
-                } catch let error as WebImageError where error.message.hasPrefix(VipsDecoder.avifParseFailure) {
+                } catch let error as WebImageError where error.code == .decodeFailed && error.message.hasPrefix(VipsDecoder.avifParseFailure) {
+                    // Only to libvips' heif loader: a broken AVIF that libvips would hand
+                    // to ImageMagick (an untrusted loader) gets libavif's own reason.
+                    guard let base = raw.baseAddress, let loader = CVips_find_loader(base, raw.count).map({ String(cString: $0) }),
+                          loader.contains("Heif") else {
+                        vips_error_clear()
+                        throw error
+                    }
                     libavifError = error
                 }
             }

@@ -12,6 +12,8 @@ struct APNGTests {
         var pixels: PixelBuffer
         var x = 0, y = 0
         var delay = 100
+        /// The delay's denominator: 1000 for milliseconds, 1 for seconds.
+        var denominator = 1000
         var dispose: UInt8 = 0
         var blend: UInt8 = 0
     }
@@ -45,7 +47,7 @@ struct APNGTests {
                 out.append(APNG.chunk("acTL", be32(declared ?? frames.count) + be32(plays)))
             }
             let control = next() + be32(frame.pixels.size.width) + be32(frame.pixels.size.height) + be32(frame.x) + be32(frame.y)
-                + [UInt8(frame.delay >> 8), UInt8(frame.delay & 0xFF), 0x03, 0xE8, frame.dispose, frame.blend]
+                + [UInt8(frame.delay >> 8), UInt8(frame.delay & 0xFF), UInt8(frame.denominator >> 8), UInt8(frame.denominator & 0xFF), frame.dispose, frame.blend]
             out.append(APNG.chunk("fcTL", control))
             let data = png.filter { $0.0 == "IDAT" }.flatMap(\.1)
             out.append(index == 0 ? APNG.chunk("IDAT", data) : APNG.chunk("fdAT", next() + data))
@@ -139,6 +141,26 @@ struct APNGTests {
             #expect(try Self.pixel(image, frame: 0, 8, 8).prefix(3) == [255, 0, 0], "the default image, case \(index)")
             let warning = logs.all.first { $0.level == .warning && $0.message.hasPrefix("APNG animation ignored") }
             #expect(warning != nil, "case \(index): \(logs.all.map(\.message))")
+        }
+    }
+
+    @Test("out-of-range timing: a play count of 2^31 and more, a 65535 s frame; decoded, and written as GIF, WebP and AVIF within their limits")
+    func extremeTiming() throws {
+        let size = PixelSize(8)
+        let frames = [Frame(pixels: Self.flat(size, [255, 0, 0, 255]), delay: 65_535, denominator: 1), Frame(pixels: Self.flat(size, [0, 0, 255, 255]))]
+        for plays in [Int(Int32.max) + 1, Int(UInt32.max)] {
+            let data = try Self.apng(size, frames, plays: plays)
+            let image = try Fixtures.coder.decode(data, options: DecodeOptions())
+            #expect(image.frameCount == 2 && image.loopCount == 65_535, "plays \(plays): loop \(image.loopCount)")
+            #expect(image.frames.first?.duration == .seconds(65_535))
+            #expect(try Fixtures.coder.info(data).loopCount == 65_535)
+            for format in [ImageFormat.gif, .webp, .avif] {
+                let written = try Fixtures.coder.encode(image, as: format, options: EncodeOptions())
+                let again = try Fixtures.coder.decode(written, options: DecodeOptions())
+                #expect(again.frameCount == 2, "\(format)")
+                #expect(again.frames.first?.duration == .milliseconds(655_350), "\(format): the longest delay every animated format can write")
+                if format != .avif { #expect(again.loopCount == 65_535, "\(format) keeps the count, not forever") }
+            }
         }
     }
 }
