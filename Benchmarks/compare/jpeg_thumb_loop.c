@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
             // The coder's 1/8 path: its own DC decoder, else (progressive) libjpeg
             // on a copy without the AC scans.
             int ycc = info.jpeg_color_space == JCS_YCbCr;
-            if (CJT_dc_decode(data, (size_t) size, ycc, &pixels, &sw, &sh, &bands) != 0 && info.progressive_mode) {
+            if (CJT_dc_decode(data, (size_t) size, ycc, 256, &pixels, &sw, &sh, &bands) != 0 && info.progressive_mode) {
                 pixels = NULL;
                 filtered = malloc((size_t) size);
                 size_t length = CJT_dc_only(data, (size_t) size, filtered);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
             }
         } else if (info.progressive_mode && info.scale_num >= 2 && info.scale_num <= 4) {
             filtered = malloc((size_t) size);
-            size_t length = CJT_scan_filter(data, (size_t) size, filtered, 1);
+            size_t length = CJT_scan_filter(data, (size_t) size, 256, filtered, 1);
             if (length > 0) {
                 unsigned int num = info.scale_num;
                 jpeg_abort_decompress(&info);

@@ -123,6 +123,19 @@ static inline __attribute__((always_inline)) int CJT_dc_symbol(CJT_dc_bits *bits
     return table->values[index];
 }
 
+/// Whether a DHT's 16 counts make a code libjpeg accepts: at each length, the
+/// codes so far fit in that many bits with the all-ones code unused
+/// (jpeg_make_d_derived_tbl, JPEG C.2).
+static int CJT_huffman_counts_valid(const unsigned char *counts) {
+    int32_t code = 0;
+    for (int length = 1; length <= 16; length++) {
+        code += counts[length - 1];
+        if (counts[length - 1] && code >= (1 << length)) return 0;
+        code <<= 1;
+    }
+    return 1;
+}
+
 /// Builds the canonical code from a DHT's 16 counts and its symbols (JPEG F.2.2.3).
 static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *counts, const unsigned char *symbols, int total) {
     memset(table, 0, sizeof *table);
@@ -135,7 +148,8 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
             code += n;
             k += n;
             table->maxcode[length] = code - 1;
-            if (code > (1 << length)) return -1;  // more codes than lengths allow
+            // libjpeg (jpeg_make_d_derived_tbl) refuses a length's last code being all ones.
+            if (code >= (1 << length)) return -1;
         } else {
             table->maxcode[length] = -1;
         }
@@ -348,6 +362,11 @@ typedef struct {
     int acTotals[4];
     CJT_sequential_table *sequentialTables;
     int componentCount, width, height, maxH, maxV, frame, sequential;
+    /// Walk and check the structure only (CJT_jpeg_check): no coefficients, any
+    /// sampling, every scan's data skipped.
+    int checkOnly;
+    /// Scans so far, and the most a file may have (libjpeg's limit in CJT_decode).
+    int scans, maxScans;
     size_t mcusAcross, mcusDown;
     unsigned int restartInterval;
 } CJT_dc_state;
@@ -392,6 +411,7 @@ static int CJT_dc_frame(CJT_dc_state *st, int marker, const unsigned char *s, si
         // Only equal power-of-two factors across and down: libjpeg then
         // scales the component up by IDCT, which is a copy for DC-only blocks.
         int rh = st->maxH / component->h, rv = st->maxV / component->v;
+        if (st->checkOnly) continue;
         if (st->maxH % component->h || st->maxV % component->v || rh != rv || (rh & (rh - 1))) return -1;
         size_t componentWidth = ((size_t) st->width * (size_t) component->h + maxH - 1) / maxH;
         size_t componentHeight = ((size_t) st->height * (size_t) component->v + maxV - 1) / maxV;
@@ -427,8 +447,13 @@ static int CJT_dc_huffman_tables(CJT_dc_state *st, const unsigned char *s, size_
         int total = 0;
         for (int b = 1; b <= 16; b++) total += s[k + b];
         if (tableClass > 1 || id > 3 || total > 256 || n - k - 17 < (size_t) total) return -1;
-        if (tableClass == 0 && CJT_dc_build(&st->tables[id], s + k + 1, s + k + 17, total) != 0) return -1;
+        if (tableClass == 0) {
+            // libjpeg refuses a DC table with a symbol over 15 when a scan uses it; here, when it is defined.
+            for (int j = 0; j < total; j++) if (s[k + 17 + j] > 15) return -1;
+            if (CJT_dc_build(&st->tables[id], s + k + 1, s + k + 17, total) != 0) return -1;
+        }
         if (tableClass == 1) {
+            if (!CJT_huffman_counts_valid(s + k + 1)) return -1;
             st->acSpecs[id] = s + k + 1;
             st->acTotals[id] = total;
         }
@@ -445,7 +470,9 @@ static int CJT_dc_scan_header(const CJT_dc_state *st, const unsigned char *s, si
     info->blocksPerMCU = 0;
     for (int c = 0; c < info->count; c++) {
         info->scan[c] = NULL;
-        for (int d = 0; d < st->componentCount; d++)
+        // libjpeg-turbo (get_sos) takes the frame's component d for the scan's
+        // c-th only when d >= c, so that (Cb, Y), say, is refused.
+        for (int d = c; d < st->componentCount; d++)
             if (st->components[d].id == s[1 + 2 * c]) info->scan[c] = (CJT_dc_component *) &st->components[d];
         if (!info->scan[c]) return -1;
         for (int d = 0; d < c; d++) if (info->scan[d] == info->scan[c]) return -1;
@@ -545,15 +572,36 @@ static inline int CJT_dc_progressive_unit(const CJT_dc_state *st, const CJT_dc_s
 /// SOS with its data. Sets `next` to the offset of the marker after the scan.
 static int CJT_dc_scan(CJT_dc_state *st, const unsigned char *in, size_t length, size_t data, const unsigned char *s, size_t n, size_t *next) {
     CJT_dc_scan_info info;
+    if (++st->scans > st->maxScans) return -1;
     if (CJT_dc_scan_header(st, s, n, &info) != 0) return -1;
     CJT_sequential_table *sequentialTable[3];
     if (st->sequential) {
-        if (CJT_dc_sequential_tables(st, &info, sequentialTable) != 0) return -1;
-    } else if (info.ss != 0) {  // an AC scan: skip its entropy-coded bytes
+        if (st->checkOnly) {
+            // libjpeg builds both tables of each component of a sequential scan.
+            for (int c = 0; c < info.count; c++)
+                if (!st->tables[info.huffman[c]].defined || !st->acSpecs[info.acHuffman[c]]) return -1;
+        } else if (CJT_dc_sequential_tables(st, &info, sequentialTable) != 0) {
+            return -1;
+        }
+    } else if (info.ss != 0) {
+        // An AC scan, skipped unread; but what libjpeg refuses in its header
+        // (start_pass_phuff_decoder, latch_quant_tables) is refused here too.
+        CJT_dc_component *component = info.scan[0];
+        if (info.count != 1 || info.ss > info.se || info.se > 63 || (info.ah != 0 && info.al != info.ah - 1) || info.al > 13
+            || !st->acSpecs[info.acHuffman[0]]) return -1;
+        if (component->q0 < 0) {
+            if (st->quant[component->quantTable] < 0) return -1;
+            component->q0 = st->quant[component->quantTable];
+        }
         *next = CJT_dc_next_marker(in, data, length);
         return 0;
     }
     if (CJT_dc_scan_check(st, &info) != 0) return -1;
+    if (st->checkOnly) {
+        for (int c = 0; c < info.count; c++) info.scan[c]->al = info.al;
+        *next = CJT_dc_next_marker(in, data, length);
+        return 0;
+    }
     CJT_dc_bits bits = { in + data, in + length, 0, 0, 0, 0 };
     // Units: blocks of the one component of a non-interleaved scan, or MCUs.
     size_t rows = info.count == 1 ? info.scan[0]->height : st->mcusDown;
@@ -599,8 +647,11 @@ static int CJT_dc_markers(CJT_dc_state *st, const unsigned char *in, size_t leng
         int failed = 0;
         if (marker == 0xC0 || marker == 0xC1 || marker == 0xC2) {
             failed = CJT_dc_frame(st, marker, s, n);
-        } else if ((marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xCC) || marker == 0xDC || marker == 0xDE || marker == 0xDF) {
-            return -1;  // another frame type, DAC, DNL, DHP, EXP
+        } else if (!(marker == 0xC4 || marker == 0xDB || marker == 0xDD || marker == 0xDA || marker == 0xFE || (marker >= 0xE0 && marker <= 0xEF))) {
+            // Another frame type, DAC, DNL, and the markers libjpeg refuses
+            // (RESn, JPGn, DHP, EXP): declined. Only SOF0-2, DHT, DQT, DRI, SOS,
+            // APPn and COM are read.
+            return -1;
         } else if (marker == 0xDB) {
             failed = CJT_dc_quantisers(st, s, n);
         } else if (marker == 0xC4) {
@@ -661,9 +712,22 @@ static int CJT_dc_output(const CJT_dc_state *st, int ycc, unsigned char **pixels
         const CJT_dc_component *component = &st->components[c];
         int16_t *coefficient = component->coefficients;
         size_t count = component->paddedWidth * component->paddedHeight;
-        int32_t q0 = component->q0;  // a local, so that the loop vectorises
-        for (size_t k = 0; k < count; k++)
-            coefficient[k] = CJT_dc_clamp((((int32_t) coefficient[k] * q0 + 4) >> 3) + 128);
+        int32_t q0 = component->q0, low = 0, high = 0;  // locals, so that the loop vectorises
+        for (size_t k = 0; k < count; k++) {
+            int32_t value = ((int32_t) coefficient[k] * q0 + 4) >> 3;
+            low = value < low ? value : low;
+            high = value > high ? value : high;
+            coefficient[k] = CJT_dc_clamp(value + 128);
+        }
+        // Past -512...511 libjpeg's IDCT output wraps rather than clamps (its
+        // range limit, jdmaster.c), and its 2x2 IDCT of subsampled chroma
+        // overflows in yet another way. No real block's DC is that far out
+        // (corrupt tables or quantisers make it): handed back to libjpeg, so
+        // that its garbage is the one answer.
+        if (low < -512 || high > 511) {
+            free(out);
+            return -1;
+        }
         while ((st->maxH / component->h) >> shift[c] > 1) shift[c]++;  // a power of two, checked at SOF
     }
     if (bands == 1 || !ycc) {
@@ -689,25 +753,39 @@ static int CJT_dc_output(const CJT_dc_state *st, int ycc, unsigned char **pixels
 /// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
 /// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
 /// Returns 0, or -1 when the file is not one this decoder handles exactly.
-int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands) {
+int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, int maxScans, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands) {
     *pixels = NULL;
     if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
     CJT_dc_state st;
     memset(&st, 0, sizeof st);
     for (int q = 0; q < 4; q++) st.quant[q] = -1;
     st.maxH = st.maxV = 1;
+    st.maxScans = maxScans;
     int result = CJT_dc_markers(&st, in, length) == 0 ? CJT_dc_output(&st, ycc, pixels, outWidth, outHeight, outBands) : -1;
     for (int c = 0; c < 3; c++) free(st.components[c].coefficients);
     free(st.sequentialTables);
     return result;
 }
 
+/// See CJPEGTurboOps.h: the decoder's marker loop, every scan's data skipped.
+int CJT_jpeg_check(const unsigned char *in, size_t length, int maxScans) {
+    if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
+    CJT_dc_state st;
+    memset(&st, 0, sizeof st);
+    for (int q = 0; q < 4; q++) st.quant[q] = -1;
+    st.maxH = st.maxV = 1;
+    st.maxScans = maxScans;
+    st.checkOnly = 1;
+    return CJT_dc_markers(&st, in, length);
+}
+
 /// See CJPEGTurboOps.h.
-size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out) { return CJT_scan_filter(in, length, out, 0); }
+size_t CJT_dc_only(const unsigned char *in, size_t length, int maxScans, unsigned char *out) { return CJT_scan_filter(in, length, maxScans, out, 0); }
 
 /// See CJPEGTurboOps.h. The same marker scan as the decoder's skips the entropy-coded data.
-size_t CJT_scan_filter(const unsigned char *in, size_t length, unsigned char *out, int keepFirstAC) {
-    if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return 0;
+size_t CJT_scan_filter(const unsigned char *in, size_t length, int maxScans, unsigned char *out, int keepFirstAC) {
+    // What the copy leaves out, libjpeg never sees: it must pass libjpeg's checks here.
+    if (CJT_jpeg_check(in, length, maxScans) != 0) return 0;
     size_t i = 2, o = 0;
     int progressive = 0, scans = 0;
     out[o++] = 0xFF; out[o++] = 0xD8;

@@ -25,8 +25,24 @@ typedef struct {
 struct CJT_context {
     struct jpeg_decompress_struct info;
     CJT_error error;
+    struct jpeg_progress_mgr progress;
     int started;
+    int maxScans;
 };
+
+/// Called by libjpeg between scans (and rows): a file with more scans than the
+/// limit is refused before the next one is decoded. Each scan of a progressive
+/// file is a pass over the whole image, so scans, not bytes, bound its cost.
+static void CJT_progress(j_common_ptr common) {
+    if (!common->is_decompressor) return;
+    j_decompress_ptr info = (j_decompress_ptr) common;
+    CJT_context *context = (CJT_context *) info->client_data;
+    if (context->maxScans > 0 && info->input_scan_number > context->maxScans) {
+        CJT_error *error = (CJT_error *) common->err;
+        snprintf(error->message, sizeof error->message, "the JPEG has more than %d scans", context->maxScans);
+        longjmp(error->jump, 1);
+    }
+}
 
 static void CJT_error_exit(j_common_ptr common) {
     CJT_error *error = (CJT_error *) common->err;
@@ -154,7 +170,7 @@ void CJT_scaled_size(CJT_context *context, int numerator, int *width, int *heigh
 /// RGB for colour files, grey for grey ones. Block smoothing (libjpeg's estimate
 /// of missing AC coefficients in progressive files) is off: at the scales a
 /// thumbnail uses it costs more than it changes.
-int CJT_decode(CJT_context *context, int numerator, unsigned char **pixels, int *width, int *height, int *bands, int *truncated) {
+int CJT_decode(CJT_context *context, int numerator, int maxScans, unsigned char **pixels, int *width, int *height, int *bands, int *truncated) {
     unsigned char *volatile buffer = NULL;
     *pixels = NULL;
     if (setjmp(context->error.jump)) {
@@ -166,6 +182,11 @@ int CJT_decode(CJT_context *context, int numerator, unsigned char **pixels, int 
     info->scale_denom = 8;
     info->do_block_smoothing = FALSE;
     info->out_color_space = info->jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+    context->maxScans = maxScans;
+    context->progress.progress_monitor = CJT_progress;
+    info->progress = &context->progress;
+    info->client_data = context;
+    CJT_progress((j_common_ptr) info);  // the header has read the first scan's
     jpeg_start_decompress(info);
     context->started = 1;
     size_t stride = (size_t) info->output_width * (size_t) info->output_components;
@@ -178,7 +199,9 @@ int CJT_decode(CJT_context *context, int numerator, unsigned char **pixels, int 
             rows[count] = buffer + stride * (info->output_scanline + count);
         jpeg_read_scanlines(info, rows, (JDIMENSION) count);
     }
-    jpeg_finish_decompress(info);
+    // No jpeg_finish_decompress: it reads on to EOI, which libvips' loader never
+    // does, and the two must agree on what a broken file is (docs/coder.md).
+    // A multi-scan file was read to its EOI by jpeg_start_decompress.
     *pixels = buffer;
     *width = (int) info->output_width;
     *height = (int) info->output_height;
@@ -254,4 +277,5 @@ int CJT_encode(const unsigned char *pixels, int width, int height, int bands, co
 }
 
 const char *CJT_message(CJT_context *context) { return context->error.message; }
+long CJT_warnings(CJT_context *context) { return context->error.pub.num_warnings; }
 void CJT_free(void *pointer) { free(pointer); }

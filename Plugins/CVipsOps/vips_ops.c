@@ -8,7 +8,14 @@
 /// are not copied: they must outlive every image made from them.
 /// `pages`: 0 leaves the loader's default, -1 every page, n the first n pages.
 /// `shrink`: JPEG shrink-on-load factor (2, 4, 8); <= 1 leaves it unset.
-VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale) {
+/// `jpeg`: the bytes are a JPEG; its loader gets `unlimited`, which there only
+/// lifts its rule that 100 libjpeg warnings (corrupt data it decoded past) fail
+/// the file: a warning never refuses a JPEG in this package (docs/coder.md).
+VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale, int jpeg) {
+    if (jpeg && shrink > 1)
+        return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "unlimited", TRUE, "shrink", shrink, NULL);
+    if (jpeg)
+        return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "unlimited", TRUE, NULL);
     if (pages != 0)
         return vips_image_new_from_buffer(buf, len, "", "access", VIPS_ACCESS_RANDOM, "fail_on", fail_on, "n", pages, NULL);
     if (shrink > 1)

@@ -54,11 +54,17 @@ package struct JPEGThumbnailDecoder {
         package let finish: Finish
     }
 
+    /// `VipsImageCoder.maxJPEGScans`, for the C code's own count (which never
+    /// trips first: `attempt()` checks the markers, which are never fewer).
+    static let maxScans = Int32(VipsImageCoder.maxJPEGScans)
+
     /// Scaled pixels from libjpeg-turbo or the DC decoder, malloc'd (free with `CJT_free`).
     struct Pixels {
         let pixels: UnsafeMutablePointer<UInt8>
         let width: Int32, height: Int32, bands: Int32
         let path: Path
+        /// libjpeg's warnings: corrupt data it decoded past (0 from the DC decoder, which declines such data).
+        var warnings = 0
     }
 
     func thumbnail() throws -> Image? {
@@ -71,6 +77,7 @@ package struct JPEGThumbnailDecoder {
     /// The decoded thumbnail, or why it was declined; throws for data libjpeg
     /// opened but could not decode.
     package func attempt() throws -> Result<Decoded, Declined> {
+        try VipsImageCoder.checkJPEGScans(bytes)
         var header = CJT_header()
         var message = [CChar](repeating: 0, count: 512)
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -176,7 +183,7 @@ extension JPEGThumbnailDecoder {
         }
         var out: UnsafeMutablePointer<UInt8>?
         var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
-        guard CJT_decode(context, numerator, &out, &w, &h, &bands, &truncated) == 0, let out else {
+        guard CJT_decode(context, numerator, maxScans, &out, &w, &h, &bands, &truncated) == 0, let out else {
             let reason = String(cString: CJT_message(context))
             throw WebImageError(.decodeFailed, "libjpeg-turbo: \(reason.isEmpty ? "the JPEG data is corrupt" : reason)")
         }
@@ -189,7 +196,7 @@ extension JPEGThumbnailDecoder {
         var out: UnsafeMutablePointer<UInt8>?
         var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0
         let ycc: Int32 = header.colorSpace == Int32(JCS_YCbCr.rawValue) ? 1 : 0
-        guard CJT_dc_decode(base, bytes.count, ycc, &out, &w, &h, &bands) == 0, let out else { return nil }
+        guard CJT_dc_decode(base, bytes.count, ycc, maxScans, &out, &w, &h, &bands) == 0, let out else { return nil }
         return Pixels(pixels: out, width: w, height: h, bands: bands, path: .dcCoefficients)
     }
 
@@ -204,13 +211,14 @@ extension JPEGThumbnailDecoder {
         defer { CJT_close(context) }
         var out: UnsafeMutablePointer<UInt8>?
         var w: Int32 = 0, h: Int32 = 0, bands: Int32 = 0, truncated: Int32 = 0
-        guard CJT_decode(context, numerator, &out, &w, &h, &bands, &truncated) == 0, let out else { return nil }
-        return Pixels(pixels: out, width: w, height: h, bands: bands, path: path)
+        guard CJT_decode(context, numerator, maxScans, &out, &w, &h, &bands, &truncated) == 0, let out else { return nil }
+        return Pixels(pixels: out, width: w, height: h, bands: bands, path: path, warnings: CJT_warnings(context))
     }
 
     /// The 1/8-scale pixels of a file by one path, for tests that compare the
-    /// paths byte for byte: nil when that path does not take the file.
-    package static func eighthScale(_ bytes: UnsafeRawBufferPointer, path: Path) -> (size: PixelSize, bands: Int, bytes: [UInt8])? {
+    /// paths byte for byte: nil when that path does not take the file. `warnings`:
+    /// libjpeg's, for corrupt data it decoded past.
+    package static func eighthScale(_ bytes: UnsafeRawBufferPointer, path: Path) -> (size: PixelSize, bands: Int, bytes: [UInt8], warnings: Int)? {
         let pixels: Pixels?
         switch path {
         case .dcCoefficients:
@@ -232,7 +240,7 @@ extension JPEGThumbnailDecoder {
         defer { CJT_free(pixels.pixels) }
         let count = Int(pixels.width) * Int(pixels.height) * Int(pixels.bands)
         return (PixelSize(width: Int(pixels.width), height: Int(pixels.height)), Int(pixels.bands),
-                Array(UnsafeBufferPointer(start: pixels.pixels, count: count)))
+                Array(UnsafeBufferPointer(start: pixels.pixels, count: count)), pixels.warnings)
     }
 
     /// The file without its AC scans (see `CJT_dc_only`), or nil when it is not a
@@ -245,7 +253,7 @@ extension JPEGThumbnailDecoder {
     package static func scanFiltered(_ bytes: UnsafeRawBufferPointer, keepFirstAC: Bool) -> [UInt8]? {
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count >= 4 else { return nil }
         var out = [UInt8](repeating: 0, count: bytes.count)
-        let length = out.withUnsafeMutableBufferPointer { CJT_scan_filter(base, bytes.count, $0.baseAddress!, keepFirstAC ? 1 : 0) }
+        let length = out.withUnsafeMutableBufferPointer { CJT_scan_filter(base, bytes.count, maxScans, $0.baseAddress!, keepFirstAC ? 1 : 0) }
         guard length > 0 else { return nil }
         out.removeSubrange(length...)
         return out

@@ -46,7 +46,10 @@ public import WebImageVips
 ///   `DecodeOptions/scaleDownLargeImages`, decodes them smaller).
 ///
 /// A truncated file is a `WebImageError/Code/decodeFailed` error unless
-/// `DecodeOptions/allowTruncated`; corrupt data is an error with libjpeg's message.
+/// `DecodeOptions/allowTruncated`; a file libjpeg refuses is one with libjpeg's
+/// message; corrupt data libjpeg decodes past is decoded. Whichever path a size
+/// takes, the answer for a file is the same, and libvips' loader's
+/// (docs/coder.md, "One answer per JPEG").
 ///
 /// It also writes JPEG and WebP: images of at most ``encodePixelLimit`` pixels
 /// that are 8-bit sRGB or grey (libvips images, or one-frame grey or RGB
@@ -152,6 +155,34 @@ public struct TurboJPEGCoder: ImageCoder {
     /// directly rather than through a registry.
     private func declined(_ what: String) -> WebImageError {
         WebImageError(.unsupportedFormat, "TurboJPEGCoder \(what); without a fallback, use it in a CoderRegistry after VipsImageCoder, which takes the rest")
+    }
+}
+
+extension TurboJPEGCoder {
+    /// Internal to the package (SPI `Internals`, for its fuzzers and tests).
+    ///
+    /// Nil when the shortcuts of a 1/8-scale decode agree with libjpeg on
+    /// `data`: the DC decoder and libjpeg on the copies without AC scans decode
+    /// only what libjpeg decodes, at its size and bands, and (when libjpeg met
+    /// no corrupt data) the DC decoder's pixels are libjpeg's on the DC scans.
+    /// Else what differs (docs/coder.md, "One answer per JPEG").
+    @_spi(Internals) public static func pathDisagreement(_ data: Data) -> String? {
+        data.withUnsafeBytes { raw -> String? in
+            let whole = JPEGThumbnailDecoder.eighthScale(raw, path: .whole)
+            let dcScans = JPEGThumbnailDecoder.eighthScale(raw, path: .dcScans)
+            for path in [JPEGThumbnailDecoder.Path.dcCoefficients, .dcScans, .firstPasses] {
+                let shortcut = path == .dcScans ? dcScans : JPEGThumbnailDecoder.eighthScale(raw, path: path)
+                guard let shortcut else { continue }
+                guard let whole else { return "\(path) decodes a file libjpeg refuses" }
+                if shortcut.size != whole.size || shortcut.bands != whole.bands {
+                    return "\(path) decodes \(shortcut.size) x \(shortcut.bands), libjpeg \(whole.size) x \(whole.bands)"
+                }
+                if path == .dcCoefficients, let dcScans, whole.warnings == 0, dcScans.warnings == 0, dcScans.bytes != shortcut.bytes {
+                    return "the DC decoder's pixels differ from libjpeg's on the DC scans"
+                }
+            }
+            return nil
+        }
     }
 }
 

@@ -1,4 +1,9 @@
 public import WebImage
+#if canImport(Glibc)
+import Glibc
+#else
+import Darwin
+#endif
 
 /// Internal to the package (SPI `Internals`, for its tests and fuzzers).
 ///
@@ -40,6 +45,21 @@ public import WebImage
             i += 2 + be16(i + 2)
         }
         return nil
+    }
+
+    /// The start-of-scan markers of a JPEG: every 0xFF 0xDA byte pair in it.
+    /// libjpeg reads a scan only where that pair is, so this is never fewer than
+    /// the scans any decoder reads (an EXIF thumbnail's scan is counted too). A
+    /// search for 0xFF bytes, without parsing: cheap, and the same number for
+    /// every decoder that asks (`VipsImageCoder.maxJPEGScans`).
+    public static func jpegScanMarkers(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard let base = bytes.baseAddress, bytes.count >= 2 else { return 0 }
+        var i = 0, scans = 0
+        while i + 1 < bytes.count, let found = memchr(base + i, 0xFF, bytes.count - 1 - i) {
+            i = base.distance(to: UnsafeRawPointer(found)) + 1
+            if bytes[i] == 0xDA { scans += 1 }
+        }
+        return scans
     }
 
     public static func size(of bytes: UnsafeRawBufferPointer, format: ImageFormat?) -> PixelSize? {

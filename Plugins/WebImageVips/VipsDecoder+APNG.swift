@@ -100,7 +100,7 @@ extension VipsDecoder {
         let frame = apng.frames[index]
         let png = apng.framePNG(index)
         return try png.withUnsafeBytes { raw -> [UInt8] in
-            guard let loaded = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, failOn, 1, 0) else {
+            guard let loaded = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, failOn, 1, 0, 0) else {
                 vips_error_clear()
                 throw APNG.Damage("frame \(index) does not decode as PNG")
             }

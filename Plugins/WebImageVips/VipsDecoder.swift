@@ -18,7 +18,7 @@ struct VipsDecoder {
     var pages: Int32 { isAnimatable ? (options.firstFrameOnly ? 1 : -1) : 0 }
 
     func open(shrink: Int = 1) throws -> VipsHandle {
-        guard let image = CVips_new_from_buffer(bytes.baseAddress, bytes.count, pages, failOn, Int32(shrink), 0) else {
+        guard let image = CVips_new_from_buffer(bytes.baseAddress, bytes.count, pages, failOn, Int32(shrink), 0, format == .jpeg ? 1 : 0) else {
             throw Vips.error(.decodeFailed, "reading the \(format?.rawValue ?? "image") header")
         }
         return VipsHandle(image)
@@ -60,6 +60,7 @@ struct VipsDecoder {
             throw WebImageError(.pixelLimitExceeded,
                                 "the \(format!) header declares \(declared) (\(declared.area) pixels), over the limit of \(options.pixelLimit); pass .scaleDownLargeImages to decode it smaller")
         }
+        if format == .jpeg { try VipsImageCoder.checkJPEGScans(bytes) }
         if format == .avif && libavif { return try decodeAVIF() }
         if let apng = try animatedPNG() { return try decode(apng) }
         if format == .jpeg, let frame = HeaderProbe.jpegFrame(bytes), frame.progressive {
@@ -202,7 +203,10 @@ struct VipsDecoder {
         let target = PixelSize(width: max(1, Int((Double(width) * scale).rounded())), height: max(1, Int((Double(height) * scale).rounded())))
 
         if format == .jpeg {
-            let shrink = [8, 4, 2].first { Double($0) <= 1 / scale } ?? 1
+            // libvips 8.14's JPEG loader aborts the process (a failed assertion,
+            // "bad dimensions") when a side is smaller than the shrink, as in a
+            // 1x1000 file in a small box: the shrink never exceeds either side.
+            let shrink = [8, 4, 2].first { Double($0) <= 1 / scale && $0 <= header.width && $0 <= header.height } ?? 1
             let shrunk = ImageFootprint(size: PixelSize(width: (header.width + shrink - 1) / shrink, height: (header.height + shrink - 1) / shrink),
                                         bands: header.bands, bytesPerSample: header.bytesPerSample)
             try shrunk.check(pixelLimit: .max, memoryLimit: options.memoryLimit, step: "decoding the JPEG at 1/\(shrink)")

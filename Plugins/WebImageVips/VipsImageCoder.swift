@@ -34,6 +34,24 @@ public struct VipsImageCoder: ImageCoder {
 
     public let options: Options
 
+    /// The most start-of-scan markers a JPEG may have; one with more is refused
+    /// with `WebImageError/Code/decodeFailed` before any decoder reads it. Each
+    /// scan of a progressive file is a pass over the whole image, so a file of a
+    /// few kilobytes that repeats empty scans thousands of times costs minutes of
+    /// CPU. Encoders write 1 (baseline) to about 20 (mozjpeg): 256 is far past
+    /// any real file. The same count and limit hold in every JPEG decoder of the
+    /// package (libvips' loader, the turbojpeg coder, its DC decoder), so all
+    /// give the same answer (docs/coder.md, "One answer per JPEG").
+    public static let maxJPEGScans = 256
+
+    /// Refuses a JPEG with more start-of-scan markers than ``maxJPEGScans``.
+    package static func checkJPEGScans(_ bytes: UnsafeRawBufferPointer) throws {
+        let scans = HeaderProbe.jpegScanMarkers(bytes)
+        guard scans <= maxJPEGScans else {
+            throw WebImageError(.decodeFailed, "the JPEG has \(scans) start-of-scan markers, more than the \(maxJPEGScans) a decode reads (VipsImageCoder.maxJPEGScans): each scan is a pass over the whole image")
+        }
+    }
+
     public init(options: Options = Options()) {
         self.options = options
         if options.allowUntrusted, (try? Vips.ensureInitialized()) != nil {

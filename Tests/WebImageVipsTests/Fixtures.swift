@@ -48,7 +48,7 @@ enum Fixtures {
         ready()
         let plain = try encode(quadrants(width: width, height: height), as: .jpeg)
         return try plain.withUnsafeBytes { raw in
-            guard let image = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, 0, 0, 0) else { throw Failure("load") }
+            guard let image = CVips_new_from_buffer(raw.baseAddress, raw.count, 0, 0, 0, 0, 1) else { throw Failure("load") }
             defer { CVips_unref(image) }
             var copy: UnsafeMutablePointer<VipsImage>?
             guard CVips_copy(image, &copy) == 0, let copy else { throw Failure("copy") }

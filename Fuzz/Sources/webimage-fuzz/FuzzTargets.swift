@@ -5,7 +5,7 @@ import WebImageCurl
 @_spi(Internals) import WebImageKit
 @_spi(Internals) import WebImageS3
 import WebImageSamples
-import WebImageTurboJPEG
+@_spi(Internals) import WebImageTurboJPEG
 @_spi(Internals) import WebImageVips
 
 /// The fuzz targets, by name. One binary serves them all; `FUZZ_TARGET` picks one.
@@ -66,6 +66,7 @@ enum FuzzTargets {
         data.withUnsafeBytes { bytes in
             for format in [ImageFormat.png, .gif, .jpeg, .webp, nil] { _ = HeaderProbe.size(of: bytes, format: format) }
             _ = HeaderProbe.gifFrameCount(bytes)
+            precondition(HeaderProbe.jpegScanMarkers(bytes) <= bytes.count / 2, "more scan markers than byte pairs")
         }
     }
 
@@ -107,7 +108,9 @@ enum FuzzTargets {
     static let coder = VipsImageCoder()
 
     /// JPEG thumbnails through libjpeg-turbo (header, EXIF orientation, scaled
-    /// decode), strict and tolerant of truncation, fit and fill.
+    /// decode), strict and tolerant of truncation, fit and fill; and one answer
+    /// per file (docs/coder.md): the DC decoder and the copies without AC scans
+    /// never take a file libjpeg refuses, and take it at libjpeg's size.
     static func turboJPEG(_ data: Data) {
         for (fill, truncated) in [(false, false), (true, true)] {
             var options = DecodeOptions(thumbnailPixelSize: PixelSize(width: 24, height: 16), pixelLimit: 4_000_000)
@@ -115,6 +118,9 @@ enum FuzzTargets {
             options.allowTruncated = truncated
             _ = try? turbo.decode(data, options: options)
         }
+        guard let frame = data.withUnsafeBytes({ HeaderProbe.jpegFrame($0) }), frame.size.area <= 4_000_000,
+              data.withUnsafeBytes({ HeaderProbe.jpegScanMarkers($0) }) <= VipsImageCoder.maxJPEGScans else { return }
+        if let problem = TurboJPEGCoder.pathDisagreement(data) { preconditionFailure(problem) }
     }
 
     static let turbo = TurboJPEGCoder()

@@ -42,7 +42,13 @@
 /// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
 /// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
 /// Returns 0, or -1 when the file is not one this decoder handles exactly.
-int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands);
+int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, int maxScans, unsigned char **pixels, int *outWidth, int *outHeight, int *outBands);
+
+/// The decoder's marker loop over the whole file without decoding any scan:
+/// 0 when every segment and scan header passes the checks libjpeg-turbo makes
+/// fatal (and a few stricter ones of the DC decoder's), there is an EOI, and
+/// there are at most `maxScans` scans; else -1.
+int CJT_jpeg_check(const unsigned char *in, size_t length, int maxScans);
 
 /// Copies a progressive Huffman JPEG into `out` (at least `length` bytes) without
 /// its AC scans, for libjpeg to decode at 1/8 when `CJT_dc_decode` does not take
@@ -52,7 +58,7 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, unsigned char
 /// Huffman-decoded. Returns the new length, or 0 when the file is not a
 /// progressive Huffman JPEG or is unusual (no EOI, a DNL, a scan header that does
 /// not parse): the caller then decodes the original.
-size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out);
+size_t CJT_dc_only(const unsigned char *in, size_t length, int maxScans, unsigned char *out);
 
 /// `CJT_dc_only` with `keepFirstAC` 0; with 1 it also keeps every AC scan that
 /// is a first pass over its band (Ah = 0) and drops only the AC refinement scans
@@ -60,7 +66,7 @@ size_t CJT_dc_only(const unsigned char *in, size_t length, unsigned char *out);
 /// as a file whose progression stopped early: every coefficient is there, the AC
 /// ones rounded towards zero by the first scans' point transform. For the 1/4 and
 /// 1/2 scale decodes of progressive files (docs/coder.md gives the quality).
-size_t CJT_scan_filter(const unsigned char *in, size_t length, unsigned char *out, int keepFirstAC);
+size_t CJT_scan_filter(const unsigned char *in, size_t length, int maxScans, unsigned char *out, int keepFirstAC);
 
 // 2. libjpeg calls (libjpeg_calls.c). Functions return 0 on success and -1 on
 // failure, with the reason in the context's message.
@@ -94,8 +100,13 @@ unsigned char *CJT_icc_profile(CJT_context *context, unsigned int *length);
 /// The output size at scale `numerator`/8 (1...16), without decoding.
 void CJT_scaled_size(CJT_context *context, int numerator, int *width, int *height);
 /// Decodes at scale `numerator`/8 into a buffer it mallocs (free with CJT_free):
-/// RGB for colour files, grey for grey ones; block smoothing off.
-int CJT_decode(CJT_context *context, int numerator, unsigned char **pixels, int *width, int *height, int *bands, int *truncated);
+/// RGB for colour files, grey for grey ones; block smoothing off. A file with
+/// more than `maxScans` scans (0: no limit) is refused. Reads what the rows
+/// need: a single-scan file's tail after its last row is not read, as libvips'
+/// loader does not read it; a multi-scan file is read to its EOI.
+int CJT_decode(CJT_context *context, int numerator, int maxScans, unsigned char **pixels, int *width, int *height, int *bands, int *truncated);
+/// The warnings libjpeg gave on this context (corrupt data it decoded past).
+long CJT_warnings(CJT_context *context);
 /// The reason for the last failure of a call on this context.
 const char *CJT_message(CJT_context *context);
 void CJT_free(void *pointer);

@@ -13,7 +13,8 @@
 /// are not copied: they must outlive every image made from them.
 /// `pages`: 0 leaves the loader's default, -1 every page, n the first n pages.
 /// `shrink`: JPEG shrink-on-load factor (2, 4, 8); <= 1 leaves it unset.
-VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale);
+/// `jpeg`: the bytes are a JPEG (its loader is told `unlimited`: warnings never fail it).
+VipsImage *CVips_new_from_buffer(const void *buf, size_t len, int pages, int fail_on, int shrink, double scale, int jpeg);
 
 /// Whether the named operation is marked untrusted (SVG, PDF, ...).
 int CVips_is_untrusted(const char *name);
