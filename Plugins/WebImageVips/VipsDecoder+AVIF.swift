@@ -56,6 +56,7 @@ extension VipsDecoder {
         return ImageInfo(
             format: .avif,
             pixelSize: PixelSize(width: Int(image.width), height: Int(image.height)),
+            storedPixelSize: PixelSize(width: Int(image.stored_width), height: Int(image.stored_height)),
             storedOrientation: .up,
             frameDurations: image.frames > 1 ? result.delays.map { .milliseconds(Self.shownDelay($0)) } : [.zero],
             loopCount: image.frames > 1 ? 0 : 1,

@@ -40,6 +40,8 @@ extension ImageEndpoint {
 extension ImageInfo {
     /// The fields `webimage info --json` prints and the endpoint's `info` answers:
     /// `format`, `pixelWidth`, `pixelHeight` (upright, EXIF orientation applied),
+    /// `storedPixelWidth` and `storedPixelHeight` (only where the file stores
+    /// another size: before its orientation or crop, `ImageInfo/storedPixelSize`),
     /// `width`, `height` and `scale` (points at the URL's `@2x`/`@3x` scale),
     /// `frameCount`, `frameDurations` (seconds), `loopCount`, `orientation` (the
     /// stored EXIF value), `hasAlpha`, `hasColorProfile`, `colorSpace`,
@@ -58,6 +60,10 @@ extension ImageInfo {
             "colorSpace": colorSpace,
             "cacheType": cacheType.rawValue,
         ]
+        if storedPixelSize != pixelSize {
+            fields["storedPixelWidth"] = storedPixelSize.width
+            fields["storedPixelHeight"] = storedPixelSize.height
+        }
         if let placeholders {
             fields["blurHash"] = placeholders.blurHash
             fields["thumbHash"] = placeholders.thumbHashBase64

@@ -40,6 +40,10 @@ struct ServeCommandTests {
         let info = try JSONSerialization.jsonObject(with: try await get("/info?url=\(encoded("oriented-6.jpg"))").data) as? [String: Any]
         #expect(info?["orientation"] as? Int == 6)
         #expect((info?["pixelWidth"] as? Int ?? 0) > (info?["pixelHeight"] as? Int ?? 0), "upright: the sample is landscape, stored rotated")
+        #expect(info?["storedPixelWidth"] as? Int == info?["pixelHeight"] as? Int && info?["storedPixelHeight"] as? Int == info?["pixelWidth"] as? Int,
+                "the stored size beside it")
+        let plainInfo = try JSONSerialization.jsonObject(with: try await get("/info?url=\(encoded("photo-1.jpg"))").data) as? [String: Any]
+        #expect(plainInfo?["pixelWidth"] != nil && plainInfo?["storedPixelWidth"] == nil, "no stored size where it is the same")
         let metrics = String(decoding: try await get("/metrics").data, as: UTF8.self)
         #expect(metrics.contains("thumbnail_responses_total{source=\"network\"} 1"), "\(metrics.prefix(2000))")
         // The gauges: what the process and the service hold now.

@@ -60,7 +60,7 @@ struct AVIFTests {
         return try [colour(image, w / 4, h / 4), colour(image, 3 * w / 4, h / 4), colour(image, 3 * w / 4, 3 * h / 4), colour(image, w / 4, 3 * h / 4)]
     }
 
-    @Test("irot, imir and their combination come out as displayed; info reports the displayed size")
+    @Test("irot, imir and their combination come out as displayed; info reports the displayed size, and the stored one")
     func orientation() throws {
         let source = Fixtures.quadrants(width: 64, height: 32)  // red green / blue white
         let cases: [([String], PixelSize, [Colour?])] = [
@@ -78,7 +78,8 @@ struct AVIFTests {
             let image = try Fixtures.coder.decode(data, options: DecodeOptions())
             #expect(image.pixelSize == size, "\(arguments): \(image.pixelSize)")
             #expect(try Self.quadrants(image) == expected, "\(arguments)")
-            #expect(try Fixtures.coder.info(data).pixelSize == size, "info \(arguments)")
+            let info = try Fixtures.coder.info(data)
+            #expect(info.pixelSize == size && info.storedPixelSize == PixelSize(width: 64, height: 32), "info \(arguments)")
         }
     }
 
@@ -86,8 +87,13 @@ struct AVIFTests {
     func crop() throws {
         let source = Fixtures.quadrants(width: 64, height: 32)
         // The right half: green over white.
-        let cropped = try Fixtures.coder.decode(try Self.avifenc([source], ["--crop", "32,0,32,32"]), options: DecodeOptions())
+        let croppedFile = try Self.avifenc([source], ["--crop", "32,0,32,32"])
+        let cropped = try Fixtures.coder.decode(croppedFile, options: DecodeOptions())
         #expect(cropped.pixelSize == PixelSize(32))
+        // info: the displayed size, and the stored (uncropped) one beside it.
+        let info = try Fixtures.coder.info(croppedFile)
+        #expect(info.pixelSize == PixelSize(32) && info.storedPixelSize == PixelSize(width: 64, height: 32))
+
         #expect(try Self.quadrants(cropped) == [.green, .green, .white, .white])
         let rotated = try Self.avifenc([source], ["--crop", "32,0,32,32", "--irot", "1"])
         #expect(try Self.quadrants(try Fixtures.coder.decode(rotated, options: DecodeOptions())) == [.green, .white, .white, .green])

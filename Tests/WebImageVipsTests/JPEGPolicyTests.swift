@@ -28,9 +28,12 @@ struct JPEGPolicyTests {
         (1, TurboJPEGEncode(restartInterval: 1)),
     ]
 
-    static func fixture(_ index: Int) throws -> Data {
+    /// A file of layout `index`; `large` ones are big enough for a 64-pixel
+    /// thumbnail to take the DC decoder.
+    static func fixture(_ index: Int, large: Bool = false) throws -> Data {
         let layout = layouts[index]
-        return try layout.encode.encode(TurboJPEGCoderTests.smooth(width: 131 + 16 * index, height: 97 + 8 * index, channels: layout.channels))
+        let width = (large ? 600 : 131) + 16 * index, height = (large ? 520 : 97) + 8 * index
+        return try layout.encode.encode(TurboJPEGCoderTests.smooth(width: width, height: height, channels: layout.channels))
     }
 
     /// Offsets of every marker (0xFF then neither 0x00, a fill byte nor a restart marker).
@@ -177,8 +180,8 @@ struct JPEGPolicyTests {
     }
 
     /// Each named break, what it is, and whether the file decodes.
-    static func namedBreaks() throws -> [(name: String, data: Data, decodes: Bool)] {
-        let progressive = try fixture(0), baseline = try fixture(5), restarts = try fixture(8)
+    static func namedBreaks(large: Bool = false) throws -> [(name: String, data: Data, decodes: Bool)] {
+        let progressive = try fixture(0, large: large), baseline = try fixture(5, large: large), restarts = try fixture(8, large: large)
         var breaks: [(String, Data, Bool)] = []
         func with(_ data: Data, _ change: (inout [UInt8]) -> Void) -> Data {
             var bytes = [UInt8](data)
@@ -234,6 +237,45 @@ struct JPEGPolicyTests {
             let result = Result { try turbo.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(16))) }
             #expect(((try? result.get()) != nil) == decodes, "\(name): \(result)")
         }
+    }
+
+    @Test("the tool's load (a full decode) and serve (64-pixel thumbnails: the DC decoder, libjpeg) give the library's answer for broken JPEGs")
+    func doorsAgree() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("jpeg-doors-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var files = try Self.namedBreaks(large: true).enumerated().map { ("break-\($0.offset).jpg", $0.element.data) }
+        for layout in [0, 2, 5, 6] {
+            for (n, mutant) in Self.mutants(of: try Self.fixture(layout, large: true), count: 12, seed: UInt64(layout) &+ 7).enumerated() {
+                files.append(("mutant-\(layout)-\(n).jpg", mutant))
+            }
+        }
+        // What the library says: the manifest the doors are held to.
+        var manifest: [String: [String: Any]] = [:], refused = 0
+        for (name, data) in files {
+            try data.write(to: directory.appendingPathComponent(name))
+            do {
+                let size = try turbo.decode(data, options: DecodeOptions()).pixelSize
+                manifest[name] = ["refused": false, "size": [size.width, size.height], "frames": 1]
+            } catch {
+                manifest[name] = ["refused": true]
+                refused += 1
+            }
+        }
+        #expect(refused > 5 && refused < files.count - 5, "\(refused) of \(files.count) refused")
+        try JSONSerialization.data(withJSONObject: manifest).write(to: directory.appendingPathComponent("manifest.json"))
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Conformance/run.py")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, "--tool", Tool.executable, directory.path]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        #expect(text.contains("conformance: \(files.count) files (\(refused) to refuse)") && text.contains(": 0 failures"), "\(text)")
     }
 
     @Test("more than 256 scans is refused by every path before a decoder reads it; 200 decode")

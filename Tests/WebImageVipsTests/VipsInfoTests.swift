@@ -14,6 +14,9 @@ struct VipsInfoTests {
         let oriented = try coder.info(try Fixtures.orientedJPEG(6, width: 64, height: 32))
         #expect(oriented.format == .jpeg && oriented.storedOrientation == .right)
         #expect(oriented.pixelSize == PixelSize(width: 32, height: 64), "upright, as a decode gives it")
+        #expect(oriented.storedPixelSize == PixelSize(width: 64, height: 32), "and as the file stores it")
+        let decoded = ImageInfo(try coder.decode(try Fixtures.orientedJPEG(6, width: 64, height: 32), options: DecodeOptions()))
+        #expect(decoded.pixelSize == oriented.pixelSize && decoded.storedPixelSize == oriented.storedPixelSize, "described from a decode: the same")
         #expect(oriented.frameCount == 1 && !oriented.hasAlpha && oriented.colorSpace == "srgb" && !oriented.hasColorProfile)
 
         let gif = try coder.info(try Fixtures.animated(.gif, delays: [100, 5, 300], loop: 0, size: 20))

@@ -6,6 +6,10 @@ public struct ImageInfo: Sendable, Hashable {
     public var format: ImageFormat?
     /// The size upright, as a decode would give it (EXIF orientation applied).
     public var pixelSize: PixelSize
+    /// The size as the file stores it, before its orientation (EXIF, AVIF's
+    /// `irot`) and crop (AVIF's `clap`) are applied: ``pixelSize`` when they
+    /// change nothing, else what a viewer that ignores them would show.
+    public var storedPixelSize: PixelSize
     /// The orientation the file stores (EXIF), `.up` when it has none.
     public var storedOrientation: ImageOrientation
     /// Frame durations, one per frame (a still image has one of zero).
@@ -19,10 +23,14 @@ public struct ImageInfo: Sendable, Hashable {
     /// `cmyk`, `b-w`, `rgb16`, …); nil when the coder does not say.
     public var colorSpace: String?
 
-    public init(format: ImageFormat?, pixelSize: PixelSize, storedOrientation: ImageOrientation = .up, frameDurations: [Duration] = [.zero],
-                loopCount: Int = 1, hasAlpha: Bool, hasColorProfile: Bool = false, colorSpace: String? = nil) {
+    /// `storedPixelSize` nil: `pixelSize`, with its sides exchanged when
+    /// `storedOrientation` turns the image a quarter.
+    public init(format: ImageFormat?, pixelSize: PixelSize, storedPixelSize: PixelSize? = nil, storedOrientation: ImageOrientation = .up,
+                frameDurations: [Duration] = [.zero], loopCount: Int = 1, hasAlpha: Bool, hasColorProfile: Bool = false, colorSpace: String? = nil) {
         self.format = format
         self.pixelSize = pixelSize
+        self.storedPixelSize = storedPixelSize
+            ?? (storedOrientation.swapsDimensions ? PixelSize(width: pixelSize.height, height: pixelSize.width) : pixelSize)
         self.storedOrientation = storedOrientation
         self.frameDurations = frameDurations
         self.loopCount = loopCount
@@ -35,7 +43,11 @@ public struct ImageInfo: Sendable, Hashable {
 
     /// The description of a decoded image (for coders that cannot read headers alone).
     public init(_ image: Image) {
-        self.init(format: image.format, pixelSize: image.pixelSize, storedOrientation: image.storedOrientation,
+        // A decode applies the stored orientation (unless kept: then `orientation` is the stored one, not `.up`).
+        let turned = image.orientation == .up && image.storedOrientation.swapsDimensions
+        self.init(format: image.format, pixelSize: image.pixelSize,
+                  storedPixelSize: turned ? PixelSize(width: image.pixelSize.height, height: image.pixelSize.width) : image.pixelSize,
+                  storedOrientation: image.storedOrientation,
                   frameDurations: image.frames.map(\.duration), loopCount: image.loopCount, hasAlpha: image.hasAlpha)
     }
 }
