@@ -294,3 +294,39 @@ void CVips_route_log(CVips_log_handler handler) {
         g_log_set_handler(domains[i], levels, cvips_glib_log, NULL);
     }
 }
+
+/// See CVipsOps.h.
+int CVips_maplut_uchar(VipsImage *in, VipsImage **out, const unsigned char *lut, int bands) {
+    VipsImage *table = vips_image_new_from_memory_copy(lut, 256 * (size_t) bands, 256, 1, bands, VIPS_FORMAT_UCHAR);
+    if (!table) return -1;
+    int result = vips_maplut(in, out, table, NULL);
+    g_object_unref(table);
+    return result;
+}
+
+/// See CVipsOps.h.
+int CVips_recomb_uchar(VipsImage *in, VipsImage **out, const double *matrix, int n) {
+    VipsImage *m = vips_image_new_matrix_from_array(n, n, matrix, n * n);
+    if (!m) return -1;
+    VipsImage *combined = NULL, *rounded = NULL;
+    int result = vips_recomb(in, &combined, m, NULL) || vips_round(combined, &rounded, VIPS_OPERATION_ROUND_RINT, NULL)
+        || vips_cast(rounded, out, VIPS_FORMAT_UCHAR, NULL);
+    g_object_unref(m);
+    if (combined) g_object_unref(combined);
+    if (rounded) g_object_unref(rounded);
+    return result ? -1 : 0;
+}
+
+/// See CVipsOps.h.
+int CVips_pixelate(VipsImage *in, VipsImage **out, int size) {
+    int width = in->Xsize, height = in->Ysize;
+    int paddedWidth = (width + size - 1) / size * size, paddedHeight = (height + size - 1) / size * size;
+    VipsImage *padded = NULL, *shrunk = NULL, *zoomed = NULL;
+    int result = vips_embed(in, &padded, 0, 0, paddedWidth, paddedHeight, "extend", VIPS_EXTEND_COPY, NULL)
+        || vips_shrink(padded, &shrunk, (double) size, (double) size, NULL) || vips_zoom(shrunk, &zoomed, size, size, NULL)
+        || vips_extract_area(zoomed, out, 0, 0, width, height, NULL);
+    if (padded) g_object_unref(padded);
+    if (shrunk) g_object_unref(shrunk);
+    if (zoomed) g_object_unref(zoomed);
+    return result ? -1 : 0;
+}

@@ -19,6 +19,11 @@ public import WebImageVips
 /// | `pad:300x300`, `pad:300x300:000000`, `pad:300x300:none:north` | ``ImageTransformers/Pad`` (`none`: transparent) |
 /// | `trim`, `trim:25` | ``ImageTransformers/Trim`` |
 /// | `grey` (or `greyscale`, `gray`) | ``ImageTransformers/Greyscale`` |
+/// | `brightness:1.2` | ``ImageTransformers/Brightness`` (1 unchanged, 0 black) |
+/// | `contrast:1.5` | ``ImageTransformers/Contrast`` (1 unchanged, 0 flat grey) |
+/// | `saturation:0.5` (or `saturate`) | ``ImageTransformers/Saturation`` (1 unchanged, 0 grey) |
+/// | `gamma:2.2` | ``ImageTransformers/Gamma`` (1 unchanged, above 1 lighter mid-tones) |
+/// | `pixelate:12` | ``ImageTransformers/Pixelate`` (blocks of 12 pixels, times the DPR) |
 /// | `watermark:NAME[:gravity[:opacity[:margin]]]` | ``ImageTransformers/Watermark`` (NAME resolved by the caller) |
 /// | `dpr:2` | multiplies every size in the spec (resize, pad, crop, round, watermark margin) |
 ///
@@ -28,7 +33,9 @@ public import WebImageVips
 ///
 /// Every number is bounded, and out of bounds is a typed error naming the spec:
 /// sizes 1...``Limits/maxSide`` (after the DPR), blur 0...100, sharpen 0...10,
-/// trim 0...255, opacity 0...1, margin 0...10 000, DPR 0.1...5; and a spec has at
+/// trim 0...255, opacity 0...1, margin 0...10 000, DPR 0.1...5, brightness,
+/// contrast and saturation 0...10, gamma 0.1...10, pixelate 1...``Limits/maxSide``
+/// (after the DPR); and a spec has at
 /// most ``Limits/maxSteps`` steps. A server passes its own limits (its largest
 /// thumbnail side bounds every size in a spec: a pad, a crop, a resize).
 /// What the steps then cost in memory is bounded when they run
@@ -146,8 +153,21 @@ public enum TransformSpec {
             return ImageTransformers.Greyscale()
         case "watermark":
             return try step.watermark(watermark)
+        case "brightness":
+            return ImageTransformers.Brightness(try step.numbers(1, count: 1...1, within: 0...10)[0])
+        case "contrast":
+            return ImageTransformers.Contrast(try step.numbers(1, count: 1...1, within: 0...10)[0])
+        case "saturation", "saturate":
+            return ImageTransformers.Saturation(try step.numbers(1, count: 1...1, within: 0...10)[0])
+        case "gamma":
+            return ImageTransformers.Gamma(try step.numbers(1, count: 1...1, within: 0.1...10)[0])
+        case "pixelate":
+            let size = try step.side(try step.numbers(1, count: 1...1, within: 1...1e7)[0], "a block")
+            guard size >= 1 else { throw step.bad("a block of at least 1 pixel after the DPR") }
+            return ImageTransformers.Pixelate(size: size)
         default:
-            throw step.bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, dpr")
+            throw step.bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, "
+                           + "brightness, contrast, saturation, gamma, pixelate, dpr")
         }
     }
 }

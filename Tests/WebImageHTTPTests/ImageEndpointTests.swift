@@ -144,6 +144,27 @@ struct EndpointFailureTests {
         #expect(post.status == .methodNotAllowed && post.headerFields[.allow] == "GET, HEAD")
     }
 
+    @Test("colour steps through t=: each changes the answer, idempotent pairs answer the same bytes, a bad value is 400 naming the step")
+    func colourSteps() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        func png(_ steps: String) async -> ImageResponse {
+            await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=64&h=64&format=png" + (steps.isEmpty ? "" : "&t=\(steps)"))
+        }
+        let plain = await png("")
+        for steps in ["brightness:1.3", "contrast:0.5", "saturation:0", "gamma:2.2", "pixelate:8"] {
+            let answer = await png(steps)
+            #expect(answer.status == .ok && answer.body != plain.body && answer.headerFields[.eTag] != plain.headerFields[.eTag], "\(steps)")
+        }
+        // Black stays black under any other step; grey stays grey under any saturation: the same pixels, the same bytes.
+        #expect(await png("brightness:0").body == (await png("brightness:0;pixelate:4;contrast:1.5")).body)
+        #expect(await png("saturation:0").body == (await png("saturation:0;saturation:3")).body)
+        for bad in ["brightness:-1", "contrast:11", "saturation:x", "gamma:0", "pixelate:0"] {
+            let answer = await png(bad)
+            #expect(answer.status == .badRequest && (EndpointFixture.json(answer)["message"] as? String)?.contains(bad) == true, "\(bad): \(EndpointFixture.json(answer))")
+        }
+    }
+
     @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")
     func stepDoesNotFit() async throws {
         let f = try await EndpointFixture.make()

@@ -115,4 +115,15 @@ typedef void (*CVips_log_handler)(const char *domain, int level, const char *mes
 /// of their own) to `handler`, from whichever thread logs them.
 void CVips_route_log(CVips_log_handler handler);
 
+/// Maps each band of an 8-bit image through a table of its own: `lut` holds
+/// 256 entries per band, interleaved (entry i of band b at i * bands + b).
+int CVips_maplut_uchar(VipsImage *in, VipsImage **out, const unsigned char *lut, int bands);
+/// Each pixel's bands times the n x n `matrix` (row-major; n is the image's
+/// band count), rounded to the nearest and clamped to 8 bits.
+int CVips_recomb_uchar(VipsImage *in, VipsImage **out, const double *matrix, int n);
+/// Blocks of `size` x `size` pixels, each its mean (the image's last row and
+/// column repeated to fill the partial blocks at its edges; a box shrink, then
+/// a nearest-neighbour zoom), cut back to the input's size.
+int CVips_pixelate(VipsImage *in, VipsImage **out, int size);
+
 #endif

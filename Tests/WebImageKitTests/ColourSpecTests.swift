@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageKit
+import WebImageTestSupport
+import WebImageVips
+
+/// The colour steps through the spec grammar and the tool (their pixels:
+/// WebImageVipsTests' ColourAdjustmentTests; the service: ImageEndpointTests).
+@Suite("Colour steps in specs and the tool", .offCooperativePool)
+struct ColourSpecTests {
+    @Test("the spec grammar: each step with its bounds; bad values are invalidArgument naming the step")
+    func grammar() throws {
+        let chain = try TransformSpec.parse("brightness:1.2;contrast:0.8;saturation:0;gamma:2.2;pixelate:8")
+        #expect(chain.steps.map(\.key) == ["brightness(1.2)", "contrast(0.8)", "saturation(0.0)", "gamma(2.2)", "pixelate(8)"])
+        #expect(try TransformSpec.parse("saturate:2").key == "saturation(2.0)")
+        #expect(try TransformSpec.parse("dpr:2;pixelate:4").key == "pixelate(8)", "a block is a size: times the DPR")
+        for bad in ["brightness:-1", "brightness:11", "brightness:x", "brightness", "contrast:1,2", "saturation:nan", "gamma:0", "gamma:11",
+                    "pixelate:0", "pixelate:99999", "pixelate:-3", "pixelate:inf"] {
+            #expect {
+                try TransformSpec.parse(bad)
+            } throws: { error in
+                guard let error = error as? WebImageError else { return false }
+                return error.code == .invalidArgument && error.message.contains(bad)
+            }
+        }
+        // What they cost: a pass each; pixelate two.
+        let footprint = ImageFootprint(size: PixelSize(1000), bands: 3)
+        #expect(TransformCost.estimate(try TransformSpec.parse("brightness:2;pixelate:10"), input: footprint) == 3)
+    }
+
+    @Test("the tool: --transform saturation:0 writes a grey image, brightness:0 a black one; a bad value exits 2 naming it")
+    func tool() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let photo = samples.appendingPathComponent("photo-1.jpg").path
+        let out = tool.home.appendingPathComponent("out")
+        for (spec, check) in [("saturation:0", { (r: Int, g: Int, b: Int) in abs(r - g) <= 1 && abs(g - b) <= 1 }), ("brightness:0", { (r: Int, g: Int, b: Int) in r + g + b == 0 })] {
+            let result = try await tool.run(["load", "--json", "--store", "none", "--transform", "resize:64x64;\(spec)", "--format", "png", "--out", out.path, photo])
+            let file = try #require(result.lines.first?["output"] as? String, "\(result.stdout) \(result.stderr)")
+            let image = try VipsImageCoder().decode(try Data(contentsOf: URL(fileURLWithPath: file)), options: DecodeOptions())
+            let pixels = try #require(image.storage(as: VipsStorage.self)).pixels(frameHeight: image.pixelSize.height)
+            let n = pixels.channels
+            #expect(n >= 3 && (0..<pixels.size.area).allSatisfy { check(Int(pixels.bytes[$0 * n]), Int(pixels.bytes[$0 * n + 1]), Int(pixels.bytes[$0 * n + 2])) }, "\(spec)")
+        }
+        let bad = try await tool.run(["load", "--store", "none", "--transform", "gamma:0", photo])
+        #expect(bad.status == 2 && bad.stderr.contains("gamma:0"), "\(bad.stderr)")
+    }
+}
