@@ -11,7 +11,7 @@ extension ImageEndpoint {
     /// one load.
     func thumbnail(_ parameters: QueryParameters, _ request: HTTPRequest) async throws -> ImageResponse {
         let started = ContinuousClock.now
-        let query = try parse { try ThumbnailQuery(parameters, settings: settings) }
+        let query = try parse { try ThumbnailQuery(parameters, settings: settings, hints: Self.clientHints(request.headerFields)) }
         let cost = query.estimatedCost
         guard cost <= Double(settings.maxCost) else {
             throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows: ask for a smaller box or lighter steps"))
@@ -66,7 +66,7 @@ extension ImageEndpoint {
         ]
         if let modified = result.lastModified { headers[.lastModified] = HTTPDate.format(modified) }
         if let image = result.image { headers[.imageSize] = "\(image.pixelSize.width)x\(image.pixelSize.height)" }
-        if query.format == nil { headers[.vary] = "Accept" }
+        addVary(query, to: &headers)
         responses.increment(source)
         if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: result.lastModified) {
             return ImageResponse(status: .notModified, headerFields: headers)
@@ -114,10 +114,26 @@ extension ImageEndpoint {
             .imageFallback: "1",
             .imageSource: "fallback",
         ]
-        if query.format == nil { headers[.vary] = "Accept" }
+        addVary(query, to: &headers)
         if let seconds = failure.retryAfterSeconds { headers[.retryAfter] = String(seconds) }
         let status = settings.fallbackStatus.map { HTTPResponse.Status(code: $0) } ?? failure.responseStatus
         return ImageResponse(status: status, headerFields: headers, body: bytes)
+    }
+
+    /// `Vary`: `Accept` when the format was negotiated, and the client hints
+    /// consulted; and `Accept-CH` where hints are read.
+    func addVary(_ query: ThumbnailQuery, to headers: inout HTTPFields) {
+        let varies = (query.format == nil ? ["Accept"] : []) + query.hintsConsulted
+        if !varies.isEmpty { headers[.vary] = varies.joined(separator: ", ") }
+        if settings.clientHints && !settings.onlyPresets { headers[Self.acceptCH] = ThumbnailQuery.ClientHints.names.joined(separator: ", ") }
+    }
+
+    static let acceptCH = HTTPField.Name("Accept-CH")!
+
+    /// The request's client hints, as sent.
+    static func clientHints(_ fields: HTTPFields) -> ThumbnailQuery.ClientHints {
+        func value(_ name: String) -> String? { HTTPField.Name(name).flatMap { fields[$0] } }
+        return ThumbnailQuery.ClientHints(dpr: value("Sec-CH-DPR"), width: value("Sec-CH-Width"), viewportWidth: value("Sec-CH-Viewport-Width"))
     }
 
     /// Milliseconds with one decimal, without `String(format:)` (slow on Linux).

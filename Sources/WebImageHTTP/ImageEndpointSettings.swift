@@ -34,6 +34,8 @@ extension ImageEndpoint {
     /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails; read and checked at start-up (``FallbackImage``) |
     /// | `thumbnail.fallbackStatus` | `failure` | the fallback's status: the failure's own, or a number (`200`) |
     /// | `thumbnail.fallbackMaxAge` | `60s` | the fallback's `Cache-Control` max-age, short so that a CDN does not keep it |
+    /// | `thumbnail.clientHints` | `false` | read `Sec-CH-DPR`, `Sec-CH-Width` and `Sec-CH-Viewport-Width` where the query leaves `dpr` or `w` out, and ask for them (`Accept-CH`) (``ThumbnailQuery``) |
+    /// | `thumbnail.clientHintsWidthStep` | `100` | a hinted width is rounded up to a multiple of this, so that hints make at most `maxDimension / step` widths |
     public struct Settings: Sendable {
         public var allowedHosts = HostAllowList([])!
         public var maxDimension = 2048
@@ -85,6 +87,10 @@ extension ImageEndpoint {
         /// The fallback's status; nil answers the failure's own.
         public var fallbackStatus: Int?
         public var fallbackMaxAge: Duration = .seconds(60)
+        /// Client hints stand in for a request's missing `dpr` and `w` (``ThumbnailQuery/ClientHints``); off by default.
+        public var clientHints = false
+        /// A hinted width is rounded up to a multiple of this. Default 100.
+        public var clientHintsWidthStep = 100
         /// `t=`'s grammar; nil refuses `t=`.
         public var transformParser: TransformParser?
         /// How `placeholder` and `info?…&placeholder=1` make placeholders; nil
@@ -105,6 +111,7 @@ extension ImageEndpoint {
             "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
             "thumbnail.blockPrivateAddresses", "thumbnail.maxDownloadsPerOrigin", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
+            "thumbnail.clientHints", "thumbnail.clientHintsWidthStep",
         ]
         /// Key families: `thumbnail.presets.NAME` for any NAME.
         public static let keyFamilies: Set<String> = ["thumbnail.presets"]
@@ -170,6 +177,8 @@ extension ImageEndpoint {
                 fallbackStatus = code
             }
             if let age = try values.duration("thumbnail.fallbackMaxAge") { fallbackMaxAge = age }
+            if let hints = try values.bool("thumbnail.clientHints") { clientHints = hints }
+            if let step = try values.int("thumbnail.clientHintsWidthStep", minimum: 1) { clientHintsWidthStep = step }
             for name in presetNames {
                 let key = "thumbnail.presets.\(name)"
                 guard let text = values.text(key) else { continue }

@@ -16,6 +16,13 @@ public import WebImage
 /// | `s` | the signature, when the endpoint signs (``URLSigner``) |
 ///
 /// With `thumbnail.onlyPresets` a request may carry only `url`, `preset` and `s`.
+///
+/// With `thumbnail.clientHints` (and not `onlyPresets`), a request's client
+/// hints stand in for what its query leaves out (``ClientHints``): `Sec-CH-DPR`
+/// for `dpr`, `Sec-CH-Width` (else `Sec-CH-Viewport-Width` times the DPR) for
+/// `w`. A hinted DPR is rounded up to a half within 1...3 and a hinted width up
+/// to `thumbnail.clientHintsWidthStep`, so that hints make no more sizes than
+/// those steps: the derived key holds the resolved box, never a header.
 public struct ThumbnailQuery: Sendable {
     public var url: URL
     public var box: PixelSize
@@ -27,6 +34,47 @@ public struct ThumbnailQuery: Sendable {
     public var preset: String?
     /// `maxBytes=`: the size the encoding should fit (`EncodeOptions.maxBytes`).
     public var maxBytes: Int?
+    /// The client hints the box was resolved with, consulted because the query
+    /// left their parameter out: what the answer's `Vary` names beside `Accept`.
+    public var hintsConsulted: [String] = []
+
+    /// A request's client hints (RFC 8942; the values are numbers). A value
+    /// that is no positive finite number is ignored: a hint is advice, never
+    /// an error.
+    public struct ClientHints: Sendable, Hashable {
+        /// `Sec-CH-DPR`: device pixels per CSS pixel.
+        public var dpr: Double?
+        /// `Sec-CH-Width`: the image's intended width in device pixels.
+        public var width: Int?
+        /// `Sec-CH-Viewport-Width`: the viewport's width in CSS pixels.
+        public var viewportWidth: Int?
+
+        /// The hints asked for in `Accept-CH`, in this order.
+        public static let names = ["Sec-CH-DPR", "Sec-CH-Width", "Sec-CH-Viewport-Width"]
+        /// The DPRs a hint may resolve to: 1...3, in halves.
+        public static let dprRange = 1.0...3.0
+
+        public init(dpr: Double? = nil, width: Int? = nil, viewportWidth: Int? = nil) {
+            self.dpr = dpr
+            self.width = width
+            self.viewportWidth = viewportWidth
+        }
+
+        /// From the header values (nil for a header not sent).
+        public init(dpr: String?, width: String?, viewportWidth: String?) {
+            func number(_ text: String?) -> Double? {
+                guard let text, let value = Double(text.trimmingCharacters(in: .whitespaces)), value.isFinite, value > 0 else { return nil }
+                return value
+            }
+            func whole(_ text: String?) -> Int? { number(text).map { Int(min($0, 1e9).rounded(.up)) } }
+            self.init(dpr: number(dpr), width: whole(width), viewportWidth: whole(viewportWidth))
+        }
+
+        /// A hinted DPR as used: rounded up to a half, within ``dprRange``.
+        public static func resolvedDPR(_ value: Double) -> Double {
+            min(dprRange.upperBound, max(dprRange.lowerBound, (value * 2).rounded(.up) / 2))
+        }
+    }
 
     /// What answering it may cost, in megapixel passes, before the source is
     /// known: the box's pixels (the thumbnail made on decode), then the `t=`
@@ -84,15 +132,17 @@ public struct ThumbnailQuery: Sendable {
         return parameters.filling(from: preset)
     }
 
-    /// Parses a request's parameters (after ``resolve(_:settings:)``).
-    public init(_ parameters: QueryParameters, settings: ImageEndpoint.Settings) throws {
+    /// Parses a request's parameters (after ``resolve(_:settings:)``), with its
+    /// client hints where the settings read them (`clientHints`, not `onlyPresets`).
+    public init(_ parameters: QueryParameters, settings: ImageEndpoint.Settings, hints: ClientHints? = nil) throws {
         let parameters = try Self.resolve(parameters, settings: settings)
-        try self.init(sizing: parameters, url: try Self.sourceURL(parameters, schemes: settings.sourceSchemes), settings: settings)
+        let hints = settings.clientHints && !settings.onlyPresets ? hints ?? ClientHints() : nil
+        try self.init(sizing: parameters, url: try Self.sourceURL(parameters, schemes: settings.sourceSchemes), settings: settings, hints: hints)
         preset = parameters["preset"]
     }
 
     /// Everything but the URL: used for presets too, which are checked at start-up.
-    init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings) throws {
+    init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings, hints: ClientHints? = nil) throws {
         self.url = url
         var dpr = 1.0
         if let raw = parameters["dpr"] {
@@ -100,6 +150,9 @@ public struct ThumbnailQuery: Sendable {
                 throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5")
             }
             dpr = value
+        } else if let hints {
+            hintsConsulted.append("Sec-CH-DPR")
+            if let value = hints.dpr { dpr = ClientHints.resolvedDPR(value) }
         }
         let maxDimension = settings.maxDimension
         func side(_ name: String) throws -> Int? {
@@ -109,7 +162,16 @@ public struct ThumbnailQuery: Sendable {
             }
             return scaled
         }
-        let width = try side("w"), height = try side("h")
+        var width = try side("w")
+        let height = try side("h")
+        if width == nil, let hints {
+            hintsConsulted += ["Sec-CH-Width", "Sec-CH-Viewport-Width"]
+            // Sec-CH-Width is in device pixels already; the viewport's width in CSS pixels.
+            if let hinted = hints.width ?? hints.viewportWidth.map({ Int((Double($0) * dpr).rounded(.up)) }) {
+                let step = max(1, settings.clientHintsWidthStep)
+                width = min(maxDimension, (min(hinted, maxDimension) + step - 1) / step * step)
+            }
+        }
         guard width != nil || height != nil else {
             throw WebImageError(.invalidArgument, "the query needs w= or h= (or both), the box to fit the image in")
         }

@@ -165,6 +165,58 @@ struct EndpointFailureTests {
         }
     }
 
+    @Test("client hints: off by default; on, Sec-CH-DPR and Sec-CH-Width fill in dpr and w, rounded to steps, named in Vary, asked for in Accept-CH")
+    func clientHints() async throws {
+        func hints(_ dpr: String?, _ width: String?, _ viewport: String? = nil) -> HTTPFields {
+            var fields = HTTPFields()
+            if let dpr { fields[HTTPField.Name("Sec-CH-DPR")!] = dpr }
+            if let width { fields[HTTPField.Name("Sec-CH-Width")!] = width }
+            if let viewport { fields[HTTPField.Name("Sec-CH-Viewport-Width")!] = viewport }
+            return fields
+        }
+        let acceptCH = HTTPField.Name("Accept-CH")!
+        // Off (the default): hints change nothing and are not asked for.
+        let off = try await EndpointFixture.make()
+        defer { Task { await off.close() } }
+        let plain = await off.get("/thumbnail?url=\(off.source("photo-1.jpg"))&w=100&format=jpeg", hints("2", "900"))
+        #expect(plain.status == .ok && plain.headerFields[.imageSize]?.hasPrefix("100x") == true && plain.headerFields[acceptCH] == nil && plain.headerFields[.vary] == nil)
+
+        let f = try await EndpointFixture.make(["thumbnail.clientHints": "true"])
+        defer { Task { await f.close() } }
+        let url = f.source("photo-1.jpg")
+        // From the bytes: a repeat is answered from the cache, without X-Image-Size.
+        func width(_ answer: ImageResponse) -> Int? { answer.status == .ok ? (try? f.manager.configuration.coders.info(answer.body).pixelSize.width) : nil }
+        // Sec-CH-DPR stands in for dpr=, rounded up to a half within 1...3.
+        let doubled = await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("2", nil))
+        #expect(width(doubled) == 200 && doubled.headerFields[.vary] == "Sec-CH-DPR")
+        #expect(doubled.headerFields[acceptCH] == "Sec-CH-DPR, Sec-CH-Width, Sec-CH-Viewport-Width")
+        #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("2.625", nil))) == 300)
+        #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("9", nil))) == 300, "at most 3")
+        #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("0.2", nil))) == 100, "at least 1")
+        // The query's own dpr= wins, and then Vary does not name the hint.
+        let explicit = await f.get("/thumbnail?url=\(url)&w=100&dpr=1&format=jpeg", hints("2", nil))
+        #expect(width(explicit) == 100 && explicit.headerFields[.vary] == nil)
+        // Sec-CH-Width fills in w=, rounded up to the step (100); the viewport's width times the DPR without it.
+        let hinted = await f.get("/thumbnail?url=\(url)&h=2000&format=jpeg", hints(nil, "517"))
+        #expect(width(hinted) == 600 && hinted.headerFields[.vary] == "Sec-CH-DPR, Sec-CH-Width, Sec-CH-Viewport-Width")
+        #expect(width(await f.get("/thumbnail?url=\(url)&h=1000&format=jpeg", hints("2", nil, "250"))) == 500)
+        // No w=, h= or width hint: the same refusal as before.
+        #expect(await f.get("/thumbnail?url=\(url)&format=jpeg", hints("2", nil)).status == .badRequest)
+        // Values that are no positive number are ignored, never an error; huge ones stop at the limits.
+        for (dpr, hintedWidth) in [("abc", "-5"), ("nan", "0"), ("1e400", "1e400"), ("-2", "99999999999999999999"), ("", "")] {
+            let answer = await f.get("/thumbnail?url=\(url)&h=2000&format=jpeg", hints(dpr, hintedWidth))
+            #expect(answer.status == .ok || answer.status == .badRequest, "\(dpr) \(hintedWidth): \(answer.status)")
+            if let seen = width(answer) { #expect(seen <= 2048) }
+        }
+        // Hints cannot multiply cache entries past the steps: 60 distinct widths make at most 21 answers.
+        var tags = Set<String>()
+        for hintedWidth in stride(from: 37, through: 2048, by: 34) {
+            let answer = await f.get("/thumbnail?url=\(url)&h=2000&format=jpeg", hints(nil, String(hintedWidth)))
+            if let tag = answer.headerFields[.eTag] { tags.insert(tag) }
+        }
+        #expect(tags.count <= 21 && tags.count >= 10, "\(tags.count) answers")
+    }
+
     @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")
     func stepDoesNotFit() async throws {
         let f = try await EndpointFixture.make()
