@@ -99,8 +99,8 @@ int CVips_heifsave(VipsImage *in, void **buf, size_t *len, int quality, int loss
                                 "effort", effort, "subsample_mode", subsample, NULL);
 }
 
-int CVips_jxlsave(VipsImage *in, void **buf, size_t *len) {
-    return vips_jxlsave_buffer(in, buf, len, NULL);
+int CVips_jxlsave(VipsImage *in, void **buf, size_t *len, int quality, int effort, int lossless, int strip) {
+    return vips_jxlsave_buffer(in, buf, len, "Q", quality, "effort", effort, "lossless", lossless, "strip", strip, NULL);
 }
 
 /// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or

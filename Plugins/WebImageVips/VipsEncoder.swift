@@ -84,6 +84,8 @@ enum VipsEncoder {
             return try Vips.save("heifsave") {
                 CVips_heifsave(source.pointer, $0, $1, quality, options.lossless ? 1 : 0, strip, format == .avif ? 1 : 0, effort, subsample)
             }
+        case .jxl:
+            return try Vips.save("jxlsave") { CVips_jxlsave(source.pointer, $0, $1, quality, effort, options.lossless ? 1 : 0, strip) }
         default:
             throw WebImageError(.encodeFailed, "VipsImageCoder does not write \(format)")
         }

@@ -26,8 +26,9 @@ public import WebImage
 /// Calls block; the manager runs them on its blocking pool.
 public struct VipsImageCoder: ImageCoder {
     public struct Options: Sendable, Hashable {
-        /// Allow libvips loaders marked untrusted (SVG, PDF, ...). Off by default:
-        /// they parse complex formats with large attack surfaces.
+        /// Allow libvips loaders marked untrusted (SVG, PDF, JPEG XL, ...), and
+        /// its JPEG XL saver, which it marks untrusted too. Off by default: they
+        /// parse complex formats with large attack surfaces.
         public var allowUntrusted = false
         public init(allowUntrusted: Bool = false) { self.allowUntrusted = allowUntrusted }
     }
@@ -104,7 +105,7 @@ public struct VipsImageCoder: ImageCoder {
     public static let encodableFormats: Set<ImageFormat> = {
         let savers: [(ImageFormat, String)] = [
             (.jpeg, "jpegsave_buffer"), (.png, "pngsave_buffer"), (.gif, "gifsave_buffer"),
-            (.webp, "webpsave_buffer"), (.tiff, "tiffsave_buffer"),
+            (.webp, "webpsave_buffer"), (.tiff, "tiffsave_buffer"), (.jxl, "jxlsave_buffer"),
         ]
         var formats = Set(savers.filter { Vips.hasOperation($0.1) }.map(\.0))
         // heifsave exists whenever libheif does; which compressions work depends
@@ -120,7 +121,18 @@ public struct VipsImageCoder: ImageCoder {
         return Self.decodableFormats.contains(format)
     }
 
-    public func canEncode(_ format: ImageFormat) -> Bool { Self.encodableFormats.contains(format) }
+    /// The formats it writes: ``encodableFormats``, JPEG XL only with
+    /// ``Options/allowUntrusted`` (libvips marks its JPEG XL saver untrusted, as
+    /// it does the loader).
+    public func canEncode(_ format: ImageFormat) -> Bool {
+        Self.encodableFormats.contains(format) && (options.allowUntrusted || !Self.untrustedSavers.contains(format))
+    }
+
+    /// Formats whose libvips saver is marked untrusted.
+    static let untrustedSavers: Set<ImageFormat> = {
+        guard (try? Vips.ensureInitialized()) != nil else { return [] }
+        return Set([(ImageFormat.jxl, "jxlsave_buffer")].filter { CVips_is_untrusted($0.1) != 0 }.map(\.0))
+    }()
 
     public func decode(_ data: Data, options: DecodeOptions) throws -> Image {
         try withDecoder(data, options: options) { try $0.decode() }
@@ -190,6 +202,9 @@ public struct VipsImageCoder: ImageCoder {
 
     public func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
         try Vips.ensureInitialized()
+        if Self.encodableFormats.contains(format), !canEncode(format) {
+            throw WebImageError(.unsupportedFormat, "\(format) is written by a saver libvips marks untrusted; set vips.allowUntrusted = true (VipsImageCoder.Options.allowUntrusted) to write it")
+        }
         guard canEncode(format) else {
             throw WebImageError(.encodeFailed, "libvips here cannot write \(format); it writes \(Self.encodableFormats.map(\.rawValue).sorted().joined(separator: ", "))")
         }

@@ -37,7 +37,7 @@ public struct ImageEndpoint: Sendable {
     public let manager: ImageManager
     public let settings: Settings
     public var logger: Logger
-    /// What `format=auto` may answer in: the formats the manager's coders write.
+    /// What `format=auto` may answer in: `thumbnail.formats` that the manager's coders write.
     let autoFormats: Set<ImageFormat>
     let ceiling: RequestCeiling
     /// The heavy work rendered at once across requests (`thumbnail.maxCostInFlight`).
@@ -55,7 +55,7 @@ public struct ImageEndpoint: Sendable {
         self.settings = settings
         self.logger = logger
         let coders = manager.configuration.coders
-        autoFormats = Set(ThumbnailQuery.formats.filter { coders.encoder(for: $0) != nil })
+        autoFormats = Set(settings.formats.filter { coders.encoder(for: $0) != nil })
         ceiling = RequestCeiling(settings.maxInFlight)
         work = WorkBudget(limit: Double(settings.maxCostInFlight))
         originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil

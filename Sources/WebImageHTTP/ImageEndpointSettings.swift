@@ -18,6 +18,7 @@ extension ImageEndpoint {
     /// | `thumbnail.allowedHosts` | empty: nothing | hosts the endpoint fetches from (``HostAllowList``), checked at every redirect too |
     /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted, and every size in `t=` |
     /// | `thumbnail.defaultFormat` | `auto` | the format when the request names none |
+    /// | `thumbnail.formats` | `avif,webp,jpeg,png,gif` | the formats answered, by `format=` and by negotiation; add `jxl` to answer JPEG XL to clients that name it (opt-in) |
     /// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: only signed URLs are answered (``URLSigner``) |
     /// | `thumbnail.cacheMaxAge` | `1d` | `Cache-Control: public, max-age=…` of images, placeholders and infos |
     /// | `thumbnail.maxSteps` | `8` | the most steps a `t=` spec may have |
@@ -41,6 +42,10 @@ extension ImageEndpoint {
         public var maxDimension = 2048
         /// nil: `auto`, negotiated per request from `Accept`.
         public var defaultFormat: ImageFormat? = nil
+        /// The formats answered, by `format=` and by negotiation (those the
+        /// coders write). Default ``ThumbnailQuery/defaultFormats``: AVIF, WebP,
+        /// JPEG, PNG, GIF; JPEG XL is opt-in.
+        public var formats: [ImageFormat] = ThumbnailQuery.defaultFormats
         public var cacheMaxAge: Duration = .seconds(86_400)
         /// Requests answered at once; the next is answered 503 at once. Each can hold
         /// a downloaded original while it waits for a decode thread, so this bounds
@@ -107,7 +112,7 @@ extension ImageEndpoint {
 
         /// The keys the settings read (``init(config:presetNames:)``).
         public static let keys: Set<String> = [
-            "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.cacheMaxAge",
+            "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.formats", "thumbnail.cacheMaxAge",
             "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
             "thumbnail.blockPrivateAddresses", "thumbnail.maxDownloadsPerOrigin", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
@@ -132,9 +137,20 @@ extension ImageEndpoint {
                 allowedHosts = list
             }
             if let size = try values.int("thumbnail.maxDimension", minimum: 1) { maxDimension = size }
+            if let names = values.list("thumbnail.formats") {
+                var chosen: [ImageFormat] = []
+                for name in names {
+                    guard let format = ThumbnailQuery.format(named: name) ?? nil else {
+                        throw values.invalid("thumbnail.formats", names.joined(separator: ","), "a list of \(ThumbnailQuery.formats.map(\.rawValue).joined(separator: ", "))")
+                    }
+                    if !chosen.contains(format) { chosen.append(format) }
+                }
+                guard !chosen.isEmpty else { throw values.invalid("thumbnail.formats", "", "at least one format") }
+                formats = chosen
+            }
             if let name = values.text("thumbnail.defaultFormat") {
-                guard let format = ThumbnailQuery.format(named: name) else {
-                    throw values.invalid("thumbnail.defaultFormat", name, "auto, avif, webp, jpeg, png or gif")
+                guard let format = ThumbnailQuery.format(named: name), format.map(formats.contains) ?? true else {
+                    throw values.invalid("thumbnail.defaultFormat", name, "auto or one of thumbnail.formats (\(formats.map(\.rawValue).joined(separator: ", ")))")
                 }
                 defaultFormat = format
             }

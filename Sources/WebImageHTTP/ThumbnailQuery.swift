@@ -7,7 +7,7 @@ public import WebImage
 /// | --- | --- |
 /// | `url` | the image, http or https (or a scheme in ``ImageEndpoint/Settings/schemes``) |
 /// | `w`, `h` | the box, 1 to `thumbnail.maxDimension` (after `dpr`); a missing side is unbounded up to the maximum |
-/// | `format` | `auto` (from `Accept`, the default), `avif`, `webp`, `jpeg`, `png`, `gif` |
+/// | `format` | `auto` (from `Accept`, the default), or one of `thumbnail.formats` (`avif`, `webp`, `jpeg`, `png`, `gif`; `jxl` where added) |
 /// | `crop` | `centre`, `attention`, `entropy` or `fp:X:Y`: fill the `w`x`h` box exactly, cropping to that part (needs both sides) |
 /// | `dpr` | 0.1 to 5: multiplies `w` and `h` (and the sizes in `t`) for high-density screens |
 /// | `t` | transformers after the thumbnail (`sharpen;round:12`), when the endpoint has a parser for them |
@@ -88,8 +88,11 @@ public struct ThumbnailQuery: Sendable {
     /// The largest `maxBytes` accepted (64 MiB, the loader's default response limit).
     public static let maxBytesLimit = 64 << 20
 
-    /// The formats a thumbnail can be asked in by name.
-    public static let formats: [ImageFormat] = [.avif, .webp, .jpeg, .png, .gif]
+    /// Every format a service can answer in (``ImageEndpoint/Settings/formats`` picks from these).
+    public static let formats: [ImageFormat] = [.avif, .webp, .jpeg, .png, .gif, .jxl]
+    /// The formats a service answers in unless configured (`thumbnail.formats`):
+    /// JPEG XL is opt-in, as its input is (docs/coder.md).
+    public static let defaultFormats: [ImageFormat] = [.avif, .webp, .jpeg, .png, .gif]
 
     /// The parameters a request may carry under `thumbnail.onlyPresets`.
     public static let presetOnlyParameters: Set<String> = ["url", "preset", "s"]
@@ -184,8 +187,8 @@ public struct ThumbnailQuery: Sendable {
             crop = focus
         }
         if let name = parameters["format"] {
-            guard let format = Self.format(named: name) else {
-                throw WebImageError(.invalidArgument, "format='\(name)' is not auto, avif, webp, jpeg, png or gif")
+            guard let format = Self.format(named: name), format.map(settings.formats.contains) ?? true else {
+                throw WebImageError(.invalidArgument, "format='\(name)' is not auto or one this service answers: \(settings.formats.map(\.rawValue).joined(separator: ", "))")
             }
             self.format = format
         } else {

@@ -52,6 +52,11 @@ extension ImageEndpoint {
         if settings.allowedHosts.patterns.isEmpty {
             logger.warning("thumbnail.allowedHosts is empty: every image request will be refused with 403")
         }
+        // JPEG XL is opt-in twice: named in thumbnail.formats, and written only by a
+        // coder allowed libvips' untrusted saver. One without the other is a mistake.
+        if settings.formats.contains(.jxl), manager.configuration.coders.encoder(for: .jxl) == nil {
+            throw WebImageError(.invalidArgument, "thumbnail.formats names jxl, which no coder here writes: JPEG XL is written only with vips.allowUntrusted = true")
+        }
         return ImageEndpoint(manager: manager, settings: settings, logger: logger)
     }
 }

@@ -29,7 +29,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Transformers joined with ';' (docs/tool.md lists them): resize:WxH[:fit|fill|stretch][:attention|entropy], crop:x,y,w,h, rotate:deg, flip:h|v, round:r, blur:s, tint:r,g,b[,a], sharpen[:s], flatten[:colour], pad:WxH[:colour[:gravity]], trim[:threshold], grey, watermark:path[:gravity[:opacity[:margin]]], dpr:n.")
     var transform: String?
 
-    @Option(help: "Output format of thumbnails, transforms and --out: jpeg, png, webp, gif, avif, heic, tiff. A result with alpha is never written as JPEG: it becomes PNG (flatten it first to get JPEG).")
+    @Option(help: "Output format of thumbnails, transforms and --out: jpeg, png, webp, gif, avif, heic, tiff, jxl. A result with alpha is never written as JPEG: it becomes PNG (flatten it first to get JPEG).")
     var format: String?
 
     @Option(help: "Output quality, 1-100 (default: encode.quality, 90).")
@@ -65,7 +65,7 @@ struct LoadCommand: AsyncParsableCommand {
     func validate() throws {
         if inputs.isEmpty && inputFile == nil { throw ValidationError("give inputs, or --input-file") }
         if let thumbnail, PixelSize(parsing: thumbnail) == nil { throw ValidationError("--thumbnail takes WxH or N, not '\(thumbnail)'") }
-        if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp, gif, avif, heic or tiff, not '\(format)'") }
+        if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp, gif, avif, heic, tiff or jxl, not '\(format)'") }
         if let quality, !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
         if let effort, !(0...9).contains(effort) { throw ValidationError("--effort takes 0 to 9") }
         if let background, RGBColor(parsing: background) == nil { throw ValidationError("--background takes a colour such as ffffff, #fff, 255,255,255 or white, not '\(background)'") }

@@ -2,7 +2,9 @@ import Foundation
 import HTTPTypes
 import Testing
 import WebImage
+import WebImageConfiguration
 import WebImageHTTP
+import WebImageKit
 import WebImageTestSupport
 
 @Suite("ImageEndpoint: thumbnails, negotiation and validators")
@@ -215,6 +217,46 @@ struct EndpointFailureTests {
             if let tag = answer.headerFields[.eTag] { tags.insert(tag) }
         }
         #expect(tags.count <= 21 && tags.count >= 10, "\(tags.count) answers")
+    }
+
+    @Test("JPEG XL out is opt-in: refused by name and never negotiated by default; with thumbnail.formats and vips.allowUntrusted, first for clients that name it")
+    func jpegXLOutput() async throws {
+        let safari = "image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5"
+        let chrome = "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8"
+        let plain = try await EndpointFixture.make()
+        defer { Task { await plain.close() } }
+        let named = await plain.get("/thumbnail?url=\(plain.source("photo-1.jpg"))&w=64&format=jxl")
+        #expect(named.status == .badRequest && (EndpointFixture.json(named)["message"] as? String)?.contains("avif, webp, jpeg, png, gif") == true)
+        let negotiated = await plain.get("/thumbnail?url=\(plain.source("photo-1.jpg"))&w=64", [.accept: safari])
+        #expect(negotiated.headerFields[.contentType] == "image/avif", "not JPEG XL unless the service opts in")
+
+        let f = try await EndpointFixture.make(["vips.allowUntrusted": "true", "thumbnail.formats": "jxl,avif,webp,jpeg,png,gif"])
+        defer { Task { await f.close() } }
+        let url = f.source("photo-1.jpg")
+        let jxl = await f.get("/thumbnail?url=\(url)&w=64", [.accept: safari])
+        #expect(jxl.status == .ok && jxl.headerFields[.contentType] == "image/jxl" && ImageFormat.sniff(jxl.body) == .jxl)
+        #expect(jxl.headerFields[.vary] == "Accept")
+        let avif = await f.get("/thumbnail?url=\(url)&w=64", [.accept: chrome])
+        #expect(avif.headerFields[.contentType] == "image/avif" && avif.headerFields[.eTag] != jxl.headerFields[.eTag], "one cache entry per answer")
+        #expect(await f.get("/thumbnail?url=\(url)&w=64&format=jxl").headerFields[.contentType] == "image/jxl")
+        // An animation asked for in JPEG XL: negotiation gives animated WebP instead.
+        #expect(await f.get("/thumbnail?url=\(f.source("spinner.gif"))&w=32", [.accept: safari]).headerFields[.contentType] == "image/webp")
+
+        // Named without a coder that writes it: start-up stops, naming the key that would.
+        func configured(_ flags: [String: String]) async throws -> ImageEndpoint {
+            var all = ["thumbnail.allowedHosts": "127.0.0.1", "store.kind": "none"]
+            all.merge(flags) { _, new in new }
+            let config = try await ConfigLayers.reader(flags: all, file: nil, environment: [:],
+                                                       knownKeys: PluginCatalog.standard.knownKeys.union(ImageEndpoint.Settings.standardKeys),
+                                                       keyFamilies: ImageEndpoint.Settings.keyFamilies)
+            return try ImageEndpoint.configured(config: config)
+        }
+        await #expect { _ = try await configured(["thumbnail.formats": "webp,jxl"]) } throws: { error in
+            (error as? WebImageError)?.code == .invalidArgument && (error as? WebImageError)?.message.contains("vips.allowUntrusted") == true
+        }
+        await #expect { _ = try await configured(["thumbnail.formats": "webp,bmp"]) } throws: { ($0 as? WebImageError)?.message.contains("thumbnail.formats") == true }
+        await #expect { _ = try await configured(["thumbnail.defaultFormat": "jxl"]) } throws: { ($0 as? WebImageError)?.message.contains("thumbnail.defaultFormat") == true }
+        _ = try await configured(["thumbnail.formats": "webp,jxl", "vips.allowUntrusted": "true"])
     }
 
     @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")

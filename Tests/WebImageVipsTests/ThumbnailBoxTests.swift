@@ -68,13 +68,13 @@ struct ThumbnailBoxTests {
     }
 }
 
-/// JPEG XL is opt-in (docs/coder.md, "Formats"): libvips marks its loader untrusted.
-@Suite("JPEG XL: refused by default, naming the key that allows it; decoded when allowed", .offCooperativePool)
+/// JPEG XL is opt-in (docs/coder.md, "Formats"): libvips marks its loader and saver untrusted.
+@Suite("JPEG XL: refused by default, naming the key that allows it; decoded and written when allowed", .offCooperativePool)
 struct JPEGXLTests {
     static func jxl(_ size: PixelSize) throws -> Data {
         Fixtures.ready()
-        // libvips marks the JPEG XL saver untrusted too, and the coder blocks those;
-        // the coder never saves JPEG XL, so unblocking the saver here changes nothing it does.
+        // libvips marks the JPEG XL saver untrusted too, and blocks it until a coder
+        // allows untrusted operations; a coder that does not still refuses to write JPEG XL itself.
         vips_operation_block_set("VipsForeignSaveJxl", 0)
         let pixels = ThumbnailBoxTests.pixels(size)
         let handle = try pixels.bytes.withUnsafeBytes { raw in
@@ -84,7 +84,7 @@ struct JPEGXLTests {
         defer { CVips_unref(handle) }
         var buffer: UnsafeMutableRawPointer?
         var length = 0
-        guard CVips_jxlsave(handle, &buffer, &length) == 0, let buffer else { throw Fixtures.Failure("jxlsave: \(String(cString: vips_error_buffer()))") }
+        guard CVips_jxlsave(handle, &buffer, &length, 75, 7, 0, 1) == 0, let buffer else { throw Fixtures.Failure("jxlsave: \(String(cString: vips_error_buffer()))") }
         defer { CVips_free(buffer) }
         return Data(bytes: buffer, count: length)
     }
@@ -105,5 +105,36 @@ struct JPEGXLTests {
         #expect(try allowing.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize == PixelSize(width: 64, height: 10))
         let limited = #expect(throws: WebImageError.self) { try allowing.decode(data, options: DecodeOptions(pixelLimit: 10_000)) }
         #expect(limited?.code == .pixelLimitExceeded, "the pixel limit holds from the header")
+    }
+
+    @Test("JPEG XL out: only a coder that allows untrusted savers writes it; the file decodes back close; alpha kept, an animation's first frame, maxBytes fitted")
+    func output() throws {
+        let image = Fixtures.image(ThumbnailBoxTests.pixels(PixelSize(width: 200, height: 120)))
+        let refusing = VipsImageCoder()
+        #expect(!refusing.canEncode(.jxl))
+        let refused = #expect(throws: WebImageError.self) { try refusing.encode(image, as: .jxl, options: EncodeOptions()) }
+        #expect(refused?.code == .unsupportedFormat && refused?.message.contains("vips.allowUntrusted") == true, "\(refused?.message ?? "")")
+        let allowing = VipsImageCoder(options: .init(allowUntrusted: true))
+        #expect(allowing.canEncode(.jxl))
+        let data = try allowing.encode(image, as: .jxl, options: EncodeOptions(quality: 90))
+        #expect(ImageFormat.sniff(data) == .jxl)
+        let back = try allowing.decode(data, options: DecodeOptions())
+        #expect(back.pixelSize == image.pixelSize)
+        let difference = try TurboJPEGCoderTests.difference(back, image)
+        #expect(difference.mean < 3, "mean difference \(difference.mean) at quality 90")
+        // Effort and quality are passed on: a lower quality is smaller.
+        #expect(try allowing.encode(image, as: .jxl, options: EncodeOptions(quality: 40)).count < data.count)
+        // Alpha survives; an animation becomes its first frame.
+        let rgba = PixelBuffer(size: PixelSize(32), channels: 4, bytes: (0..<(32 * 32 * 4)).map { UInt8(truncatingIfNeeded: $0 % 4 == 3 ? ($0 / 4) % 200 : $0 * 7) })
+        #expect(try allowing.decode(try allowing.encode(Fixtures.image(rgba), as: .jxl, options: EncodeOptions()), options: DecodeOptions()).hasAlpha)
+        let gif = try allowing.decode(try Fixtures.animated(.gif, delays: [100, 200], loop: 0, size: 24), options: DecodeOptions())
+        let still = try allowing.decode(try allowing.encode(gif, as: .jxl, options: EncodeOptions()), options: DecodeOptions())
+        #expect(still.frameCount == 1 && still.pixelSize == PixelSize(24))
+        // maxBytes: the highest quality whose file fits.
+        let target = try allowing.encode(image, as: .jxl, options: EncodeOptions(quality: 50)).count
+        var fitted = EncodeOptions(quality: 95)
+        fitted.maxBytes = target
+        let fit = try fitted.fitting(.jxl) { try allowing.encode(image, as: .jxl, options: $0) }
+        #expect(fit.count <= target && fit.count < data.count, "\(fit.count) bytes for a limit of \(target)")
     }
 }

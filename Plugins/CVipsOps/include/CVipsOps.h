@@ -55,8 +55,8 @@ void CAVIF_release(CAVIF_image *image);
 int CAVIF_encode_sequence(const unsigned char *pixels, int width, int height, int frames, int channels, const int *durations,
                           int quality, int speed, unsigned char **out, size_t *out_len, char *message, size_t message_len);
 void CAVIF_free(void *pointer);
-/// JPEG XL, for test fixtures only: the coder does not offer JPEG XL output.
-int CVips_jxlsave(VipsImage *in, void **buf, size_t *len);
+/// JPEG XL (libjxl through libvips' jxlsave): quality, effort 3...9, lossless, strip.
+int CVips_jxlsave(VipsImage *in, void **buf, size_t *len, int quality, int effort, int lossless, int strip);
 
 /// Pixels as they leave the pipeline: 8-bit sRGB (3 bands, 4 with alpha) or
 /// 8-bit grey (1 or 2 bands). An embedded profile is converted from (relative

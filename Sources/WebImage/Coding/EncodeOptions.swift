@@ -24,7 +24,8 @@ public struct EncodeOptions: Hashable, Sendable {
     /// ``DecodeOptions/keepColorProfile`` set to match.
     public var keepColorProfile: Bool = false
     /// CPU spent for smaller files, on the format's own scale: WebP's method
-    /// (0...6) and AVIF/HEIC's effort (0...9; higher is slower and smaller).
+    /// (0...6), AVIF/HEIC's effort (0...9; higher is slower and smaller) and
+    /// JPEG XL's (3...9 in libvips; lower values are taken as 3).
     /// Values over a format's top are taken as its top. nil: the format's
     /// default here (``defaultEffort(for:)``), chosen from the benchmark suite.
     public var effort: Int?
@@ -71,16 +72,20 @@ public struct EncodeOptions: Hashable, Sendable {
     /// 90, everything else as above.
     public static let derivedDefault = EncodeOptions(quality: 90)
 
-    /// The effort used when ``effort`` is nil: WebP 2, AVIF and HEIC 0. From
+    /// The effort used when ``effort`` is nil: WebP 2, AVIF and HEIC 0, JPEG XL 5. From
     /// `compare.py encoders` on a 2400x1600 photo at quality 80
     /// (docs/performance.md, "Encoders"): WebP effort 2 took 3.4x a JPEG's time
     /// for a file 3% larger than effort 4's at half its time; AVIF effort 0 took
     /// 3.8x, and efforts 2 and 4 took 16x and 101x for files no smaller on the
     /// photo (7% and 18% smaller on a synthetic image). libvips' own defaults
-    /// (WebP 4, AVIF 4) are what made WebP "20x slower than JPEG".
+    /// (WebP 4, AVIF 4) are what made WebP "20x slower than JPEG". JPEG XL
+    /// (libjxl 0.7) at effort 5 wrote the same file as effort 7 at 0.63x its CPU,
+    /// and a file 42% smaller than effort 3's at the same error (effort 3 needed
+    /// quality 87 to match effort 5's quality 80).
     public static func defaultEffort(for format: ImageFormat) -> Int {
         switch format {
         case .webp: 2
+        case .jxl: 5
         default: 0
         }
     }
@@ -88,13 +93,17 @@ public struct EncodeOptions: Hashable, Sendable {
     /// The effort for a format: ``effort`` or the default, within the format's range.
     public func effort(for format: ImageFormat) -> Int {
         let value = effort ?? Self.defaultEffort(for: format)
-        return format == .webp ? min(6, value) : value
+        switch format {
+        case .webp: return min(6, value)
+        case .jxl: return max(3, value)
+        default: return value
+        }
     }
 
     /// Encodes with `encode`, fitting ``maxBytes`` by the quality when it is set
     /// and `format` is lossy (see ``maxBytes``).
     public func fitting(_ format: ImageFormat, _ encode: (EncodeOptions) throws -> Data) rethrows -> Data {
-        guard let limit = maxBytes, !lossless, ([.jpeg, .webp, .avif, .heif] as [ImageFormat]).contains(format) else { return try encode(self) }
+        guard let limit = maxBytes, !lossless, ([.jpeg, .webp, .avif, .heif, .jxl] as [ImageFormat]).contains(format) else { return try encode(self) }
         var options = self
         let top = max(1, min(100, quality)), floor = max(1, min(top, minimumQuality))
         options.quality = top

@@ -66,7 +66,7 @@ extension ImageFormat {
 }
 
 /// What a client accepts, reduced to what decides the answer: the modern formats
-/// (AVIF, WebP) it names, in its order of preference, within an allowed set.
+/// (JPEG XL, AVIF, WebP) it names, in its order of preference, within an allowed set.
 /// Thousands of different `Accept` headers reduce to a handful of these, so a
 /// cache keyed by ``key`` keeps one entry per answer, not per header.
 ///
@@ -74,23 +74,26 @@ extension ImageFormat {
 /// result's format when it encodes it, from the image's alpha and animation
 /// (`format=auto` in the example server); answer with `Vary: Accept`.
 public struct AcceptedFormats: Hashable, Sendable {
-    /// AVIF and WebP as the client ranks them, those it does not accept left out.
+    /// JPEG XL, AVIF and WebP as the client ranks them, those it does not accept
+    /// or the allowed set lacks left out.
     public let modern: [ImageFormat]
     /// The formats the service may answer in.
     public let allowed: Set<ImageFormat>
 
-    /// Still images get AVIF, then WebP, when the client names them with a
+    /// Still images get JPEG XL (when allowed: a service opts in), then AVIF,
+    /// then WebP, when the client names them with a
     /// quality above zero (a bare `*/*` or `image/*` does not count: clients that
     /// send only those, curl or old browsers, may not show them), and otherwise
     /// JPEG, or PNG when the image has alpha. Animated images get animated WebP
     /// when accepted, else GIF. When the client gives the modern formats
     /// different `q` values, the higher wins. JPEG, PNG and GIF are answered even
     /// when the header leaves them out: every client shows them, and an image is
-    /// more use than a 406. Media types this does not know (`image/jxl`,
+    /// more use than a 406. JPEG XL is never chosen for an animation (it is
+    /// written as a still). Media types this does not know (`image/heic`,
     /// `video/*`) and malformed entries are ignored; only the first 64 entries are read.
     public init(accept: String?, allowed: Set<ImageFormat>) {
         let quality = ImageFormat.acceptedQualities(accept ?? "")
-        let ranked = [ImageFormat.avif, .webp].enumerated().compactMap { index, format -> (ImageFormat, Double, Int)? in
+        let ranked = [ImageFormat.jxl, .avif, .webp].enumerated().compactMap { index, format -> (ImageFormat, Double, Int)? in
             guard allowed.contains(format), let q = quality[format.mimeType], q > 0 else { return nil }
             return (format, q, index)
         }
@@ -108,7 +111,8 @@ public struct AcceptedFormats: Hashable, Sendable {
         return fallback.first { allowed.contains($0) } ?? (hasAlpha || isAnimated ? .png : .jpeg)
     }
 
-    /// `auto(avif,webp)`: part of derived keys. When the allowed set lacks one of
+    /// `auto(avif,webp)` (`auto(jxl,avif,webp)` for a client that names JPEG XL
+    /// where it is allowed): part of derived keys. When the allowed set lacks one of
     /// JPEG, PNG and GIF, the legacy formats it allows follow (`auto(webp;jpeg)`):
     /// they change the answer for a client that names no modern format, so a
     /// result made under one set is never served under another.

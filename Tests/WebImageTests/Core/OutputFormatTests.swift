@@ -68,6 +68,24 @@ struct OutputFormatTests {
         #expect(ImageFormat.negotiate(accept: Self.chrome, hasAlpha: false, isAnimated: false, allowed: []) == .jpeg, "an empty set still answers")
     }
 
+    @Test("JPEG XL: first for a client that names it where the set allows it, never for an animation; elsewhere the keys are as before")
+    func jpegXL() {
+        let withJXL = all.union([.jxl])
+        let safari17 = "image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5"
+        #expect(AcceptedFormats(accept: safari17, allowed: withJXL).modern == [.jxl, .avif, .webp])
+        #expect(AcceptedFormats(accept: safari17, allowed: withJXL).key == "auto(jxl,avif,webp)")
+        #expect(ImageFormat.negotiate(accept: safari17, hasAlpha: true, isAnimated: false, allowed: withJXL) == .jxl, "JPEG XL has alpha")
+        #expect(ImageFormat.negotiate(accept: safari17, hasAlpha: false, isAnimated: true, allowed: withJXL) == .webp, "animations: not JPEG XL")
+        // Not allowed (the default set): as if the client had not named it.
+        #expect(AcceptedFormats(accept: safari17, allowed: all).key == "auto(avif,webp)")
+        // A client's q values still rank it.
+        #expect(ImageFormat.negotiate(accept: "image/jxl;q=0.5,image/avif", hasAlpha: false, isAnimated: false, allowed: withJXL) == .avif)
+        #expect(ImageFormat.negotiate(accept: "image/jxl;q=0", hasAlpha: false, isAnimated: false, allowed: withJXL) == .jpeg)
+        #expect(ImageFormat.negotiate(accept: Self.chrome, hasAlpha: false, isAnimated: false, allowed: withJXL) == .avif, "Chrome does not name it")
+        // Effort: 5 by default, libvips' range 3...9.
+        #expect(EncodeOptions().effort(for: .jxl) == 5 && EncodeOptions(effort: 0).effort(for: .jxl) == 3 && EncodeOptions(effort: 9).effort(for: .jxl) == 9)
+    }
+
     @Test("Accept headers reduce to a few keys: one per answer, not per header")
     func acceptedKeys() {
         let keys = Set([Self.chrome, Self.firefox, Self.safari].map { AcceptedFormats(accept: $0, allowed: all).key })
