@@ -144,7 +144,7 @@ docs: deps
 # corpora, then runs each target for FUZZ_SECONDS. A finding stops with its input
 # in .build-fuzz/artifacts. CI runs `fuzz-ci` (a few seconds each).
 FUZZ_SECONDS ?= 120
-FUZZ_TARGETS := sniff header config cachekey decode turbojpeg negotiate transform s3
+FUZZ_TARGETS := sniff header config cachekey decode turbojpeg negotiate transform s3 svg
 FUZZ_BUILD := $(SWIFT) build --package-path Fuzz --scratch-path .build-fuzz --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address
 fuzz: deps
 	$(FUZZ_BUILD)

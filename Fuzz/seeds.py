@@ -96,6 +96,13 @@ def main():
                   'brightness:1.5;contrast:0.2;saturation:10;gamma:0.1', 'dpr:5;pixelate:512', 'pad:512x512:none;pixelate:3;gamma:10']
     for index, text in enumerate(transforms):
         write(os.path.join(out, 'transform'), f'{index:02}', text)
+    # SVGs for the sanitiser: scripts, links, CSS, entities, CDATA, broken markup.
+    svgs = ['<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>x()</script><rect onload="y()" width="10" height="10"/></svg>',
+            '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "b">]><svg>&a;</svg>',
+            '<svg><style><![CDATA[@import url(http://x/); .a{fill:url(#g)}]]></style><image xlink:href="http://x/y.png"/><use href="#g"/></svg>',
+            '<svg><text>&amp;&#x41;&evil;&lt;</text><image href="data:image/png;base64,AAAA"/></svg>', '<svg><rect></svg>']
+    for index, text in enumerate(svgs):
+        write(os.path.join(out, 'svg'), f'{index:02}', text)
     keys = ['https://example.com/photo@2x.jpg', 'https://h/a%402x.png?X-Amz-Signature=abc&w=1', 'file:///tmp/a@3x.gif',
             'http://h/dl/..%2F..%2Fowned.jpg', 'http://h/%2E%2E', 'http://h/a%00b.png', 'http://[::1]:8080/x.webp#frag',
             'test://host/a.timg#webimage(t=half)']

@@ -67,6 +67,9 @@ static void CJT_output_message(j_common_ptr common) { (void) common; }
 
 /// Reads an EXIF orientation from an APP1 payload ("Exif\0\0" then TIFF); 1 if
 /// there is none or the structure is broken. Every offset is bounds-checked.
+/// As libvips reads it (through libexif, which converts the tag to SHORT):
+/// one value of any integer type (BYTE, SHORT, LONG and their signed kinds),
+/// held in the entry itself; another count is no orientation.
 static int CJT_exif_orientation(const unsigned char *data, unsigned int length) {
     if (length < 14 || memcmp(data, "Exif\0\0", 6) != 0) return 1;
     const unsigned char *tiff = data + 6;
@@ -86,8 +89,11 @@ static int CJT_exif_orientation(const unsigned char *data, unsigned int length) 
     for (unsigned int i = 0; i < count; i++) {
         const unsigned char *entry = tiff + ifd + 2 + 12 * i;
         if (CJT_U16(entry) == 0x0112) {
-            unsigned int type = CJT_U16(entry + 2);
-            unsigned int value = type == 3 ? CJT_U16(entry + 8) : 0;
+            unsigned int type = CJT_U16(entry + 2), count = CJT_U32(entry + 4), value = 0;
+            if (count != 1) return 1;
+            if (type == 1 || type == 6) value = entry[8];                      // BYTE, SBYTE
+            else if (type == 3 || type == 8) value = CJT_U16(entry + 8);       // SHORT, SSHORT
+            else if (type == 4 || type == 9) value = CJT_U32(entry + 8);       // LONG, SLONG
             return value >= 1 && value <= 8 ? (int) value : 1;
         }
     }

@@ -17,8 +17,8 @@ struct VipsDecoder {
     var failOn: Int32 { Int32(options.allowTruncated ? VIPS_FAIL_ON_NONE.rawValue : VIPS_FAIL_ON_TRUNCATED.rawValue) }
     var pages: Int32 { isAnimatable ? (options.firstFrameOnly ? 1 : -1) : 0 }
 
-    func open(shrink: Int = 1) throws -> VipsHandle {
-        guard let image = CVips_new_from_buffer(bytes.baseAddress, bytes.count, pages, failOn, Int32(shrink), 0, format == .jpeg ? 1 : 0) else {
+    func open(shrink: Int = 1, scale: Double = 0) throws -> VipsHandle {
+        guard let image = CVips_new_from_buffer(bytes.baseAddress, bytes.count, pages, failOn, Int32(shrink), scale, format == .jpeg ? 1 : 0) else {
             throw Vips.error(.decodeFailed, "reading the \(format?.rawValue ?? "image") header")
         }
         return VipsHandle(image)
@@ -87,7 +87,10 @@ struct VipsDecoder {
 
         var box = options.thumbnailPixelSize
         var fill = !options.preserveAspectRatio && box != nil
-        if area > limitPixels {
+        // A vector page (SVG, PDF) is drawn at the thumbnail's size, never at the
+        // size it declares: only the box's pixels are made.
+        let drawnSmall = box != nil && (format == .svg || format == .pdf)
+        if area > limitPixels, !drawnSmall {
             guard options.scaleDownLargeImages else {
                 try full.check(pixelLimit: options.pixelLimit, memoryLimit: memoryLimit, step: "decoding \(width)x\(pageHeight)")
                 throw WebImageError(.pixelLimitExceeded, "\(full) is over the limits; pass .scaleDownLargeImages to decode it smaller")
@@ -145,6 +148,8 @@ struct VipsDecoder {
     /// What the header says, without decoding pixels (libvips loads lazily).
     func info() throws -> ImageInfo {
         if format == .avif && libavif { return try avifInfo() }
+        // What no decoder reads, info does not describe either (one answer per file).
+        if format == .jpeg { try VipsImageCoder.checkJPEGScans(bytes) }
         let header = try open()
         let pageHeight = header.pageHeight
         let pageCount = max(1, header.height / max(1, pageHeight))
@@ -157,7 +162,7 @@ struct VipsDecoder {
         }
         let size = PixelSize(width: header.width, height: pageHeight)
         let nick = vips_enum_nick(vips_interpretation_get_type(), CVips_interpretation(header.pointer))
-        return ImageInfo(
+        var info = ImageInfo(
             format: format,
             pixelSize: stored.swapsDimensions ? PixelSize(width: size.height, height: size.width) : size,
             storedOrientation: stored,
@@ -167,6 +172,8 @@ struct VipsDecoder {
             hasColorProfile: vips_image_get_typeof(header.pointer, "icc-profile-data") != 0,
             colorSpace: nick.map { String(cString: $0) }
         )
+        if !isAnimatable { info.pageCount = max(1, header.int("n-pages") ?? 1) }
+        return info
     }
 
     /// Frame durations (delays under 11 ms become 100 ms, as browsers do) and the loop count.
@@ -226,6 +233,10 @@ struct VipsDecoder {
             return (try image.inMemory(), 1)
         }
 
+        if format == .svg || format == .pdf {
+            return (try drawnSmall(header: header, target: target, box: box, fill: fill), 1)
+        }
+
         let loaderOptions = [isAnimatable ? "n=\(pages)" : nil, options.allowTruncated ? nil : "fail_on=truncated"].compactMap { $0 }.joined(separator: ",")
         // libvips' loaders shrink on load by a factor of their own (WebP, AVIF, HEIF),
         // and given both sides its thumbnail takes the larger shrink, which leaves the
@@ -252,6 +263,29 @@ struct VipsDecoder {
         let animated = image.height > image.pageHeight
         let focus = animated && options.cropFocus.isSmart ? CropFocus.centre : options.cropFocus
         return (try Self.eachFrame(image) { try Self.crop($0, to: box, focus: focus) }, 1)
+    }
+
+    /// The smallest scale librsvg and poppler draw at, through libvips.
+    static let minimumVectorScale = 0.001
+
+    /// An SVG or PDF page drawn at the scale of the thumbnail, then resized to it
+    /// exactly. libvips' own thumbnail asks the loader for the scale, and one
+    /// below the loader's minimum (0.001: a page that declares 100000 pixels
+    /// into 64) is refused by it and drawn at full size instead, which took 74 s.
+    /// Here the scale is clamped to that minimum and what it draws is checked
+    /// against the limits first.
+    func drawnSmall(header: VipsHandle, target: PixelSize, box: PixelSize, fill: Bool) throws -> VipsHandle {
+        let scale = max(Self.minimumVectorScale, Double(target.width) / Double(header.width), Double(target.height) / Double(header.height))
+        let drawn = PixelSize(width: Int((Double(header.width) * scale).rounded(.up)), height: Int((Double(header.height) * scale).rounded(.up)))
+        try ImageFootprint(size: drawn, bands: 4).check(pixelLimit: options.pixelLimit, memoryLimit: options.memoryLimit,
+                                                        step: "drawing the \(format?.rawValue ?? "page") at \(drawn) (its smallest scale)")
+        var image = try open(scale: scale)
+        if image.width != target.width || image.height != target.height {
+            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
+            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
+        }
+        if fill { image = try Self.crop(image, to: box, focus: options.cropFocus) }
+        return try image.inMemory()
     }
 
     /// What follows a shrink-on-load: the orientation applied (`.up` for none), one

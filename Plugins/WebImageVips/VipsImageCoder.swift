@@ -30,7 +30,23 @@ public struct VipsImageCoder: ImageCoder {
         /// its JPEG XL saver, which it marks untrusted too. Off by default: they
         /// parse complex formats with large attack surfaces.
         public var allowUntrusted = false
-        public init(allowUntrusted: Bool = false) { self.allowUntrusted = allowUntrusted }
+        /// Allow SVG alone (librsvg), rasterised at the size asked for, after
+        /// ``SVGSanitizer`` has taken out scripts, external references and
+        /// entities (an SVG is sanitised with ``allowUntrusted`` too). Off by default.
+        public var allowSVG = false
+        /// Allow PDF alone (poppler): the first page only, rasterised at the size
+        /// asked for, bounded by the pixel limit like any image. Off by default.
+        public var allowPDF = false
+        public init(allowUntrusted: Bool = false, allowSVG: Bool = false, allowPDF: Bool = false) {
+            self.allowUntrusted = allowUntrusted
+            self.allowSVG = allowSVG
+            self.allowPDF = allowPDF
+        }
+
+        /// Whether a loader libvips marks untrusted may decode `format`.
+        func allowsUntrusted(_ format: ImageFormat?) -> Bool {
+            allowUntrusted || (format == .svg && allowSVG) || (format == .pdf && allowPDF)
+        }
     }
 
     public let options: Options
@@ -55,10 +71,12 @@ public struct VipsImageCoder: ImageCoder {
 
     public init(options: Options = Options()) {
         self.options = options
-        if options.allowUntrusted, (try? Vips.ensureInitialized()) != nil {
-            // libvips' switch is process-wide; coders that did not opt in still
+        if options.allowUntrusted || options.allowSVG || options.allowPDF, (try? Vips.ensureInitialized()) != nil {
+            // libvips' switches are process-wide; coders that did not opt in still
             // refuse untrusted loaders themselves (see `decode`).
-            vips_block_untrusted_set(0)
+            if options.allowUntrusted { vips_block_untrusted_set(0) }
+            if options.allowSVG { vips_operation_block_set("VipsForeignLoadSvg", 0) }
+            if options.allowPDF { vips_operation_block_set("VipsForeignLoadPdf", 0) }
         }
     }
 
@@ -151,6 +169,11 @@ public struct VipsImageCoder: ImageCoder {
         try Vips.ensureInitialized()
         guard !data.isEmpty else { throw WebImageError(.decodeFailed, "no data to decode") }
         let format = ImageFormat.sniff(data)
+        var data = data
+        if format == .svg, self.options.allowsUntrusted(.svg) {
+            // librsvg never sees scripts, external references or entities.
+            data = try SVGSanitizer.clean(data)
+        }
         return try data.withUnsafeBytes { raw -> T in
             // AVIF, still or a sequence, goes to libavif (VipsDecoder+AVIF). A file
             // libavif 0.11 cannot parse (two ipma boxes, which libheif reads) goes on to
@@ -187,9 +210,10 @@ public struct VipsImageCoder: ImageCoder {
             vips_error_clear()
             throw WebImageError(.unsupportedFormat, "libvips has no loader for \(format.map { "this \($0) data" } ?? "these bytes")")
         }
-        if !self.options.allowUntrusted, CVips_is_untrusted(loaderName) != 0 {
+        if !self.options.allowsUntrusted(format), CVips_is_untrusted(loaderName) != 0 {
+            let specific = format == .svg ? "vips.svg = true (sanitised first) or " : format == .pdf ? "vips.pdf = true (the first page) or " : ""
             throw WebImageError(.unsupportedFormat,
-                                "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set vips.allowUntrusted = true (VipsImageCoder.Options.allowUntrusted) to decode it")
+                                "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set \(specific)vips.allowUntrusted = true (VipsImageCoder.Options) to decode it")
         }
         // A decode's error keeps only its own format's loader lines (Vips.ownLines)
         // and the warnings libvips gave while it ran (VipsWarnings).

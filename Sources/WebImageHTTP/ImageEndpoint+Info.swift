@@ -43,7 +43,8 @@ extension ImageInfo {
     /// `storedPixelWidth` and `storedPixelHeight` (only where the file stores
     /// another size: before its orientation or crop, `ImageInfo/storedPixelSize`),
     /// `width`, `height` and `scale` (points at the URL's `@2x`/`@3x` scale),
-    /// `frameCount`, `frameDurations` (seconds), `loopCount`, `orientation` (the
+    /// `frameCount`, `frameDurations` (seconds), `loopCount`, `pageCount` (a PDF's
+    /// or TIFF's pages; 1 otherwise), `orientation` (the
     /// stored EXIF value), `hasAlpha`, `hasColorProfile`, `colorSpace`,
     /// `cacheType`, and with placeholders `blurHash` and `thumbHash` (base64).
     public func fields(scale: Double, cacheType: CacheType, placeholders: ImagePlaceholders? = nil) -> [String: Any?] {
@@ -54,6 +55,7 @@ extension ImageInfo {
             "frameCount": frameCount,
             "frameDurations": frameDurations.map(\.timeInterval),
             "loopCount": loopCount,
+            "pageCount": pageCount,
             "orientation": storedOrientation.rawValue,
             "hasAlpha": hasAlpha,
             "hasColorProfile": hasColorProfile,

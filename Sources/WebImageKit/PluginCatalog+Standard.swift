@@ -26,13 +26,13 @@ extension PluginCatalog {
             let values = ConfigValues(config)
             let coders = values.list("coders")?.map { $0.lowercased() }
             guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil) }
-            return TurboJPEGCoder(fallback: VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false)))
+            return TurboJPEGCoder(fallback: VipsImageCoder(options: try vipsOptions(values)))
         }
-        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.concurrency", "vips.vector"]) { config in
+        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
             if let vector = try values.bool("vips.vector") { VipsImageCoder.vectorEnabled = vector }
-            return VipsImageCoder(options: .init(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false))
+            return VipsImageCoder(options: try vipsOptions(values))
         }
         catalog.registerLoader(name: "curl", schemes: ["http", "https"], keys: [
             "loader.maxConcurrent", "loader.maxConcurrentPerHost", "loader.timeout", "loader.maxResponseSize", "loader.blockPrivateAddresses",
@@ -88,4 +88,10 @@ public enum WebImageKit {
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) } ?? FileManager.default.homeDirectoryForCurrentUser
         return home.appendingPathComponent(".cache/webimage")
     }
+}
+
+/// `vips.allowUntrusted`, `vips.svg` and `vips.pdf`: the coder's opt-ins.
+private func vipsOptions(_ values: ConfigValues) throws -> VipsImageCoder.Options {
+    VipsImageCoder.Options(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false,
+                           allowSVG: try values.bool("vips.svg") ?? false, allowPDF: try values.bool("vips.pdf") ?? false)
 }

@@ -259,6 +259,34 @@ struct EndpointFailureTests {
         _ = try await configured(["thumbnail.formats": "webp,jxl", "vips.allowUntrusted": "true"])
     }
 
+    @Test("SVG and PDF through the service: 415 by default; with vips.svg and vips.pdf, thumbnails drawn at the box, the page count in /info, a DOCTYPE refused")
+    func documents() async throws {
+        let svg = Data("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"400\" height=\"200\"><script>x()</script><rect width=\"400\" height=\"200\" fill=\"red\"/></svg>".utf8)
+        let doctype = Data("<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY x SYSTEM \"file:///etc/passwd\">]><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\">&x;</svg>".utf8)
+        var pdf = "%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n2 0 obj << /Type /Pages /Kids [3 0 R 4 0 R] /Count 2 >> endobj\n"
+        pdf += "3 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] >> endobj\n4 0 obj << /Type /Page /Parent 2 0 R /MediaBox [0 0 300 200] >> endobj\n"
+        pdf += "trailer << /Root 1 0 R >>\n%%EOF\n"  // no xref: poppler rebuilds it, as for many files in the wild
+        let plain = try await EndpointFixture.make()
+        defer { Task { await plain.close() } }
+        plain.origin.serve("/img/a.svg", svg, contentType: "image/svg+xml")
+        let refused = await plain.get("/thumbnail?url=\(plain.source("a.svg"))&w=64")
+        #expect(refused.status == .unsupportedMediaType && EndpointFixture.json(refused)["error"] as? String == "unsupportedFormat")
+
+        let f = try await EndpointFixture.make(["vips.svg": "true", "vips.pdf": "true"])
+        defer { Task { await f.close() } }
+        f.origin.serve("/img/a.svg", svg, contentType: "image/svg+xml")
+        f.origin.serve("/img/x.svg", doctype, contentType: "image/svg+xml")
+        f.origin.serve("/img/b.pdf", Data(pdf.utf8), contentType: "application/pdf")
+        let thumbnail = await f.get("/thumbnail?url=\(f.source("a.svg"))&w=64&format=png")
+        #expect(thumbnail.status == .ok && ImageFormat.sniff(thumbnail.body) == .png)
+        #expect(try f.manager.configuration.coders.info(thumbnail.body).pixelSize == PixelSize(width: 64, height: 32))
+        let info = await f.get("/info?url=\(f.source("b.pdf"))")
+        #expect(info.status == .ok && EndpointFixture.json(info)["pageCount"] as? Int == 2 && EndpointFixture.json(info)["pixelWidth"] as? Int == 300, "\(EndpointFixture.json(info))")
+        #expect(await f.get("/thumbnail?url=\(f.source("b.pdf"))&w=60&format=png").status == .ok)
+        let entity = await f.get("/thumbnail?url=\(f.source("x.svg"))&w=64")
+        #expect(entity.status == .unsupportedMediaType && EndpointFixture.json(entity)["error"] as? String == "decodeFailed")
+    }
+
     @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")
     func stepDoesNotFit() async throws {
         let f = try await EndpointFixture.make()

@@ -278,6 +278,30 @@ struct JPEGPolicyTests {
         #expect(text.contains("conformance: \(files.count) files (\(refused) to refuse)") && text.contains(": 0 failures"), "\(text)")
     }
 
+    @Test("the EXIF orientation reads alike on every path and size, whatever integer type and count encode it", arguments: [1, 3, 4, 6, 8, 9, 5, 7])
+    func orientationEncodings(type: Int) throws {
+        let plain = try TurboJPEGEncode().encode(TurboJPEGCoderTests.smooth(width: 200, height: 150))
+        func tagged(type: Int, count: Int) -> Data {
+            // One IFD0 entry, Orientation = 6, little-endian, its value held in the entry.
+            var tiff: [UInt8] = Array("Exif".utf8) + [0, 0, 0x49, 0x49, 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01]
+            tiff += [UInt8(type), 0] + withUnsafeBytes(of: UInt32(count).littleEndian, Array.init) + [6, 0, 0, 0] + [0, 0, 0, 0]
+            let length = tiff.count + 2
+            return plain.prefix(2) + Data([0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + tiff) + plain.dropFirst(2)
+        }
+        for count in [1, 0, 1000] {
+            let data = tagged(type: type, count: count)
+            let upright = try vips.info(data).pixelSize
+            #expect(try vips.decode(data, options: DecodeOptions()).pixelSize == upright, "type \(type), count \(count)")
+            for box in [PixelSize(64), PixelSize(16), PixelSize(150)] {
+                for coder in [turbo as any ImageCoder, vips] {
+                    let thumbnail = try coder.decode(data, options: DecodeOptions(thumbnailPixelSize: box)).pixelSize
+                    // Portrait (rotated) or landscape, as info says, at every size and on every path.
+                    #expect((thumbnail.width < thumbnail.height) == (upright.width < upright.height), "type \(type), count \(count), box \(box): \(thumbnail) against \(upright)")
+                }
+            }
+        }
+    }
+
     @Test("more than 256 scans is refused by every path before a decoder reads it; 200 decode")
     func scanLimit() throws {
         let data = try Self.fixture(0)
@@ -289,6 +313,7 @@ struct JPEGPolicyTests {
         }
         let many = padded(to: VipsImageCoder.maxJPEGScans + 1), fine = padded(to: 200)
         #expect(many.withUnsafeBytes { HeaderProbe.jpegScanMarkers($0) } == VipsImageCoder.maxJPEGScans + 1)
+        #expect(throws: WebImageError.self, "info refuses it too") { try vips.info(many) }
         for (name, coder, box) in [("turbojpeg 1/8", turbo as any ImageCoder, PixelSize(16)), ("turbojpeg 1/2", turbo, PixelSize(80)),
                                    ("vips thumbnail", vips, PixelSize(16)), ("vips", vips, nil)] {
             #expect(throws: WebImageError.self, "\(name)") { try coder.decode(many, options: DecodeOptions(thumbnailPixelSize: box)) }

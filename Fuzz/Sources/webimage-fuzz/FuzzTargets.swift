@@ -22,7 +22,17 @@ enum FuzzTargets {
         "negotiate": negotiate,
         "transform": transform,
         "s3": s3,
+        "svg": svg,
     ]
+
+    /// The SVG sanitiser on any bytes: a refusal, or a document with no
+    /// declaration or script element left, which cleans to itself.
+    static func svg(_ data: Data) {
+        guard let clean = try? SVGSanitizer.clean(data) else { return }
+        let text = String(decoding: clean, as: UTF8.self).lowercased()
+        precondition(!text.contains("<!doctype") && !text.contains("<!entity") && !text.contains("<script"), "left a declaration or script: \(text.prefix(200))")
+        precondition((try? SVGSanitizer.clean(clean)) == clean, "cleaning is not idempotent: \(text.prefix(200))")
+    }
 
     /// What an S3 endpoint, or a user's URL, hands the S3 plugin: error documents
     /// and listing pages from a hostile endpoint, s3:// URLs, keys to encode. An

@@ -22,6 +22,9 @@ public struct ImageInfo: Sendable, Hashable {
     /// The colour space the pixels are stored in, as the coder names it (`srgb`,
     /// `cmyk`, `b-w`, `rgb16`, …); nil when the coder does not say.
     public var colorSpace: String?
+    /// The pages of a document (a PDF) or multi-page file (TIFF); 1 otherwise.
+    /// A decode shows the first. An animation's frames are ``frameDurations``.
+    public var pageCount: Int = 1
 
     /// `storedPixelSize` nil: `pixelSize`, with its sides exchanged when
     /// `storedOrientation` turns the image a quarter.

@@ -1,0 +1,167 @@
+import Foundation
+import Testing
+import WebImage
+import WebImageTestSupport
+@_spi(Internals) import WebImageVips
+
+/// SVG and PDF: opt-in (`vips.svg`, `vips.pdf`), sanitised or bounded.
+@Suite("SVG and PDF: opt-in, sanitised, first page, bounded", .offCooperativePool)
+struct DocumentFormatTests {
+    let svgCoder = VipsImageCoder(options: .init(allowSVG: true))
+    let pdfCoder = VipsImageCoder(options: .init(allowPDF: true))
+
+    static func svg(_ body: String, width: Int = 200, height: Int = 100, prolog: String = "") -> Data {
+        Data((prolog + "<svg xmlns=\"http://www.w3.org/2000/svg\" xmlns:xlink=\"http://www.w3.org/1999/xlink\" width=\"\(width)\" height=\"\(height)\">"
+            + body + "</svg>").utf8)
+    }
+
+    static let redBox = "<rect width=\"200\" height=\"100\" fill=\"red\"/>"
+
+    /// The colour at the centre of a decoded image, as (r, g, b).
+    static func centre(_ image: Image) throws -> (Int, Int, Int) {
+        let pixels = try Fixtures.pixels(image)
+        let n = pixels.channels, at = ((pixels.size.height / 2) * pixels.size.width + pixels.size.width / 2) * n
+        return (Int(pixels.bytes[at]), Int(pixels.bytes[at + min(1, n - 1)]), Int(pixels.bytes[at + min(2, n - 1)]))
+    }
+
+    @Test("SVG: refused by default naming vips.svg; allowed, rasterised at the size asked for, thumbnails drawn small rather than shrunk")
+    func svgOptIn() throws {
+        let data = Self.svg(Self.redBox)
+        #expect(ImageFormat.sniff(data) == .svg)
+        let refused = #expect(throws: WebImageError.self) { try VipsImageCoder().decode(data, options: DecodeOptions()) }
+        #expect(refused?.code == .unsupportedFormat && refused?.message.contains("vips.svg") == true, "\(refused?.message ?? "")")
+        #expect(try svgCoder.info(data).pixelSize == PixelSize(width: 200, height: 100))
+        let full = try svgCoder.decode(data, options: DecodeOptions())
+        #expect(full.pixelSize == PixelSize(width: 200, height: 100))
+        let (r, g, b) = try Self.centre(full)
+        #expect(r > 240 && g < 15 && b < 15)
+        #expect(try svgCoder.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(50))).pixelSize == PixelSize(width: 50, height: 25))
+        // A huge declared size: refused in full by the pixel limit, drawn small as a thumbnail.
+        let huge = Self.svg("<rect width=\"100%\" height=\"100%\" fill=\"blue\"/>", width: 100_000, height: 100_000)
+        #expect { try svgCoder.decode(huge, options: DecodeOptions()) } throws: { ($0 as? WebImageError)?.code == .pixelLimitExceeded }
+        // libvips' thumbnail drew this at full size (74 s: the loader refuses a scale under 0.001); drawn at the smallest scale it is instant.
+        let started = ContinuousClock.now
+        #expect(try svgCoder.decode(huge, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize == PixelSize(64))
+        #expect(ContinuousClock.now - started < .seconds(60 * TestTiming.scale), "generous: a busy machine")
+        // So large that even the smallest scale would be over the pixel limit: refused
+        // (`drawnSmall`), or, as librsvg 2.54 does past its own bound, read as a tiny page; never drawn large.
+        let vast = Self.svg("", width: 1_000_000_000, height: 1_000_000_000)
+        do {
+            #expect(try svgCoder.decode(vast, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize.area <= 64 * 64)
+        } catch let error as WebImageError {
+            #expect(error.code == .pixelLimitExceeded || error.code == .decodeFailed, "\(error)")
+        }
+    }
+
+    @Test("SVG: scripts, event handlers and foreign objects are gone before librsvg; the picture still renders")
+    func svgScripts() throws {
+        let data = Self.svg("<script>fetch('http://127.0.0.1:1/x')</script><g onload=\"alert(1)\" ONCLICK='x()'>" + Self.redBox
+            + "</g><foreignObject><div xmlns=\"http://www.w3.org/1999/xhtml\"><script>1</script></div></foreignObject>")
+        let clean = String(decoding: try SVGSanitizer.clean(data), as: UTF8.self)
+        #expect(!clean.lowercased().contains("script") && !clean.lowercased().contains("onload") && !clean.lowercased().contains("onclick")
+                && !clean.lowercased().contains("foreignobject"), "\(clean)")
+        #expect(clean.contains("<rect"))
+        let (r, _, _) = try Self.centre(try svgCoder.decode(data, options: DecodeOptions()))
+        #expect(r > 240)
+    }
+
+    @Test("SVG: external references (image href, xlink:href, use, CSS url() and @import) are never fetched; fragments and data: images stay")
+    func svgExternal() async throws {
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let png = try Fixtures.encode(Fixtures.quadrants(width: 8, height: 8), as: .png)
+        origin.serve("/x.png", png, contentType: "image/png")
+        let remote = origin.url("/x.png").absoluteString
+        let body = """
+            <defs><linearGradient id="g"><stop offset="0" stop-color="red"/></linearGradient></defs>
+            <style>@import url(\(remote)); rect { fill: url(\(remote)); }</style>
+            <rect width="200" height="100" fill="url(#g)"/>
+            <image href="\(remote)" width="10" height="10"/>
+            <image xlink:href="file:///etc/passwd" width="10" height="10"/>
+            <use xlink:href="\(remote)#a"/>
+            <rect width="5" height="5" style="fill: url( '\(remote)' )"/>
+            <image href="data:image/png;base64,\(png.base64EncodedString())" width="8" height="8"/>
+            <use href="#g"/>
+            """
+        let data = Self.svg(body)
+        let clean = String(decoding: try SVGSanitizer.clean(data), as: UTF8.self)
+        #expect(!clean.contains("127.0.0.1") && !clean.contains("file:") && !clean.contains("@import"), "\(clean)")
+        #expect(clean.contains("url(#g)") && clean.contains("data:image/png;base64,") && clean.contains("href=\"#g\""), "\(clean)")
+        _ = try svgCoder.decode(data, options: DecodeOptions())
+        #expect(origin.requestCount(path: "/x.png") == 0, "librsvg fetched an external reference")
+    }
+
+    @Test("SVG: a document type declaration (XXE, billion laughs) is refused at once; broken markup is a typed error")
+    func svgEntities() throws {
+        let xxe = Self.svg("<text>&xxe;</text>", prolog: "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>")
+        var laughs = "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY lol \"lol\">"
+        for level in 1...9 { laughs += "<!ENTITY lol\(level) \"" + String(repeating: "&lol\(level - 1 == 0 ? "" : String(level - 1));", count: 10) + "\">" }
+        let bomb = Self.svg("<text>&lol9;</text>", prolog: laughs + "]>")
+        for (name, data) in [("XXE", xxe), ("billion laughs", bomb)] {
+            let started = ContinuousClock.now
+            let error = #expect(throws: WebImageError.self, "\(name)") { try svgCoder.decode(data, options: DecodeOptions()) }
+            #expect(error?.code == .decodeFailed && error?.message.contains("document type declaration") == true, "\(name): \(error?.message ?? "")")
+            #expect(ContinuousClock.now - started < .seconds(30), "\(name) refused before any expansion (generous for a busy machine)")
+        }
+        // An undefined entity without a DTD is dropped; XML's own and character references stay.
+        let text = String(decoding: try SVGSanitizer.clean(Self.svg("<text>a &amp; b &#x41; &evil; &lt;</text>")), as: UTF8.self)
+        #expect(text.contains("a &amp; b A  &lt;"), "\(text)")
+        for broken in ["<svg><rect></svg>", "<svg width=200></svg>", "<svg><rect width=\"1\"", "<svg><!-- never closed", "<svg>< </svg>", "<svg><![CDATA[x</svg>"] {
+            #expect(throws: WebImageError.self, "\(broken)") { try svgCoder.decode(Data(broken.utf8), options: DecodeOptions()) }
+        }
+        #expect(throws: WebImageError.self) { try svgCoder.decode(Data([0x3C, 0x73, 0x76, 0x67, 0xFF, 0xFE, 0x3E]), options: DecodeOptions()) }
+    }
+
+    /// A PDF of `pages` pages of `width` x `height` points, each a filled square in
+    /// its middle: the objects, then a cross-reference table with their offsets.
+    static func pdf(pages: Int, width: Int = 300, height: Int = 200) -> Data {
+        var objects: [String] = []
+        let kids = (0..<pages).map { "\(3 + 2 * $0) 0 R" }.joined(separator: " ")
+        objects.append("<< /Type /Catalog /Pages 2 0 R >>")
+        objects.append("<< /Type /Pages /Kids [\(kids)] /Count \(pages) >>")
+        let content = "0 0 1 rg \(width / 4) \(height / 4) \(width / 2) \(height / 2) re f"
+        for page in 0..<pages {
+            objects.append("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 \(width) \(height)] /Contents \(4 + 2 * page) 0 R >>")
+            objects.append("<< /Length \(content.utf8.count) >>\nstream\n\(content)\nendstream")
+        }
+        var text = "%PDF-1.4\n"
+        var offsets: [Int] = []
+        for (index, object) in objects.enumerated() {
+            offsets.append(text.utf8.count)
+            text += "\(index + 1) 0 obj\n\(object)\nendobj\n"
+        }
+        let xref = text.utf8.count
+        text += "xref\n0 \(objects.count + 1)\n0000000000 65535 f \n"
+        for offset in offsets { text += String(repeating: "0", count: 10 - String(offset).count) + "\(offset) 00000 n \n" }
+        text += "trailer\n<< /Size \(objects.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n"
+        return Data(text.utf8)
+    }
+
+    @Test("PDF: refused by default naming vips.pdf; allowed, the first page at its size, the page count in info, thumbnails drawn small")
+    func pdfFirstPage() throws {
+        let data = Self.pdf(pages: 3)
+        #expect(ImageFormat.sniff(data) == .pdf)
+        let refused = #expect(throws: WebImageError.self) { try VipsImageCoder().decode(data, options: DecodeOptions()) }
+        #expect(refused?.code == .unsupportedFormat && refused?.message.contains("vips.pdf") == true, "\(refused?.message ?? "")")
+        let info = try pdfCoder.info(data)
+        #expect(info.pixelSize == PixelSize(width: 300, height: 200) && info.pageCount == 3 && info.frameCount == 1)
+        let page = try pdfCoder.decode(data, options: DecodeOptions())
+        #expect(page.pixelSize == PixelSize(width: 300, height: 200) && page.frameCount == 1)
+        let (r, g, b) = try Self.centre(page)
+        #expect(r < 15 && g < 15 && b > 240, "the page's blue square")
+        #expect(try pdfCoder.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(60))).pixelSize == PixelSize(width: 60, height: 40))
+    }
+
+    @Test("PDF bombs: 100 pages render one; a 200000-point page is refused in full and drawn small as a thumbnail; broken files are typed errors")
+    func pdfBounds() throws {
+        let hundred = Self.pdf(pages: 100)
+        #expect(try pdfCoder.info(hundred).pageCount == 100)
+        #expect(try pdfCoder.decode(hundred, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).frameCount == 1)
+        let large = Self.pdf(pages: 1, width: 200_000, height: 200_000)
+        #expect { try pdfCoder.decode(large, options: DecodeOptions()) } throws: { ($0 as? WebImageError)?.code == .pixelLimitExceeded }
+        #expect(try pdfCoder.decode(large, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize == PixelSize(64))
+        for broken in [Data("%PDF-1.4\nthis is no pdf at all".utf8), hundred.prefix(hundred.count / 3), Data("%PDF-".utf8)] {
+            #expect(throws: WebImageError.self) { try pdfCoder.decode(broken, options: DecodeOptions()) }
+        }
+    }
+}
