@@ -330,3 +330,17 @@ int CVips_pixelate(VipsImage *in, VipsImage **out, int size) {
     if (zoomed) g_object_unref(zoomed);
     return result ? -1 : 0;
 }
+
+/// See CVipsOps.h.
+int CVips_text_overlay(VipsImage **out, const char *markup, const char *font, double red, double green, double blue) {
+    VipsImage *mask = NULL, *colour = NULL, *joined = NULL;
+    double ink[3] = { red, green, blue };
+    int result = vips_text(&mask, markup, "font", font, "dpi", 72, NULL);
+    if (!result) result = (colour = vips_image_new_from_image(mask, ink, 3)) == NULL;
+    if (!result) result = vips_bandjoin2(colour, mask, &joined, NULL);
+    if (!result) result = vips_copy(joined, out, "interpretation", VIPS_INTERPRETATION_sRGB, NULL);
+    if (mask) g_object_unref(mask);
+    if (colour) g_object_unref(colour);
+    if (joined) g_object_unref(joined);
+    return result ? -1 : 0;
+}

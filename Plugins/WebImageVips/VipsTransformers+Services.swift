@@ -254,12 +254,17 @@ extension ImageTransformers {
 
         public func transform(_ image: Image) throws -> Image {
             try Vips.ensureInitialized()
+            return try Self.composite(image, mark: try VipsEncoder.handle(for: overlay), gravity: gravity, opacity: opacity, margin: margin, what: "watermark")
+        }
+
+        /// `mark` over every frame of `image` (``transform(_:)``; ``TextWatermark`` too).
+        static func composite(_ image: Image, mark: VipsHandle, gravity: Gravity, opacity: Double, margin: Int, what: String) throws -> Image {
             let frame = image.pixelSize
             let room = PixelSize(width: frame.width - 2 * margin, height: frame.height - 2 * margin)
             guard room.width > 0, room.height > 0 else {
-                throw WebImageError(.stepDoesNotFit, "watermark margin \(margin) does not fit the \(frame) image: twice the margin must be less than its width and height")
+                throw WebImageError(.stepDoesNotFit, "\(what) margin \(margin) does not fit the \(frame) image: twice the margin must be less than its width and height")
             }
-            var mark = try VipsEncoder.handle(for: overlay)
+            var mark = mark
             if mark.width > room.width || mark.height > room.height {
                 let scale = min(Double(room.width) / Double(mark.width), Double(room.height) / Double(mark.height))
                 let current = mark

@@ -8,7 +8,7 @@ import WebImageVips
 extension ImageEndpoint.Settings {
     /// The keys an endpoint built by ``standard(config:presetNames:)`` reads: the
     /// endpoint's own, plus `thumbnail.watermarks`.
-    public static let standardKeys: Set<String> = keys.union(["thumbnail.watermarks"])
+    public static let standardKeys: Set<String> = keys.union(["thumbnail.watermarks", "thumbnail.fonts"])
 
     /// The pipeline defaults of a service that loads URLs its users choose, to put
     /// below every configuration layer (`ConfigLayers.reader(defaults:)`): the SSRF
@@ -51,8 +51,9 @@ extension ImageEndpoint.Settings {
             overlays = found
         }
         let watermarks = overlays
+        let fonts = values.list("thumbnail.fonts") ?? [ImageTransformers.TextWatermark.defaultFont]
         settings.transformParser = { spec, maxSteps, maxSide in
-            try TransformSpec.parse(spec, limits: TransformSpec.Limits(maxSteps: maxSteps, maxSide: maxSide)) { name in
+            try TransformSpec.parse(spec, limits: TransformSpec.Limits(maxSteps: maxSteps, maxSide: maxSide, fonts: fonts)) { name in
                 guard let watermarks else {
                     throw WebImageError(.invalidArgument, "watermark '\(name)': watermarks are not enabled here")
                 }

@@ -24,6 +24,7 @@ public import WebImageVips
 /// | `saturation:0.5` (or `saturate`) | ``ImageTransformers/Saturation`` (1 unchanged, 0 grey) |
 /// | `gamma:2.2` | ``ImageTransformers/Gamma`` (1 unchanged, above 1 lighter mid-tones) |
 /// | `pixelate:12` | ``ImageTransformers/Pixelate`` (blocks of 12 pixels, times the DPR) |
+/// | `text:WORDS[:size[:colour[:opacity[:gravity[:font]]]]]` | ``ImageTransformers/TextWatermark`` (size 24 times the DPR, white, 0.7, `se`; a font of ``Limits/fonts``) |
 /// | `watermark:NAME[:gravity[:opacity[:margin]]]` | ``ImageTransformers/Watermark`` (NAME resolved by the caller) |
 /// | `dpr:2` | multiplies every size in the spec (resize, pad, crop, round, watermark margin) |
 ///
@@ -52,9 +53,13 @@ public enum TransformSpec {
         public var maxSteps: Int
         /// The largest side any size in the spec may name, after the DPR. Default 8192.
         public var maxSide: Int
-        public init(maxSteps: Int = 8, maxSide: Int = TransformSpec.maxSide) {
+        /// The font families `text:` may name; the first is its default. A
+        /// request picks from these, never names a font of its own.
+        public var fonts: [String]
+        public init(maxSteps: Int = 8, maxSide: Int = TransformSpec.maxSide, fonts: [String] = [ImageTransformers.TextWatermark.defaultFont]) {
             self.maxSteps = max(1, maxSteps)
             self.maxSide = max(1, maxSide)
+            self.fonts = fonts.isEmpty ? [ImageTransformers.TextWatermark.defaultFont] : fonts
         }
     }
 
@@ -87,7 +92,7 @@ public enum TransformSpec {
             dpr *= value
         }
         guard (0.1...5).contains(dpr) else { throw WebImageError(.invalidArgument, "transform '\(text)': the DPRs multiply to \(dpr), outside 0.1...5") }
-        let transformers = try parts.filter { !$0.lowercased().hasPrefix("dpr") }.map { try parseOne($0, dpr: dpr, maxSide: limits.maxSide, watermark: watermark) }
+        let transformers = try parts.filter { !$0.lowercased().hasPrefix("dpr") }.map { try parseOne($0, dpr: dpr, maxSide: limits.maxSide, fonts: limits.fonts, watermark: watermark) }
         guard !transformers.isEmpty else { throw WebImageError(.invalidArgument, "transform '\(text)': a dpr alone changes nothing; add a resize or pad") }
         return transformers.count == 1 ? transformers[0] : ImageTransformers.Pipeline(transformers)
     }
@@ -113,7 +118,8 @@ public enum TransformSpec {
         }
     }
 
-    static func parseOne(_ text: String, dpr: Double, maxSide: Int, watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
+    static func parseOne(_ text: String, dpr: Double, maxSide: Int, fonts: [String] = [ImageTransformers.TextWatermark.defaultFont],
+                         watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
         let step = Step(text: text, dpr: dpr, maxSide: maxSide)
         switch step.name {
         case "resize":
@@ -161,12 +167,14 @@ public enum TransformSpec {
             return ImageTransformers.Saturation(try step.numbers(1, count: 1...1, within: 0...10)[0])
         case "gamma":
             return ImageTransformers.Gamma(try step.numbers(1, count: 1...1, within: 0.1...10)[0])
+        case "text":
+            return try step.text(fonts: fonts)
         case "pixelate":
             let size = try step.side(try step.numbers(1, count: 1...1, within: 1...1e7)[0], "a block")
             guard size >= 1 else { throw step.bad("a block of at least 1 pixel after the DPR") }
             return ImageTransformers.Pixelate(size: size)
         default:
-            throw step.bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, "
+            throw step.bad("one of resize, crop, rotate, flip, round, blur, tint, sharpen, flatten, pad, trim, grey, watermark, text, "
                            + "brightness, contrast, saturation, gamma, pixelate, dpr")
         }
     }
@@ -259,6 +267,32 @@ private struct Step {
         guard v.prefix(3).allSatisfy({ (0...255).contains($0) }) else { throw bad("colour components 0...255") }
         guard v.count < 4 || (0...1).contains(v[3]) else { throw bad("a tint amount from 0 to 1") }
         return ImageTransformers.Tint(red: UInt8(v[0]), green: UInt8(v[1]), blue: UInt8(v[2]), amount: v.count > 3 ? v[3] : 0.5)
+    }
+
+    /// `text:WORDS[:size[:colour[:opacity[:gravity[:font]]]]]`: the words as
+    /// written (a `:` or `;` cannot be in them: those separate fields and steps);
+    /// the font one of `fonts`, by name, case-insensitive.
+    func text(fonts: [String]) throws -> any ImageTransformer {
+        guard fields.count > 1, !fields[1].isEmpty else { throw bad("text:WORDS[:size[:colour[:opacity[:gravity[:font]]]]]") }
+        let size = try side(try optionalNumber(2, default: 24, within: 1...1e7), "a text size")
+        guard ImageTransformers.TextWatermark.sizes.contains(size) else {
+            throw bad("a text size from \(ImageTransformers.TextWatermark.sizes.lowerBound) to \(ImageTransformers.TextWatermark.sizes.upperBound) pixels\(dpr == 1 ? "" : " after the DPR of \(dpr)"), not \(size)")
+        }
+        var font = fonts[0]
+        if fields.count > 6, !fields[6].isEmpty {
+            guard let named = fonts.first(where: { $0.lowercased() == fields[6].lowercased() }) else {
+                throw bad("a font of this service's: \(fonts.joined(separator: ", "))")
+            }
+            font = named
+        }
+        guard fields.count <= 7 else { throw bad("text:WORDS[:size[:colour[:opacity[:gravity[:font]]]]]: a ':' cannot be in the words") }
+        do {
+            return try ImageTransformers.TextWatermark(fields[1], size: size, colour: try colour(3) ?? .white,
+                                                       opacity: try optionalNumber(4, default: 0.7, within: 0...1),
+                                                       gravity: try gravity(5, default: .southEast), margin: try side(10, "a margin"), font: font)
+        } catch let error as WebImageError where error.code == .invalidArgument {
+            throw bad("\(error.message)")
+        }
     }
 
     /// `watermark:NAME[:gravity[:opacity[:margin]]]`.

@@ -287,6 +287,24 @@ struct EndpointFailureTests {
         #expect(entity.status == .unsupportedMediaType && EndpointFixture.json(entity)["error"] as? String == "decodeFailed")
     }
 
+    @Test("t=text: drawn through the service, markup as text, fonts only from thumbnail.fonts, bad values 400")
+    func textWatermarks() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.fonts": "DejaVu Sans,DejaVu Serif"])
+        defer { Task { await f.close() } }
+        func get(_ spec: String) async -> ImageResponse {
+            await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=200&format=png&t=" + spec.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)
+        }
+        let plain = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=200&format=png")
+        let marked = await get("text:Hello")
+        #expect(marked.status == .ok && marked.body != plain.body)
+        #expect(await get("text:<span size=\"999999\">x</span>").status == .ok, "markup is drawn as text")
+        #expect(await get("text:Hello:20:ff0000:1:nw:DejaVu Serif").status == .ok)
+        for bad in ["text:x:24:fff:1:se:Sans", "text:x:900", "text:"] {
+            let answer = await get(bad)
+            #expect(answer.status == .badRequest && (EndpointFixture.json(answer)["message"] as? String)?.contains("transform") == true, "\(bad): \(EndpointFixture.json(answer))")
+        }
+    }
+
     @Test("a step that does not fit the image is 422 naming the step, its parameter and the image's size; trim on a 1-pixel image is the image as it is")
     func stepDoesNotFit() async throws {
         let f = try await EndpointFixture.make()

@@ -29,6 +29,25 @@ struct ColourSpecTests {
         #expect(TransformCost.estimate(try TransformSpec.parse("brightness:2;pixelate:10"), input: footprint) == 3)
     }
 
+    @Test("text: in the grammar, sizes times the DPR, fonts only from the configured set, bad fields invalidArgument naming the step")
+    func textGrammar() throws {
+        let mark = try #require(try TransformSpec.parse("text:© Example 2026:32:ff0000:0.5:nw") as? ImageTransformers.TextWatermark)
+        #expect(mark.text == "© Example 2026" && mark.size == 32 && mark.colour == RGBColor(red: 255, green: 0, blue: 0) && mark.opacity == 0.5 && mark.gravity == .northWest)
+        #expect(mark.font == ImageTransformers.TextWatermark.defaultFont)
+        #expect((try TransformSpec.parse("dpr:2;text:x") as? ImageTransformers.TextWatermark)?.size == 48)
+        let limits = TransformSpec.Limits(fonts: ["DejaVu Sans", "DejaVu Serif"])
+        #expect((try TransformSpec.parse("text:x:::::dejavu serif", limits: limits) as? ImageTransformers.TextWatermark)?.font == "DejaVu Serif")
+        for bad in ["text", "text:", "text:x:3", "text:x:999", "text:x:24:notacolour", "text:x:24:fff:2", "text:x:24:fff:0.5:up",
+                    "text:x:24:fff:0.5:se:Comic Sans", "text:a:b:c:d:e:f:g", "text:" + String(repeating: "a", count: 101)] {
+            #expect {
+                try TransformSpec.parse(bad, limits: limits)
+            } throws: { error in
+                guard let error = error as? WebImageError else { return false }
+                return error.code == .invalidArgument && error.message.contains("transform '")
+            }
+        }
+    }
+
     @Test("the tool: --transform saturation:0 writes a grey image, brightness:0 a black one; a bad value exits 2 naming it")
     func tool() async throws {
         let tool = Tool()

@@ -125,5 +125,9 @@ int CVips_recomb_uchar(VipsImage *in, VipsImage **out, const double *matrix, int
 /// column repeated to fill the partial blocks at its edges; a box shrink, then
 /// a nearest-neighbour zoom), cut back to the input's size.
 int CVips_pixelate(VipsImage *in, VipsImage **out, int size);
+/// `markup` (Pango markup: escape what is plain text) drawn by vips_text in
+/// `font` (a Pango description, "DejaVu Sans 24px") at 72 dpi, as 8-bit sRGB in
+/// the colour with the glyphs' coverage as alpha.
+int CVips_text_overlay(VipsImage **out, const char *markup, const char *font, double red, double green, double blue);
 
 #endif

@@ -1,0 +1,101 @@
+internal import CVips
+internal import CVipsOps
+import Foundation
+public import WebImage
+
+extension ImageTransformers {
+    /// Draws a line of text over every frame (`t=text:WORDS…`): in `font` at
+    /// `size` pixels, in `colour` with its alpha times `opacity`, at `gravity`,
+    /// `margin` pixels in from the edges it touches, scaled down to fit inside
+    /// them when it is wider. Drawn by libvips' `text` (Pango) from the words as
+    /// plain text: markup characters are escaped, never interpreted.
+    ///
+    /// ```swift
+    /// let mark = try ImageTransformers.TextWatermark("© Example", size: 24, colour: .white)
+    /// ```
+    ///
+    /// Bounded before anything is drawn: at most ``maxCharacters`` characters
+    /// (and ``maxScalars`` Unicode scalars, so that stacked combining marks stay
+    /// short), one line (control characters refuse the text), a size of
+    /// ``sizes`` pixels; and what Pango drew at most ``maxDrawnPixels`` pixels.
+    public struct TextWatermark: ImageTransformer {
+        public let text: String
+        public var size: Int
+        public var colour: RGBColor
+        public var opacity: Double
+        public var gravity: Gravity
+        public var margin: Int
+        /// A Pango font family (`DejaVu Sans`). A service takes it from a
+        /// configured set (`thumbnail.fonts`), never from the request.
+        public var font: String
+
+        /// The most characters (grapheme clusters) a text may have.
+        public static let maxCharacters = 100
+        /// The most Unicode scalars a text may have.
+        public static let maxScalars = 256
+        /// The sizes allowed, in pixels.
+        public static let sizes = 4...256
+        /// The most pixels the drawn text may have before it is scaled to fit.
+        public static let maxDrawnPixels = 16_000_000
+        /// The family used when none is named: DejaVu Sans, which fontconfig
+        /// (and so libvips) depends on in Debian.
+        public static let defaultFont = "DejaVu Sans"
+
+        /// - Throws: `WebImageError` ``WebImageError/Code/invalidArgument`` for an
+        ///   empty or too long text, a control character, or a size, opacity or
+        ///   margin out of range.
+        public init(_ text: String, size: Int = 24, colour: RGBColor = .white, opacity: Double = 0.7, gravity: Gravity = .southEast,
+                    margin: Int = 10, font: String = TextWatermark.defaultFont) throws {
+            guard !text.isEmpty, text.count <= Self.maxCharacters, text.unicodeScalars.count <= Self.maxScalars else {
+                throw WebImageError(.invalidArgument, "a text watermark has 1 to \(Self.maxCharacters) characters (and at most \(Self.maxScalars) Unicode scalars), not \(text.count)")
+            }
+            guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw WebImageError(.invalidArgument, "a text watermark is one line: no control characters (newlines, tabs)")
+            }
+            guard Self.sizes.contains(size) else { throw WebImageError(.invalidArgument, "a text size from \(Self.sizes.lowerBound) to \(Self.sizes.upperBound) pixels, not \(size)") }
+            guard (0...1).contains(opacity) else { throw WebImageError(.invalidArgument, "text opacity must be 0 to 1, not \(opacity)") }
+            guard (0...10_000).contains(margin) else { throw WebImageError(.invalidArgument, "text margin must be 0 to 10000, not \(margin)") }
+            guard !font.isEmpty, !font.contains(where: { $0.isNewline || $0 == "," }) else { throw WebImageError(.invalidArgument, "a font family name, not '\(font)'") }
+            self.text = text
+            self.size = size
+            self.colour = colour
+            self.opacity = opacity
+            self.gravity = gravity
+            self.margin = margin
+            self.font = font
+        }
+
+        /// The text enters the key as a hash (`XXH64` of its UTF-8), so keys stay short.
+        public var key: String {
+            "text(\(String(XXH64.hash(Data(text.utf8)), radix: 16)),\(size),\(colour),\(opacity),\(gravity.shortName),\(margin),\(font))"
+        }
+
+        /// The text with Pango's markup characters escaped.
+        static func markup(_ text: String) -> String {
+            var result = ""
+            for character in text {
+                switch character {
+                case "&": result += "&amp;"
+                case "<": result += "&lt;"
+                case ">": result += "&gt;"
+                case "'": result += "&apos;"
+                case "\"": result += "&quot;"
+                default: result.append(character)
+                }
+            }
+            return result
+        }
+
+        public func transform(_ image: Image) throws -> Image {
+            try Vips.ensureInitialized()
+            let description = "\(font) \(size)px"
+            let mark = try Vips.make(.transformFailed, "vips_text") { out in
+                CVips_text_overlay(out, Self.markup(text), description, Double(colour.red), Double(colour.green), Double(colour.blue))
+            }
+            guard mark.width * mark.height <= Self.maxDrawnPixels else {
+                throw WebImageError(.stepDoesNotFit, "text watermark: Pango drew \(mark.width)x\(mark.height) pixels, more than the \(Self.maxDrawnPixels) allowed")
+            }
+            return try Watermark.composite(image, mark: mark, gravity: gravity, opacity: opacity, margin: margin, what: "text")
+        }
+    }
+}
