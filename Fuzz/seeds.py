@@ -93,7 +93,8 @@ def main():
                   'pad:512x512:none;round:200', 'resize:512x512:stretch;blur:100', 'dpr:5;resize:100x100;sharpen:10',
                   'crop:0,0,10,10;rotate:90', 'resize:256x256:fill:attention', 'flip:v;tint:255,0,0,0.5;grey;trim:25',
                   'flatten:000000;pad:300x300:ffffff:ne', 'rotate:-12.5;flatten',
-                  'brightness:1.5;contrast:0.2;saturation:10;gamma:0.1', 'dpr:5;pixelate:512', 'pad:512x512:none;pixelate:3;gamma:10']
+                  'brightness:1.5;contrast:0.2;saturation:10;gamma:0.1', 'dpr:5;pixelate:512', 'pad:512x512:none;pixelate:3;gamma:10',
+                  'text:<b>&amp;</b>:256:ff0000:1:nw', 'dpr:5;text:' + 'W' * 100 + ':256']
     for index, text in enumerate(transforms):
         write(os.path.join(out, 'transform'), f'{index:02}', text)
     # SVGs for the sanitiser: scripts, links, CSS, entities, CDATA, broken markup.

@@ -31,7 +31,7 @@ public struct VipsImageCoder: ImageCoder {
         /// parse complex formats with large attack surfaces.
         public var allowUntrusted = false
         /// Allow SVG alone (librsvg), rasterised at the size asked for, after
-        /// ``SVGSanitizer`` has taken out scripts, external references and
+        /// `SVGSanitizer` has taken out scripts, external references and
         /// entities (an SVG is sanitised with ``allowUntrusted`` too). Off by default.
         public var allowSVG = false
         /// Allow PDF alone (poppler): the first page only, rasterised at the size

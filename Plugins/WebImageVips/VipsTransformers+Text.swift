@@ -15,9 +15,10 @@ extension ImageTransformers {
     /// ```
     ///
     /// Bounded before anything is drawn: at most ``maxCharacters`` characters
-    /// (and ``maxScalars`` Unicode scalars, so that stacked combining marks stay
-    /// short), one line (control characters refuse the text), a size of
-    /// ``sizes`` pixels; and what Pango drew at most ``maxDrawnPixels`` pixels.
+    /// (``maxScalars`` Unicode scalars, ``maxScalarsPerCharacter`` in one, so that
+    /// stacked combining marks stay short), one line (control characters refuse
+    /// the text), a size of ``sizes`` pixels; and what Pango drew at most
+    /// ``maxDrawnPixels`` pixels.
     public struct TextWatermark: ImageTransformer {
         public let text: String
         public var size: Int
@@ -33,6 +34,11 @@ extension ImageTransformers {
         public static let maxCharacters = 100
         /// The most Unicode scalars a text may have.
         public static let maxScalars = 256
+        /// The most Unicode scalars one character may have (a family emoji has 7):
+        /// combining marks stack upwards, and Pango's drawing is as tall as the
+        /// tallest stack across the whole line, so this bounds what it allocates
+        /// before anything is drawn (about 100 × 256 by 5 × 256 pixels at worst).
+        public static let maxScalarsPerCharacter = 8
         /// The sizes allowed, in pixels.
         public static let sizes = 4...256
         /// The most pixels the drawn text may have before it is scaled to fit.
@@ -41,13 +47,16 @@ extension ImageTransformers {
         /// (and so libvips) depends on in Debian.
         public static let defaultFont = "DejaVu Sans"
 
-        /// - Throws: `WebImageError` ``WebImageError/Code/invalidArgument`` for an
+        /// - Throws: `WebImageError` `invalidArgument` for an
         ///   empty or too long text, a control character, or a size, opacity or
         ///   margin out of range.
         public init(_ text: String, size: Int = 24, colour: RGBColor = .white, opacity: Double = 0.7, gravity: Gravity = .southEast,
                     margin: Int = 10, font: String = TextWatermark.defaultFont) throws {
             guard !text.isEmpty, text.count <= Self.maxCharacters, text.unicodeScalars.count <= Self.maxScalars else {
                 throw WebImageError(.invalidArgument, "a text watermark has 1 to \(Self.maxCharacters) characters (and at most \(Self.maxScalars) Unicode scalars), not \(text.count)")
+            }
+            guard text.allSatisfy({ $0.unicodeScalars.count <= Self.maxScalarsPerCharacter }) else {
+                throw WebImageError(.invalidArgument, "a text watermark's characters have at most \(Self.maxScalarsPerCharacter) Unicode scalars each (combining marks stack)")
             }
             guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw WebImageError(.invalidArgument, "a text watermark is one line: no control characters (newlines, tabs)")

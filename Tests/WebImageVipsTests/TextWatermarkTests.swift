@@ -53,7 +53,8 @@ struct TextWatermarkTests {
 
     @Test("bounds: empty, too long, control characters, sizes, opacity, a margin that leaves no room; keys stay short")
     func bounds() throws {
-        for bad in ["", String(repeating: "a", count: 101), "two\nlines", "tab\there", String(repeating: "e\u{301}", count: 130)] {
+        for bad in ["", String(repeating: "a", count: 101), "two\nlines", "tab\there", String(repeating: "e\u{301}", count: 130),
+                    "a" + String(repeating: "\u{0336}", count: 9)] {
             #expect(throws: WebImageError.self, "\(bad.prefix(20))") { try ImageTransformers.TextWatermark(bad) }
         }
         for size in [3, 257] { #expect(throws: WebImageError.self) { try ImageTransformers.TextWatermark("x", size: size) } }
@@ -63,9 +64,10 @@ struct TextWatermarkTests {
         let mark = try ImageTransformers.TextWatermark(String(repeating: "long text ", count: 10))
         let other = try ImageTransformers.TextWatermark("other")
         #expect(mark.key.count < 100 && mark.key != other.key)
-        // Combining marks stacked on one letter: bounded by the scalars, drawn within the pixel bound.
-        let zalgo = try ImageTransformers.TextWatermark("a" + String(repeating: "\u{0336}\u{0489}", count: 100), size: 256)
-        _ = try? zalgo.transform(Fixtures.image(Self.grey))
+        // The tallest stack allowed, on a full line at the largest size: drawn, or refused past the pixel bound, in bounded memory.
+        let tall = try ImageTransformers.TextWatermark(String(repeating: "a\u{0336}\u{0489}\u{0336}\u{0489}\u{0336}\u{0489}\u{0336}", count: 32), size: 256)
+        do { _ = try tall.transform(Fixtures.image(Self.grey)) } catch let error as WebImageError { #expect(error.code == .stepDoesNotFit) }
+        #expect(try ImageTransformers.TextWatermark("👨‍👩‍👧‍👦 é").text.count == 3, "a family emoji and an accent are fine")
     }
 
     @Test("every frame of an animation gets it")
