@@ -749,6 +749,15 @@ static int CJT_dc_output(const CJT_dc_state *st, int ycc, unsigned char **pixels
     return 0;
 }
 
+/// The state before SOI's first marker: no quantiser, no frame.
+static void CJT_dc_start(CJT_dc_state *st, int maxScans, int checkOnly) {
+    memset(st, 0, sizeof *st);
+    for (int q = 0; q < 4; q++) st->quant[q] = -1;
+    st->maxH = st->maxV = 1;
+    st->maxScans = maxScans;
+    st->checkOnly = checkOnly;
+}
+
 /// Decodes the DC coefficients of a Huffman JPEG (sequential or progressive) into 1/8-scale pixels, malloc'd
 /// (free with free()): 1 band for grey, 3 for colour. `ycc` says the 3 components
 /// are YCbCr (libjpeg's reading of the JFIF/Adobe markers) rather than RGB.
@@ -757,10 +766,7 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, int maxScans,
     *pixels = NULL;
     if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
     CJT_dc_state st;
-    memset(&st, 0, sizeof st);
-    for (int q = 0; q < 4; q++) st.quant[q] = -1;
-    st.maxH = st.maxV = 1;
-    st.maxScans = maxScans;
+    CJT_dc_start(&st, maxScans, 0);
     int result = CJT_dc_markers(&st, in, length) == 0 ? CJT_dc_output(&st, ycc, pixels, outWidth, outHeight, outBands) : -1;
     for (int c = 0; c < 3; c++) free(st.components[c].coefficients);
     free(st.sequentialTables);
@@ -771,11 +777,7 @@ int CJT_dc_decode(const unsigned char *in, size_t length, int ycc, int maxScans,
 int CJT_jpeg_check(const unsigned char *in, size_t length, int maxScans) {
     if (length < 4 || in[0] != 0xFF || in[1] != 0xD8) return -1;
     CJT_dc_state st;
-    memset(&st, 0, sizeof st);
-    for (int q = 0; q < 4; q++) st.quant[q] = -1;
-    st.maxH = st.maxV = 1;
-    st.maxScans = maxScans;
-    st.checkOnly = 1;
+    CJT_dc_start(&st, maxScans, 1);
     return CJT_dc_markers(&st, in, length);
 }
 

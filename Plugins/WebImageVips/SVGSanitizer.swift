@@ -266,7 +266,8 @@ import WebImage
         return escape(unescape(text), quote: false)
     }
 
-    static func escape(_ text: String, quote: Bool) -> String {
+    /// XML's special characters as references: `&`, `<`, `>`, and the quotes asked for.
+    static func escape(_ text: String, quote: Bool, apostrophe: Bool = false) -> String {
         var result = ""
         result.reserveCapacity(text.utf8.count)
         for character in text {
@@ -275,6 +276,7 @@ import WebImage
             case "<": result += "&lt;"
             case ">": result += "&gt;"
             case "\"" where quote: result += "&quot;"
+            case "'" where apostrophe: result += "&apos;"
             default: result.append(character)
             }
         }

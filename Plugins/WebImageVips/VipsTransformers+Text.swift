@@ -80,20 +80,7 @@ extension ImageTransformers {
         }
 
         /// The text with Pango's markup characters escaped.
-        static func markup(_ text: String) -> String {
-            var result = ""
-            for character in text {
-                switch character {
-                case "&": result += "&amp;"
-                case "<": result += "&lt;"
-                case ">": result += "&gt;"
-                case "'": result += "&apos;"
-                case "\"": result += "&quot;"
-                default: result.append(character)
-                }
-            }
-            return result
-        }
+        static func markup(_ text: String) -> String { SVGSanitizer.escape(text, quote: true, apostrophe: true) }
 
         public func transform(_ image: Image) throws -> Image {
             try Vips.ensureInitialized()
