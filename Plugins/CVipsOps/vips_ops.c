@@ -299,9 +299,13 @@ void CVips_route_log(CVips_log_handler handler) {
 int CVips_maplut_uchar(VipsImage *in, VipsImage **out, const unsigned char *lut, int bands) {
     VipsImage *table = vips_image_new_from_memory_copy(lut, 256 * (size_t) bands, 256, 1, bands, VIPS_FORMAT_UCHAR);
     if (!table) return -1;
-    int result = vips_maplut(in, out, table, NULL);
+    // maplut takes the table's interpretation (multiband), which would make a
+    // fourth band no longer alpha: the input's is put back.
+    VipsImage *mapped = NULL;
+    int result = vips_maplut(in, &mapped, table, NULL) || vips_copy(mapped, out, "interpretation", vips_image_get_interpretation(in), NULL);
     g_object_unref(table);
-    return result;
+    if (mapped) g_object_unref(mapped);
+    return result ? -1 : 0;
 }
 
 /// See CVipsOps.h.

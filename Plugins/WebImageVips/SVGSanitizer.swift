@@ -7,8 +7,10 @@ import WebImage
 /// expand, before it sees the file (`vips.svg`, docs/coder.md):
 /// - a document type declaration (`<!DOCTYPE`, and with it every `<!ENTITY`:
 ///   external entities, "billion laughs") refuses the file;
-/// - `script` and `foreignObject` elements go, with what is in them, and so do
-///   event attributes (`onload`, …);
+/// - `script`, `foreignObject` and `filter` elements go, with what is in them,
+///   and so do event attributes (`onload`, …) and `filter` attributes and
+///   styles (a blur of radius 1000 drew for minutes); more than ``maxElements``
+///   elements refuse the file;
 /// - an `href` (or `xlink:href`, `src`) that is not a fragment (`#id`) or a
 ///   `data:` raster image (PNG, JPEG, GIF, WebP) goes; so does any attribute, and
 ///   any `style` element, with a `url(…)` that is not a fragment, or an `@import`;
@@ -35,8 +37,14 @@ import WebImage
         WebImageError(.decodeFailed, "SVG refused before rendering: \(why)")
     }
 
-    /// Elements dropped with everything inside them.
-    static let droppedElements: Set<String> = ["script", "foreignobject", "handler", "listener"]
+    /// Elements dropped with everything inside them. Filters are dropped too:
+    /// a few hundred bytes of blur or morphology radius kept librsvg drawing for
+    /// minutes, past any deadline (it cannot be stopped mid-page).
+    static let droppedElements: Set<String> = ["script", "foreignobject", "handler", "listener", "filter"]
+    /// Attributes dropped wherever they are (`on…` handlers are matched apart).
+    static let droppedAttributes: Set<String> = ["filter"]
+    /// The most elements a document may have: each is drawn, so this bounds the work.
+    public static let maxElements = 10_000
     /// Attributes whose value names a resource.
     static let linkAttributes: Set<String> = ["href", "xlink:href", "src"]
     /// `data:` images librsvg may embed.
@@ -69,6 +77,7 @@ import WebImage
         /// Open elements, and how deep inside a dropped one the scan is (0: not).
         var open: [String] = []
         var droppedDepth = 0
+        var elements = 0
         /// Inside a `style` element whose text is being gathered.
         var styleText: [UInt8]?
 
@@ -189,12 +198,15 @@ import WebImage
                 guard !raw.contains("<") else { throw SVGSanitizer.refused("\(attribute) in <\(element)> holds a '<'") }
                 let value = SVGSanitizer.unescape(raw)
                 let lower = attribute.lowercased()
-                if lower.hasPrefix("on") { continue }
+                if lower.hasPrefix("on") || SVGSanitizer.droppedAttributes.contains(lower) { continue }
+                if lower == "style", value.lowercased().contains("filter") { continue }
                 if SVGSanitizer.linkAttributes.contains(lower), !SVGSanitizer.allowsLink(value) { continue }
                 if SVGSanitizer.reachesOut(value) { continue }
                 attributes.append((attribute, value))
             }
             let lower = element.lowercased()
+            elements += 1
+            guard elements <= SVGSanitizer.maxElements else { throw SVGSanitizer.refused("it has more than \(SVGSanitizer.maxElements) elements") }
             let dropped = droppedDepth > 0 || SVGSanitizer.droppedElements.contains(lower)
             if !selfClosing {
                 open.append(element)

@@ -158,6 +158,12 @@ public struct ThumbnailQuery: Sendable {
             if let value = hints.dpr { dpr = ClientHints.resolvedDPR(value) }
         }
         let maxDimension = settings.maxDimension
+        if hintsConsulted.contains("Sec-CH-DPR") {
+            // A hinted DPR is lowered until the query's sides fit: a hint is advice, and
+            // never turns a valid request into a 400.
+            let largest = ["w", "h"].compactMap { parameters[$0].flatMap(Int.init) }.filter { $0 >= 1 && $0 <= maxDimension }.max() ?? 0
+            if largest > 0 { dpr = max(1, min(dpr, Double(maxDimension) / Double(largest))) }
+        }
         func side(_ name: String) throws -> Int? {
             guard let raw = parameters[name] else { return nil }
             guard let value = Int(raw), value >= 1, case let scaled = Int((Double(value) * dpr).rounded()), (1...maxDimension).contains(scaled) else {

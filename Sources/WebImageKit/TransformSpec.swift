@@ -160,17 +160,17 @@ public enum TransformSpec {
         case "watermark":
             return try step.watermark(watermark)
         case "brightness":
-            return ImageTransformers.Brightness(try step.numbers(1, count: 1...1, within: 0...10)[0])
+            return ImageTransformers.Brightness(try step.single(within: 0...10))
         case "contrast":
-            return ImageTransformers.Contrast(try step.numbers(1, count: 1...1, within: 0...10)[0])
+            return ImageTransformers.Contrast(try step.single(within: 0...10))
         case "saturation", "saturate":
-            return ImageTransformers.Saturation(try step.numbers(1, count: 1...1, within: 0...10)[0])
+            return ImageTransformers.Saturation(try step.single(within: 0...10))
         case "gamma":
-            return ImageTransformers.Gamma(try step.numbers(1, count: 1...1, within: 0.1...10)[0])
+            return ImageTransformers.Gamma(try step.single(within: 0.1...10))
         case "text":
             return try step.text(fonts: fonts)
         case "pixelate":
-            let size = try step.side(try step.numbers(1, count: 1...1, within: 1...1e7)[0], "a block")
+            let size = try step.side(try step.single(within: 1...Double(maxSide)), "a block")
             guard size >= 1 else { throw step.bad("a block of at least 1 pixel after the DPR") }
             return ImageTransformers.Pixelate(size: size)
         default:
@@ -211,6 +211,11 @@ private struct Step {
             throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")
         }
         return values
+    }
+    /// The one number of a step that takes one (`brightness:1.2`): a second field is refused.
+    func single(within range: ClosedRange<Double>) throws -> Double {
+        guard fields.count == 2 else { throw bad("\(name):N, one number") }
+        return try numbers(1, count: 1...1, within: range)[0]
     }
     /// A side times the DPR, 1...maxSide.
     func side(_ value: Double, _ what: String) throws -> Int {

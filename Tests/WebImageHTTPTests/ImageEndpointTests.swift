@@ -195,6 +195,10 @@ struct EndpointFailureTests {
         #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("2.625", nil))) == 300)
         #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("9", nil))) == 300, "at most 3")
         #expect(width(await f.get("/thumbnail?url=\(url)&w=100&format=jpeg", hints("0.2", nil))) == 100, "at least 1")
+        // A hinted DPR never turns a valid request into a 400: it is lowered until the sides fit (2048 / 800).
+        let wide = await f.get("/thumbnail?url=\(url)&w=800&format=jpeg", hints("3", nil))
+        #expect(wide.status == .ok && width(wide) == 1600, "2048 wide asked; the 1600-pixel photo is never upscaled: \(EndpointFixture.json(wide))")
+        #expect(await f.get("/thumbnail?url=\(url)&w=2048&format=jpeg", hints("3", nil)).status == .ok)
         // The query's own dpr= wins, and then Vary does not name the hint.
         let explicit = await f.get("/thumbnail?url=\(url)&w=100&dpr=1&format=jpeg", hints("2", nil))
         #expect(width(explicit) == 100 && explicit.headerFields[.vary] == nil)

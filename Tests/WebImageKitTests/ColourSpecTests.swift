@@ -16,7 +16,7 @@ struct ColourSpecTests {
         #expect(try TransformSpec.parse("saturate:2").key == "saturation(2.0)")
         #expect(try TransformSpec.parse("dpr:2;pixelate:4").key == "pixelate(8)", "a block is a size: times the DPR")
         for bad in ["brightness:-1", "brightness:11", "brightness:x", "brightness", "contrast:1,2", "saturation:nan", "gamma:0", "gamma:11",
-                    "pixelate:0", "pixelate:99999", "pixelate:-3", "pixelate:inf"] {
+                    "pixelate:0", "pixelate:99999", "pixelate:-3", "pixelate:inf", "brightness:1:2", "gamma:2:"] {
             #expect {
                 try TransformSpec.parse(bad)
             } throws: { error in

@@ -37,8 +37,11 @@ struct ColourAdjustmentTests {
         return worst
     }
 
+    /// The step's pixels; alpha must stay alpha (the encoder picks the format by it).
     func run(_ transformer: any ImageTransformer, on buffer: PixelBuffer) throws -> PixelBuffer {
-        try Fixtures.pixels(transformer.transform(Fixtures.image(buffer)))
+        let image = try transformer.transform(Fixtures.image(buffer))
+        #expect(image.hasAlpha == (buffer.channels == 2 || buffer.channels == 4), "\(transformer.key) on \(buffer.channels) bands: hasAlpha \(image.hasAlpha)")
+        return try Fixtures.pixels(image)
     }
 
     @Test("brightness, contrast and gamma: exactly their formula on each 8-bit value, alpha untouched", arguments: [0, 0.5, 1, 1.7, 10])

@@ -91,6 +91,19 @@ struct DocumentFormatTests {
         #expect(origin.requestCount(path: "/x.png") == 0, "librsvg fetched an external reference")
     }
 
+    @Test("SVG: filters are dropped (a blur of radius 1000 drew for minutes past any deadline), and more than 10 000 elements refuse the file")
+    func svgWork() throws {
+        let heavy = Self.svg("<filter id=\"f\"><feGaussianBlur stdDeviation=\"1000\"/><feMorphology radius=\"1000\"/></filter>"
+            + String(repeating: "<rect width=\"200\" height=\"100\" fill=\"red\" filter=\"url(#f)\" style=\"filter:url(#f)\"/>", count: 50))
+        let clean = String(decoding: try SVGSanitizer.clean(heavy), as: UTF8.self).lowercased()
+        #expect(!clean.contains("filter") && !clean.contains("fegaussianblur") && clean.contains("<rect"), "\(clean.prefix(300))")
+        let started = ContinuousClock.now
+        let (r, _, _) = try Self.centre(try svgCoder.decode(heavy, options: DecodeOptions()))
+        #expect(r > 240 && ContinuousClock.now - started < .seconds(60 * TestTiming.scale))
+        let many = Self.svg(String(repeating: "<g/>", count: SVGSanitizer.maxElements))
+        #expect { try svgCoder.decode(many, options: DecodeOptions()) } throws: { ($0 as? WebImageError)?.message.contains("elements") == true }
+    }
+
     @Test("SVG: a document type declaration (XXE, billion laughs) is refused at once; broken markup is a typed error")
     func svgEntities() throws {
         let xxe = Self.svg("<text>&xxe;</text>", prolog: "<?xml version=\"1.0\"?><!DOCTYPE svg [<!ENTITY xxe SYSTEM \"file:///etc/passwd\">]>")

@@ -127,6 +127,11 @@ struct JPEGXLTests {
         // Alpha survives; an animation becomes its first frame.
         let rgba = PixelBuffer(size: PixelSize(32), channels: 4, bytes: (0..<(32 * 32 * 4)).map { UInt8(truncatingIfNeeded: $0 % 4 == 3 ? ($0 / 4) % 200 : $0 * 7) })
         #expect(try allowing.decode(try allowing.encode(Fixtures.image(rgba), as: .jxl, options: EncodeOptions()), options: DecodeOptions()).hasAlpha)
+        // After a colour step too (its bands once lost their alpha's name, and libjxl refused the image).
+        let brighter = try ImageTransformers.Brightness(1.2).transform(Fixtures.image(rgba))
+        #expect(try allowing.decode(try allowing.encode(brighter, as: .jxl, options: EncodeOptions()), options: DecodeOptions()).hasAlpha)
+        let greyAlpha = PixelBuffer(size: PixelSize(16), channels: 2, bytes: (0..<(16 * 16 * 2)).map { UInt8(truncatingIfNeeded: $0 * 5) })
+        _ = try allowing.encode(try ImageTransformers.Gamma(2).transform(Fixtures.image(greyAlpha)), as: .jxl, options: EncodeOptions())
         let gif = try allowing.decode(try Fixtures.animated(.gif, delays: [100, 200], loop: 0, size: 24), options: DecodeOptions())
         let still = try allowing.decode(try allowing.encode(gif, as: .jxl, options: EncodeOptions()), options: DecodeOptions())
         #expect(still.frameCount == 1 && still.pixelSize == PixelSize(24))
