@@ -156,7 +156,7 @@ fuzz: deps
 		mkdir -p .build-fuzz/corpus/$$t; \
 		extra=""; [ "$$t" = transform ] && extra="-malloc_limit_mb=64"; \
 		echo "== fuzz $$t for $(FUZZ_SECONDS) s"; \
-		SWIFT_BACKTRACE=enable=no FUZZ_TARGET=$$t .build-fuzz/debug/webimage-fuzz .build-fuzz/corpus/$$t .build-fuzz/seeds/$$t \
+		SWIFT_BACKTRACE=enable=no LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/sanitizers/lsan.supp FUZZ_TARGET=$$t .build-fuzz/debug/webimage-fuzz .build-fuzz/corpus/$$t .build-fuzz/seeds/$$t \
 			-max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 $$extra \
 			-artifact_prefix=.build-fuzz/artifacts/$$t- > .build-fuzz/$$t.log 2>&1 \
 			|| { tail -40 .build-fuzz/$$t.log; echo "fuzz $$t: finding in .build-fuzz/artifacts"; exit 1; }; \
