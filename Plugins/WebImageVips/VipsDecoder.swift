@@ -11,6 +11,17 @@ struct VipsDecoder {
     let options: DecodeOptions
     /// AVIF through libavif (VipsDecoder+AVIF); false for libvips' heif loader.
     var libavif = true
+    /// How long poppler may take over a PDF (VipsDecoder+PDF).
+    var pdfTimeLimit: Duration = VipsImageCoder.Options.defaultPDFTimeLimit
+
+    init(bytes: UnsafeRawBufferPointer, format: ImageFormat?, options: DecodeOptions, libavif: Bool = true,
+         pdfTimeLimit: Duration = VipsImageCoder.Options.defaultPDFTimeLimit) {
+        self.bytes = bytes
+        self.format = format
+        self.options = options
+        self.libavif = libavif
+        self.pdfTimeLimit = pdfTimeLimit
+    }
 
     /// Formats whose frames are an animation (TIFF pages and HEIF items are not).
     var isAnimatable: Bool { format == .gif || format == .webp }
@@ -55,6 +66,7 @@ struct VipsDecoder {
     }
 
     func decode() throws -> Image {
+        if format == .pdf { return try decodePDF() }
         try checkComplete()
         if !options.scaleDownLargeImages, let declared = HeaderProbe.size(of: bytes, format: format), declared.area > options.pixelLimit {
             throw WebImageError(.pixelLimitExceeded,
@@ -89,7 +101,7 @@ struct VipsDecoder {
         var fill = !options.preserveAspectRatio && box != nil
         // A vector page (SVG, PDF) is drawn at the thumbnail's size, never at the
         // size it declares: only the box's pixels are made.
-        let drawnSmall = box != nil && (format == .svg || format == .pdf)
+        let drawnSmall = box != nil && format == .svg
         if area > limitPixels, !drawnSmall {
             guard options.scaleDownLargeImages else {
                 try full.check(pixelLimit: options.pixelLimit, memoryLimit: memoryLimit, step: "decoding \(width)x\(pageHeight)")
@@ -148,6 +160,7 @@ struct VipsDecoder {
     /// What the header says, without decoding pixels (libvips loads lazily).
     func info() throws -> ImageInfo {
         if format == .avif && libavif { return try avifInfo() }
+        if format == .pdf { return try pdfInfo() }
         // What no decoder reads, info does not describe either (one answer per file).
         if format == .jpeg { try VipsImageCoder.checkJPEGScans(bytes) }
         let header = try open()
@@ -233,7 +246,7 @@ struct VipsDecoder {
             return (try image.inMemory(), 1)
         }
 
-        if format == .svg || format == .pdf {
+        if format == .svg {
             return (try drawnSmall(header: header, target: target, box: box, fill: fill), 1)
         }
 
@@ -265,10 +278,10 @@ struct VipsDecoder {
         return (try Self.eachFrame(image) { try Self.crop($0, to: box, focus: focus) }, 1)
     }
 
-    /// The smallest scale librsvg and poppler draw at, through libvips.
+    /// The smallest scale librsvg draws at, through libvips.
     static let minimumVectorScale = 0.001
 
-    /// An SVG or PDF page drawn at the scale of the thumbnail, then resized to it
+    /// An SVG drawn at the scale of the thumbnail, then resized to it
     /// exactly. libvips' own thumbnail asks the loader for the scale, and one
     /// below the loader's minimum (0.001: a page that declares 100000 pixels
     /// into 64) is refused by it and drawn at full size instead, which took 74 s.

@@ -34,14 +34,29 @@ public struct VipsImageCoder: ImageCoder {
         /// `SVGSanitizer` has taken out scripts, external references and
         /// entities (an SVG is sanitised with ``allowUntrusted`` too). Off by default.
         public var allowSVG = false
-        /// Allow PDF alone (poppler): the first page only, rasterised at the size
-        /// asked for, bounded by the pixel limit like any image. Off by default.
+        /// Allow PDF alone: the first page only, drawn at the size asked for and
+        /// bounded by the pixel limit like any image. Poppler reads and draws it
+        /// in a child process (`pdfinfo`, `pdftocairo`: Debian's poppler-utils),
+        /// killed at ``pdfTimeLimit``; it never runs in this one. Off by default.
         public var allowPDF = false
-        public init(allowUntrusted: Bool = false, allowSVG: Bool = false, allowPDF: Bool = false) {
+        /// The longest poppler may take to read a PDF and draw its first page;
+        /// past it the child is killed and the decode fails with `decodeFailed`.
+        /// Default 10 s: a page of a real document draws in well under a second.
+        public var pdfTimeLimit: Duration = Self.defaultPDFTimeLimit
+        public static let defaultPDFTimeLimit: Duration = .seconds(10)
+
+        public init(allowUntrusted: Bool = false, allowSVG: Bool = false, allowPDF: Bool = false,
+                    pdfTimeLimit: Duration = Self.defaultPDFTimeLimit) {
             self.allowUntrusted = allowUntrusted
             self.allowSVG = allowSVG
             self.allowPDF = allowPDF
+            self.pdfTimeLimit = pdfTimeLimit
         }
+
+        /// Whether PDFs can be drawn on this machine: poppler-utils' `pdftocairo`
+        /// and `pdfinfo` are on `PATH`. A configuration that turns `vips.pdf` on
+        /// where they are missing fails at start-up.
+        public static var canDrawPDF: Bool { PopplerTools.available }
 
         /// Whether a loader libvips marks untrusted may decode `format`.
         func allowsUntrusted(_ format: ImageFormat?) -> Bool {
@@ -76,8 +91,10 @@ public struct VipsImageCoder: ImageCoder {
             // refuse untrusted loaders themselves (see `decode`).
             if options.allowUntrusted { vips_block_untrusted_set(0) }
             if options.allowSVG { vips_operation_block_set("VipsForeignLoadSvg", 0) }
-            if options.allowPDF { vips_operation_block_set("VipsForeignLoadPdf", 0) }
         }
+        // PDFs are drawn in a child process (VipsDecoder+PDF), never by libvips' poppler
+        // loader in this one, whatever trusts untrusted loaders.
+        if (try? Vips.ensureInitialized()) != nil { vips_operation_block_set("VipsForeignLoadPdf", 1) }
     }
 
     /// libvips' concurrency for one image: the threads it uses inside one
@@ -174,6 +191,15 @@ public struct VipsImageCoder: ImageCoder {
             // librsvg never sees scripts, external references or entities.
             data = try SVGSanitizer.clean(data)
         }
+        if format == .pdf {
+            guard self.options.allowsUntrusted(.pdf) else {
+                throw WebImageError(.unsupportedFormat, "pdf is drawn by poppler, which is not written for hostile input; set vips.pdf = true (the first page, drawn in a child process) or vips.allowUntrusted = true (VipsImageCoder.Options) to decode it")
+            }
+            guard PopplerTools.available else { throw PopplerTools.missing }
+            return try data.withUnsafeBytes { raw in
+                try VipsWarnings.decoding(format) { try body(VipsDecoder(bytes: raw, format: .pdf, options: options, pdfTimeLimit: self.options.pdfTimeLimit)) }
+            }
+        }
         return try data.withUnsafeBytes { raw -> T in
             // AVIF, still or a sequence, goes to libavif (VipsDecoder+AVIF). A file
             // libavif 0.11 cannot parse (two ipma boxes, which libheif reads) goes on to
@@ -210,8 +236,12 @@ public struct VipsImageCoder: ImageCoder {
             vips_error_clear()
             throw WebImageError(.unsupportedFormat, "libvips has no loader for \(format.map { "this \($0) data" } ?? "these bytes")")
         }
+        if loaderName.hasPrefix("VipsForeignLoadPdf") {
+            // libvips' test is "%PDF" at the start, the sniffer's "%PDF-": what is not a PDF to the sniffer is not drawn.
+            throw WebImageError(.unsupportedFormat, "these bytes start like a PDF but not with %PDF-")
+        }
         if !self.options.allowsUntrusted(format), CVips_is_untrusted(loaderName) != 0 {
-            let specific = format == .svg ? "vips.svg = true (sanitised first) or " : format == .pdf ? "vips.pdf = true (the first page) or " : ""
+            let specific = format == .svg ? "vips.svg = true (sanitised first) or " : ""
             throw WebImageError(.unsupportedFormat,
                                 "\(format?.rawValue ?? loaderName) is decoded by \(loaderName), which libvips marks untrusted; set \(specific)vips.allowUntrusted = true (VipsImageCoder.Options) to decode it")
         }

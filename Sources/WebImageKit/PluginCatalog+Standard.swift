@@ -28,7 +28,7 @@ extension PluginCatalog {
             guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil) }
             return TurboJPEGCoder(fallback: VipsImageCoder(options: try vipsOptions(values)))
         }
-        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.concurrency", "vips.vector"]) { config in
+        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.pdfTimeLimit", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
             if let vector = try values.bool("vips.vector") { VipsImageCoder.vectorEnabled = vector }
@@ -90,8 +90,17 @@ public enum WebImageKit {
     }
 }
 
-/// `vips.allowUntrusted`, `vips.svg` and `vips.pdf`: the coder's opt-ins.
+/// `vips.allowUntrusted`, `vips.svg` and `vips.pdf`: the coder's opt-ins. A PDF
+/// opt-in where poppler-utils is missing stops the start, not the first PDF.
 private func vipsOptions(_ values: ConfigValues) throws -> VipsImageCoder.Options {
-    VipsImageCoder.Options(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false,
-                           allowSVG: try values.bool("vips.svg") ?? false, allowPDF: try values.bool("vips.pdf") ?? false)
+    var options = VipsImageCoder.Options(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false,
+                                         allowSVG: try values.bool("vips.svg") ?? false, allowPDF: try values.bool("vips.pdf") ?? false)
+    if let limit = try values.duration("vips.pdfTimeLimit") {
+        guard limit > .zero else { throw values.invalid("vips.pdfTimeLimit", "\(limit)", "a duration longer than zero") }
+        options.pdfTimeLimit = limit
+    }
+    if options.allowPDF, !VipsImageCoder.Options.canDrawPDF {
+        throw values.invalid("vips.pdf", "true", "possible here: PDF pages are drawn by poppler's pdftocairo and pdfinfo (Debian: poppler-utils), which are not on PATH")
+    }
+    return options
 }

@@ -276,11 +276,24 @@ struct EndpointFailureTests {
         let refused = await plain.get("/thumbnail?url=\(plain.source("a.svg"))&w=64")
         #expect(refused.status == .unsupportedMediaType && EndpointFixture.json(refused)["error"] as? String == "unsupportedFormat")
 
-        let f = try await EndpointFixture.make(["vips.svg": "true", "vips.pdf": "true"])
+        await #expect { _ = try await EndpointFixture.make(["vips.pdf": "true", "vips.pdfTimeLimit": "0s"]) } throws: {
+            ($0 as? WebImageError)?.message.contains("vips.pdfTimeLimit") == true
+        }
+        let f = try await EndpointFixture.make(["vips.svg": "true", "vips.pdf": "true", "vips.pdfTimeLimit": "1s"])
         defer { Task { await f.close() } }
         f.origin.serve("/img/a.svg", svg, contentType: "image/svg+xml")
         f.origin.serve("/img/x.svg", doctype, contentType: "image/svg+xml")
         f.origin.serve("/img/b.pdf", Data(pdf.utf8), contentType: "application/pdf")
+        // Nested form XObjects: minutes of poppler's drawing, stopped at vips.pdfTimeLimit
+        // in each of four requests at once, while the service goes on answering.
+        f.origin.serve("/img/bomb.pdf", PDFFixtures.nestedForms(), contentType: "application/pdf")
+        let bombs = await withTaskGroup(of: ImageResponse.self) { group in
+            for width in 61...64 { group.addTask { await f.get("/thumbnail?url=\(f.source("bomb.pdf"))&w=\(width)&format=png") } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        for bomb in bombs {
+            #expect(bomb.status == .unsupportedMediaType && EndpointFixture.json(bomb)["error"] as? String == "decodeFailed", "\(EndpointFixture.json(bomb))")
+        }
         let thumbnail = await f.get("/thumbnail?url=\(f.source("a.svg"))&w=64&format=png")
         #expect(thumbnail.status == .ok && ImageFormat.sniff(thumbnail.body) == .png)
         #expect(try f.manager.configuration.coders.info(thumbnail.body).pixelSize == PixelSize(width: 64, height: 32))

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import WebImage
 import WebImageTestSupport
@@ -128,34 +129,9 @@ struct DocumentFormatTests {
         #expect(throws: WebImageError.self) { try svgCoder.decode(Data([0x3C, 0x73, 0x76, 0x67, 0xFF, 0xFE, 0x3E]), options: DecodeOptions()) }
     }
 
-    /// A PDF of `pages` pages of `width` x `height` points, each a filled square in
-    /// its middle: the objects, then a cross-reference table with their offsets.
-    static func pdf(pages: Int, width: Int = 300, height: Int = 200) -> Data {
-        var objects: [String] = []
-        let kids = (0..<pages).map { "\(3 + 2 * $0) 0 R" }.joined(separator: " ")
-        objects.append("<< /Type /Catalog /Pages 2 0 R >>")
-        objects.append("<< /Type /Pages /Kids [\(kids)] /Count \(pages) >>")
-        let content = "0 0 1 rg \(width / 4) \(height / 4) \(width / 2) \(height / 2) re f"
-        for page in 0..<pages {
-            objects.append("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 \(width) \(height)] /Contents \(4 + 2 * page) 0 R >>")
-            objects.append("<< /Length \(content.utf8.count) >>\nstream\n\(content)\nendstream")
-        }
-        var text = "%PDF-1.4\n"
-        var offsets: [Int] = []
-        for (index, object) in objects.enumerated() {
-            offsets.append(text.utf8.count)
-            text += "\(index + 1) 0 obj\n\(object)\nendobj\n"
-        }
-        let xref = text.utf8.count
-        text += "xref\n0 \(objects.count + 1)\n0000000000 65535 f \n"
-        for offset in offsets { text += String(repeating: "0", count: 10 - String(offset).count) + "\(offset) 00000 n \n" }
-        text += "trailer\n<< /Size \(objects.count + 1) /Root 1 0 R >>\nstartxref\n\(xref)\n%%EOF\n"
-        return Data(text.utf8)
-    }
-
     @Test("PDF: refused by default naming vips.pdf; allowed, the first page at its size, the page count in info, thumbnails drawn small")
     func pdfFirstPage() throws {
-        let data = Self.pdf(pages: 3)
+        let data = PDFFixtures.pages(3)
         #expect(ImageFormat.sniff(data) == .pdf)
         let refused = #expect(throws: WebImageError.self) { try VipsImageCoder().decode(data, options: DecodeOptions()) }
         #expect(refused?.code == .unsupportedFormat && refused?.message.contains("vips.pdf") == true, "\(refused?.message ?? "")")
@@ -170,14 +146,56 @@ struct DocumentFormatTests {
 
     @Test("PDF bombs: 100 pages render one; a 200000-point page is refused in full and drawn small as a thumbnail; broken files are typed errors")
     func pdfBounds() throws {
-        let hundred = Self.pdf(pages: 100)
+        let hundred = PDFFixtures.pages(100)
         #expect(try pdfCoder.info(hundred).pageCount == 100)
         #expect(try pdfCoder.decode(hundred, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).frameCount == 1)
-        let large = Self.pdf(pages: 1, width: 200_000, height: 200_000)
+        let large = PDFFixtures.pages(1, width: 200_000, height: 200_000)
         #expect { try pdfCoder.decode(large, options: DecodeOptions()) } throws: { ($0 as? WebImageError)?.code == .pixelLimitExceeded }
         #expect(try pdfCoder.decode(large, options: DecodeOptions(thumbnailPixelSize: PixelSize(64))).pixelSize == PixelSize(64))
         for broken in [Data("%PDF-1.4\nthis is no pdf at all".utf8), hundred.prefix(hundred.count / 3), Data("%PDF-".utf8)] {
-            #expect(throws: WebImageError.self) { try pdfCoder.decode(broken, options: DecodeOptions()) }
+            let error = #expect(throws: WebImageError.self) { try pdfCoder.decode(broken, options: DecodeOptions()) }
+            #expect(error?.code == .decodeFailed && error?.message.contains("poppler") == true, "\(error?.message ?? "")")
+            #expect(throws: WebImageError.self) { try pdfCoder.info(broken) }
+        }
+        // libvips takes "%PDF" for a PDF, the sniffer "%PDF-": neither draws what is in between.
+        let almost = Data("%PDFx".utf8) + hundred.dropFirst(5)
+        for coder in [pdfCoder, VipsImageCoder(options: .init(allowUntrusted: true))] {
+            #expect { try coder.decode(almost, options: DecodeOptions()) } throws: { ($0 as? WebImageError)?.code == .unsupportedFormat }
+        }
+    }
+
+    @Test("PDF drawing time: poppler runs in a child killed at vips.pdfTimeLimit; four bombs at once each fail typed, and the next PDF draws")
+    func pdfTime() throws {
+        let bomb = PDFFixtures.nestedForms()
+        let coder = VipsImageCoder(options: .init(allowPDF: true, pdfTimeLimit: .seconds(1)))
+        // Reading the document draws nothing: its header is cheap.
+        #expect(try coder.info(bomb).pageCount == 1)
+        let errors = Mutex<[WebImageError?]>([])
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            let error = #expect(throws: WebImageError.self) { try coder.decode(bomb, options: DecodeOptions(thumbnailPixelSize: PixelSize(77))) }
+            errors.withLock { $0.append(error) }
+        }
+        for error in errors.withLock({ $0 }) {
+            #expect(error?.code == .decodeFailed && error?.message.contains("within vips.pdfTimeLimit") == true, "\(error?.message ?? "")")
+        }
+        // Every child was killed and reaped: none drawing at 77x77 (the size no
+        // other test asks for) is left with our pid as its parent.
+        #expect(Self.children(named: "pdftocairo", arguments: "77").isEmpty)
+        #expect(try coder.decode(PDFFixtures.pages(1), options: DecodeOptions(thumbnailPixelSize: PixelSize(60))).pixelSize == PixelSize(width: 60, height: 40))
+    }
+
+    /// This process's children by command name and one of their arguments, from /proc.
+    static func children(named name: String, arguments: String) -> [Int32] {
+        let me = getpid()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return false }
+            let command = stat[stat.index(after: open)..<close]
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            let argv = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
+            return command == name && fields.count > 2 && Int32(fields[1]) == me
+                && argv.split(separator: 0).contains { String(decoding: $0, as: UTF8.self) == arguments }
         }
     }
 }

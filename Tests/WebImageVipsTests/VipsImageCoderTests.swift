@@ -193,7 +193,7 @@ struct VipsImageCoderTests {
         #expect(blocked?.code == .unsupportedFormat && blocked?.message.contains("untrusted") == true, "\(String(describing: blocked))")
         let pdf = Data("%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF".utf8)
         let pdfError = #expect(throws: WebImageError.self) { try coder.decode(pdf, options: DecodeOptions()) }
-        #expect(pdfError?.message.contains("untrusted") == true || pdfError?.message.contains("no loader") == true, "\(String(describing: pdfError))")
+        #expect(pdfError?.code == .unsupportedFormat && pdfError?.message.contains("vips.pdf = true") == true, "\(String(describing: pdfError))")
 
         let trusting = VipsImageCoder(options: .init(allowUntrusted: true))
         #expect(try trusting.decode(svg, options: DecodeOptions()).pixelSize == PixelSize(10))

@@ -130,4 +130,25 @@ int CVips_pixelate(VipsImage *in, VipsImage **out, int size);
 /// the colour with the glyphs' coverage as alpha.
 int CVips_text_overlay(VipsImage **out, const char *markup, const char *font, double red, double green, double blue);
 
+/// What `CVips_run_child` ended with.
+enum {
+    CVIPS_CHILD_OK = 0,                /// the child ran and closed its output (see `exit_status`)
+    CVIPS_CHILD_FAILED_TO_START = 1,   /// no child (errno says why) or a failed poll
+    CVIPS_CHILD_TIMED_OUT = 2,         /// killed at the deadline
+    CVIPS_CHILD_OUTPUT_TOO_LARGE = 3,  /// killed when its output passed `max_output`
+};
+
+/// Runs `path` with `argv` (NULL-terminated), `input` as its stdin (from memory,
+/// never a file on disk), until it exits or `timeout_ms` passes, when it is
+/// killed (SIGKILL). Its stdout is returned in `*output` (malloc'd, the caller
+/// frees it) when the result is CVIPS_CHILD_OK; more than `max_output` bytes
+/// kills it. The last `error_cap - 1` bytes of its stderr land in `error_tail`.
+/// `exit_status` is its exit code, or 128 + the signal that ended it (minus the
+/// errno when no child started). Every
+/// child is reaped before this returns. `envp`: its environment (NULL: ours).
+/// Not a libvips call: no error buffer.
+int CVips_run_child(const char *path, char *const argv[], const void *input, size_t input_len,
+                    int timeout_ms, size_t max_output, unsigned char **output, size_t *output_len,
+                    int *exit_status, char *error_tail, size_t error_cap, char *const envp[]);
+
 #endif
