@@ -98,7 +98,8 @@ let package = Package(
     ],
     targets: [
         // Core: contracts, registries, the manager, memory cache, file store, file loader.
-        // No image or network C library: its only C is CWebImageSystem, system-call shims.
+        // No image or network C library: its only C is CWebImageSystem, system-call shims
+        // and XXH3 (the system's header-only xxhash.h compiled in: nothing to link).
         // A user who wants only these links `WebImage` alone.
         .target(
             name: "WebImage",

@@ -152,7 +152,8 @@ public final class LMDBCacheStore: CacheStore {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
                 let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
-                return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData ? decoded.checksum : nil))
+                // An entry of format 2 carries an XXH64: the ETag is hashed from the bytes instead.
+                return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData && !decoded.isLegacy ? decoded.checksum : nil))
             }
         }
         switch outcome {
@@ -179,7 +180,7 @@ public final class LMDBCacheStore: CacheStore {
         let databaseKey = LMDBRecord.databaseKey(key)
         let now = LMDBRecord.milliseconds(clock())
         let header = LMDBRecord.header(key: key, hashed: LMDBRecord.isHashed(databaseKey), metadata: metadata, storedAt: now,
-                                       checksum: XXH64.hash(data))
+                                       checksum: XXH3.hash(data))
         let overLimit = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Bool, any Error>) in
             let write = PendingWrite(databaseKey: databaseKey, header: header, data: data, stamp: now, continuation: continuation)
             let lead = pendingWrites.withLock { state -> Bool in

@@ -12,7 +12,10 @@ import WebImage
 /// - `totals`: `size` and `count` as big-endian UInt64, kept in every write
 ///   transaction, so several processes agree on them.
 enum LMDBRecord {
-    static let version: UInt8 = 2
+    /// Written: 3 (an XXH3 checksum). Read: 3, and 2 (an XXH64 checksum, the
+    /// format before), so an upgrade keeps its cache.
+    static let version: UInt8 = 3
+    static let legacyVersion: UInt8 = 2
 
     static func databaseKey(_ key: String) -> [UInt8] {
         let utf8 = Array(key.utf8)
@@ -34,9 +37,10 @@ enum LMDBRecord {
     static func lruKey(access: UInt64, databaseKey: [UInt8]) -> [UInt8] { bigEndian(access) + databaseKey }
 
     /// The header: version, stored-at, the payload's checksum
-    /// (`XXH64`, verified on every read), full key (hashed keys only),
+    /// (`XXH3`, verified on every read), full key (hashed keys only),
     /// and the metadata strings, each length-prefixed. Binary, because a cache hit
-    /// must not pay for JSON. A value of version 1 (no checksum) reads as damaged.
+    /// must not pay for JSON. A value of version 1 (no checksum) reads as damaged;
+    /// one of version 2 is checked with XXH64.
     static func header(key: String, hashed: Bool, metadata: CacheMetadata, storedAt: UInt64, checksum: UInt64) -> [UInt8] {
         var out: [UInt8] = [version]
         out += bigEndian(storedAt)
@@ -54,11 +58,13 @@ enum LMDBRecord {
         var metadata: CacheMetadata
         var dataOffset: Int
         var checksum: UInt64
+        /// Format 2: the checksum is an XXH64.
+        var isLegacy = false
     }
 
     /// Parses a value; nil for a value this version cannot read (treated as a miss).
     static func decode(_ value: UnsafeRawBufferPointer) -> Decoded? {
-        guard value.count >= 17, value[0] == version else { return nil }
+        guard value.count >= 17, value[0] == version || value[0] == legacyVersion else { return nil }
         var offset = 17
         var fields: [String?] = []
         fields.reserveCapacity(5)
@@ -75,14 +81,15 @@ enum LMDBRecord {
         let stored = date(uint64(value, at: 1))
         let metadata = CacheMetadata(contentType: fields[1], etag: fields[2], lastModified: fields[3], originalURL: fields[4],
                                      storedAt: stored, accessedAt: stored, size: value.count - offset)
-        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9))
+        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9), isLegacy: value[0] == legacyVersion)
     }
 
     /// Why a value is damaged (it does not parse, or its payload fails its
     /// checksum), or nil when it is sound.
     static func damage(_ value: UnsafeRawBufferPointer, _ decoded: Decoded?) -> String? {
         guard let decoded else { return "not a record of format version \(version)" }
-        let actual = XXH64.hash(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...]))
+        let payload = UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])
+        let actual = decoded.isLegacy ? XXH64.hash(payload) : XXH3.hash(payload)
         return actual == decoded.checksum ? nil : XXH64.mismatch(decoded.checksum, actual)
     }
 }

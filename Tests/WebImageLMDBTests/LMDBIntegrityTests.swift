@@ -79,4 +79,29 @@ struct LMDBIntegrityTests {
         #expect(try await store.entry(forKey: "k0")?.data == Self.payload(0))
         #expect(try await store.entry(forKey: "k2")?.data == Self.payload(2))
     }
+
+    @Test("an entry of format 2 (an XXH64 checksum, the format before) still reads, checked with XXH64, and a flipped byte in it is a miss")
+    func formatTwo() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await Self.fill(directory, entries: 2)
+        // Rewrite both records as format 2 wrote them: version byte 2, the payload's XXH64.
+        let data = directory.appendingPathComponent("data.mdb")
+        var file = try Data(contentsOf: data)
+        for index in 0..<2 {
+            let checksum = try #require(file.range(of: Data(LMDBRecord.bigEndian(XXH3.hash(Self.payload(index)))))).lowerBound
+            #expect(file[checksum - 9] == LMDBRecord.version)
+            file[checksum - 9] = 2
+            file.replaceSubrange(checksum..<checksum + 8, with: LMDBRecord.bigEndian(XXH64.hash(Self.payload(index))))
+        }
+        let needle = Self.payload(1).subdata(in: 20_000..<20_032)
+        let found = try #require(file.range(of: needle))
+        file[found.lowerBound + 5] ^= 0x01
+        try file.write(to: data)
+
+        let store = try LMDBCacheStore(directory: directory, limits: .unlimited)
+        let entry = try await store.entry(forKey: "k0")
+        #expect(entry?.data == Self.payload(0) && entry?.checksum == nil, "read, and no XXH64 handed on as if it were the XXH3 of an ETag")
+        #expect(try await store.entry(forKey: "k1") == nil, "the flipped format-2 entry is damaged")
+    }
 }

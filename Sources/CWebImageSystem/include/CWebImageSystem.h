@@ -16,4 +16,8 @@ long CWI_pread_if_cached(int descriptor, void *buffer, unsigned long count, long
 /// `path` (`EXT4_SUPER_MAGIC`, `NFS_SUPER_MAGIC`...), or -1 with `errno` set.
 long long CWI_filesystem_type(const char *path);
 
+/// XXH3-64 (seed 0) of `count` bytes: the payload checksum of cache entries
+/// (xxh3.c: AVX2 where the CPU has it, else SSE2; the same values either way).
+unsigned long long CWI_xxh3_64(const void *bytes, unsigned long count);
+
 #endif

@@ -8,16 +8,20 @@ import Metrics
 /// - record: the key, then `contentType`, `etag`, `lastModified`, `originalURL`,
 ///   each a little-endian `UInt32` length (`0xFFFF_FFFF` for nil) and UTF-8;
 ///   then `storedAt` in milliseconds since 1970 (`Int64`), then the payload's
-///   checksum (``XXH64``, `UInt64`), verified on every read.
+///   checksum (``XXH3``, `UInt64`), verified on every read.
 /// - footer (16 bytes): the record's length (`UInt32`), the format version
-///   (`UInt32`, 2), and the magic `WEBIMGF1`. Entries of version 1 (no
-///   checksum) are read as damaged: they are removed and loaded again.
+///   (`UInt32`, 3), and the magic `WEBIMGF1`. Entries of version 2 (the same
+///   layout with an ``XXH64`` checksum) are read and checked with it, so an
+///   upgrade keeps its cache; entries of version 1 (no checksum) are read as
+///   damaged: they are removed and loaded again.
 ///
 /// The access date is not in the blob: the file store keeps it as the file's
 /// modification time, the Redis store as the key's TTL.
 package enum CacheEntryCodec {
     package static let magic = Array("WEBIMGF1".utf8)
-    package static let version: UInt32 = 2
+    package static let version: UInt32 = 3
+    /// The version before: the same layout, the checksum an XXH64.
+    package static let legacyVersion: UInt32 = 2
     package static let footerSize = 16
     package static let absent: UInt32 = 0xFFFF_FFFF
 
@@ -49,13 +53,18 @@ package enum CacheEntryCodec {
     }
 
     /// The record's length from a footer, or nil if it is not one of this
-    /// version that fits in a file of `fileSize` bytes.
+    /// version (or the one before) that fits in a file of `fileSize` bytes.
     package static func recordLength(footer: UnsafeRawBufferPointer, fileSize: Int) -> Int? {
         guard footer.count == footerSize, Array(footer[8..<16]) == magic,
-              UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 4, as: UInt32.self)) == version
+              [version, legacyVersion].contains(footerVersion(footer))
         else { return nil }
         let length = Int(UInt32(littleEndian: footer.loadUnaligned(as: UInt32.self)))
         return length + footerSize <= fileSize ? length : nil
+    }
+
+    /// The format version a footer names.
+    package static func footerVersion(_ footer: UnsafeRawBufferPointer) -> UInt32 {
+        UInt32(littleEndian: footer.loadUnaligned(fromByteOffset: 4, as: UInt32.self))
     }
 
     /// The key, metadata and payload checksum in a record; nil when it does not parse.
@@ -87,7 +96,7 @@ package enum CacheEntryCodec {
 extension CacheEntryCodec {
     /// The blob for an entry.
     package static func encode(_ data: Data, key: String, metadata: CacheMetadata) -> Data {
-        let record = record(key: key, metadata: metadata, checksum: XXH64.hash(data))
+        let record = record(key: key, metadata: metadata, checksum: XXH3.hash(data))
         var blob = Data(capacity: data.count + record.count + footerSize)
         blob.append(data)
         blob.append(contentsOf: record)
@@ -110,13 +119,15 @@ extension CacheEntryCodec {
     package static func decode(_ blob: Data, key: String) -> Decoded {
         let size = blob.count
         guard size >= footerSize else { return .damaged("\(size) bytes, shorter than a footer") }
-        let parsed = blob.withUnsafeBytes { bytes -> (key: String, metadata: CacheMetadata, checksum: UInt64, length: Int, actual: UInt64)? in
-            guard let length = recordLength(footer: UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize)...]), fileSize: size),
+        let parsed = blob.withUnsafeBytes { bytes -> (key: String, metadata: CacheMetadata, checksum: UInt64, length: Int, actual: UInt64, legacy: Bool)? in
+            let footer = UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize)...])
+            guard let length = recordLength(footer: footer, fileSize: size),
                   let record = parse(UnsafeRawBufferPointer(rebasing: bytes[(size - footerSize - length)..<(size - footerSize)]))
             else { return nil }
-            guard record.key == key else { return (record.key, record.metadata, 0, length, 0) }
-            let actual = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[..<(size - footerSize - length)]))
-            return (record.key, record.metadata, record.checksum, length, actual)
+            let legacy = footerVersion(footer) == legacyVersion
+            guard record.key == key else { return (record.key, record.metadata, 0, length, 0, legacy) }
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[..<(size - footerSize - length)])
+            return (record.key, record.metadata, record.checksum, length, legacy ? XXH64.hash(payload) : XXH3.hash(payload), legacy)
         }
         guard let parsed else { return .damaged("no readable footer or record of format version \(version)") }
         guard parsed.key == key else { return .otherKey }
@@ -126,7 +137,8 @@ extension CacheEntryCodec {
         var result = parsed.metadata
         result.size = data.count
         result.accessedAt = parsed.metadata.storedAt
-        return .entry(CacheEntry(data: data, metadata: result, checksum: parsed.checksum))
+        // A version-2 checksum is an XXH64: the ETag is hashed from the bytes instead.
+        return .entry(CacheEntry(data: data, metadata: result, checksum: parsed.legacy ? nil : parsed.checksum))
     }
 }
 

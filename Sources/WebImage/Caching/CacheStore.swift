@@ -82,7 +82,7 @@ public struct CacheEntry: Sendable {
     public var metadata: CacheMetadata
     /// Where the entry came from; the manager reports `.shared` as ``CacheType/shared``.
     public var source: Source
-    /// The ``XXH64`` of ``data``, when the store verified the entry against it on
+    /// The ``XXH3`` of ``data``, when the store verified the entry against it on
     /// this read (the LMDB, file and Redis stores do); nil when it did not. A
     /// server can use it as the entry's ETag without hashing the bytes again
     /// (``ImageResult/entityTag``).

@@ -231,7 +231,7 @@ extension FileCacheStore {
 
     /// Writes `bytes ‖ record ‖ footer` to `tmp/`, then renames it into place.
     private func write(_ data: Data, forKey key: String, metadata: CacheMetadata) throws {
-        let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: XXH64.hash(data))
+        let record = CacheEntryCodec.record(key: key, metadata: metadata, checksum: XXH3.hash(data))
         let footer = CacheEntryCodec.footer(recordLength: record.count)
         let temporary = tmpDirectory + "/" + UUID().uuidString
         let destination = path(forKey: key)

@@ -43,7 +43,7 @@ public final class MemoryImageCache: Sendable {
         let key: String
         let image: Image?
         let data: Data?
-        /// The XXH64 of `data`, when whoever cached it knew it.
+        /// The XXH3 of `data`, when whoever cached it knew it.
         let checksum: UInt64?
         /// When `data` was made or stored, when whoever cached it knew it.
         let madeAt: Date?
@@ -164,7 +164,7 @@ public final class MemoryImageCache: Sendable {
     /// - Returns: false if the bytes are over the per-entry cap and were not cached.
     @discardableResult
     /// - Parameters:
-    ///   - checksum: the bytes' ``XXH64``, when the caller has it (a store verified
+    ///   - checksum: the bytes' ``XXH3``, when the caller has it (a store verified
     ///     them, or the encoder's caller hashed them), returned with them by
     ///     ``dataEntry(forKey:)`` so that a hit needs no hash for its ETag.
     ///   - madeAt: when the bytes were made or stored, returned with them too (a

@@ -1,20 +1,18 @@
 public import Foundation
 
-/// XXH64 (seed 0): the package's one stable, fast, non-cryptographic hash.
+/// XXH64 (seed 0): the package's stable hash of keys.
 ///
-/// Every stored entry carries it over its payload, verified on every read, so that
-/// a damaged entry is a miss and never wrong bytes; watermark overlays are keyed by
-/// it, and a service can use it for ETags. Stable across processes, machines and
-/// versions (unlike `Hasher`); not for secrets.
+/// Watermark overlays and text steps are keyed by it, and a fallback image's URL
+/// carries it: values that must not change between versions, processes or
+/// machines (unlike `Hasher`). Entries written before ``XXH3`` became the
+/// payload checksum (format 2) are still checked with it. Not for secrets.
 ///
 /// ```swift
-/// let etag = String(XXH64.hash(bytes), radix: 16)
+/// let id = String(XXH64.hash(bytes), radix: 16)
 /// ```
 ///
-/// XXH64 rather than CRC32C: it runs at memory speed in plain Swift (no C in the
-/// core, no CPU feature to detect), and 64 bits make an undetected random
-/// corruption a 2⁻⁶⁴ event. The values are the reference implementation's
-/// (`xxhsum -H1`), tested against its published vectors.
+/// The values are the reference implementation's (`xxhsum -H1`), tested
+/// against its published vectors.
 public enum XXH64 {
     private static let p1: UInt64 = 0x9E37_79B1_85EB_CA87
     private static let p2: UInt64 = 0xC2B2_AE3D_27D4_EB4F

@@ -19,7 +19,7 @@ public struct ImageResult: Sendable {
     /// logged and counted). The image is good; it is just not on disk. A failed
     /// cache write never fails a load.
     public var storeFailure: WebImageError? = nil
-    /// The ``XXH64`` of ``data`` when the pipeline already had it: a disk hit the
+    /// The ``XXH3`` of ``data`` when the pipeline already had it: a disk hit the
     /// store verified, a memory hit cached with it, or derived bytes just encoded.
     /// ``entityTag`` uses it, and hashes the bytes only when it is nil.
     public var checksum: UInt64? = nil
@@ -48,14 +48,14 @@ public struct ImageResult: Sendable {
     /// The MIME type of ``data`` (`image/webp`); nil as ``format`` is.
     public var contentType: String? { format?.mimeType }
 
-    /// A strong HTTP entity tag for ``data``: its ``XXH64`` (from ``checksum`` when
+    /// A strong HTTP entity tag for ``data``: its ``XXH3`` (from ``checksum`` when
     /// the pipeline had it, else hashed now) and its length, in hex and quoted
     /// (`"9f3c…-7d2a"`). The same bytes give the same tag on every host and after
     /// every restart; different bytes give a different one (it is not a
     /// cryptographic hash: it only has to change when the bytes do). Nil without bytes.
     public var entityTag: String? {
         guard let data else { return nil }
-        let hash = checksum ?? XXH64.hash(data)
+        let hash = checksum ?? XXH3.hash(data)
         return "\"" + String(hash, radix: 16) + "-" + String(data.count, radix: 16) + "\""
     }
 }

@@ -16,6 +16,38 @@ struct IntegrityTests {
         #expect(XXH64.hash(long) == 0xE921_A1B4_5BD7_79F8)
     }
 
+    @Test("XXH3 is XXH3-64 (seed 0): libxxhash's values across its length classes (0, 1–3, 4–8, 9–16, 17–128, 129–240, long)")
+    func xxh3Vectors() {
+        let bytes = Data((0..<100_003).map { UInt8(truncatingIfNeeded: $0 * 31 + 7) })
+        let expected: [(Int, UInt64)] = [
+            (0, 0x2D06800538D394C2), (1, 0x4C5CCA45D0F4811F), (3, 0x15F7093B173D005C), (4, 0xDCA012F95811B6B9),
+            (8, 0xDEC6A9A43575982E), (9, 0xCBE393399F17FFBD), (16, 0x7E484C18D74895D0), (17, 0x208BDE5EE2BED407),
+            (128, 0xF92B70EAA21A6288), (129, 0xF8F76713F2BB60FA), (240, 0xCCC7375172C41F03), (241, 0x0B3B630948CE4A00),
+            (1024, 0x23BC880EBF0D29C6), (100_003, 0xE0950E66CF107FE8),
+        ]
+        for (length, value) in expected {
+            #expect(XXH3.hash(bytes.prefix(length)) == value, "\(length) bytes")
+        }
+    }
+
+    @Test("an entry of format 2 (an XXH64 checksum) still reads, checked with XXH64, with no checksum handed on; a flipped byte in it is damaged")
+    func codecFormat2() throws {
+        let payload = Data([9, 8, 7, 6, 5])
+        let record = CacheEntryCodec.record(key: "k", metadata: CacheMetadata(etag: "e"), checksum: XXH64.hash(payload))
+        var footer = CacheEntryCodec.footer(recordLength: record.count)
+        footer.replaceSubrange(4..<8, with: withUnsafeBytes(of: UInt32(2).littleEndian, Array.init))
+        let blob = payload + Data(record) + Data(footer)
+        guard case .entry(let entry) = CacheEntryCodec.decode(blob, key: "k") else { Issue.record("a sound format-2 blob"); return }
+        #expect(entry.data == payload && entry.metadata.etag == "e" && entry.checksum == nil)
+        var flipped = blob
+        flipped[1] ^= 1
+        guard case .damaged = CacheEntryCodec.decode(flipped, key: "k") else { Issue.record("a flipped format-2 blob"); return }
+        guard case .entry(let current) = CacheEntryCodec.decode(CacheEntryCodec.encode(payload, key: "k", metadata: CacheMetadata()), key: "k") else {
+            Issue.record("a sound blob"); return
+        }
+        #expect(current.checksum == XXH3.hash(payload))
+    }
+
     @Test("a flipped payload byte in a file entry is a miss, and the file is removed; the footer alone proves nothing")
     func flippedFileByte() async throws {
         let directory = temporaryDirectory()

@@ -61,21 +61,21 @@ struct ResultBytesTests {
         h.loader.serve("test://host/e.timg", data: TestCoder.encode(width: 8, height: 6))
         var context = ImageContext()
         context.transformer = HalvingTransformer()
-        let expectedTag = { (data: Data) in "\"" + String(XXH64.hash(data), radix: 16) + "-" + String(data.count, radix: 16) + "\"" }
+        let expectedTag = { (data: Data) in "\"" + String(XXH3.hash(data), radix: 16) + "-" + String(data.count, radix: 16) + "\"" }
 
         let made = try await h.manager.loadImage(with: h.url("e.timg"), options: [.avoidDecode, .waitStoreCache], context: context)
         let bytes = try #require(made.data)
-        #expect(made.cacheType == .none && made.checksum == XXH64.hash(bytes))
+        #expect(made.cacheType == .none && made.checksum == XXH3.hash(bytes))
         #expect(made.entityTag == expectedTag(bytes))
         #expect(made.format == ImageFormat.sniff(bytes) && made.contentType == ImageFormat.sniff(bytes)?.mimeType)
 
         let fromMemory = try await h.manager.loadImage(with: h.url("e.timg"), options: .avoidDecode, context: context)
-        #expect(fromMemory.cacheType == .memory && fromMemory.checksum == XXH64.hash(bytes) && fromMemory.entityTag == made.entityTag)
+        #expect(fromMemory.cacheType == .memory && fromMemory.checksum == XXH3.hash(bytes) && fromMemory.entityTag == made.entityTag)
 
         h.manager.memoryCache?.removeAll()
         let fromDisk = try await h.manager.loadImage(with: h.url("e.timg"), options: .avoidDecode, context: context)
         #expect(fromDisk.cacheType == .disk && fromDisk.data == bytes)
-        #expect(fromDisk.checksum == XXH64.hash(bytes), "the file store verified the entry and hands its checksum on")
+        #expect(fromDisk.checksum == XXH3.hash(bytes), "the file store verified the entry and hands its checksum on")
         #expect(fromDisk.entityTag == made.entityTag)
 
         // Without a known checksum the tag is hashed from the bytes: the same tag.

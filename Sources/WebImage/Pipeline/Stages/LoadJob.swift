@@ -195,7 +195,7 @@ struct LoadJob: ~Copyable {
             }
             // Hashed once here: the memory tier keeps it, so its hits carry an ETag
             // without hashing again (the store's codec hashes for its own checksum).
-            checksum = XXH64.hash(encoded)
+            checksum = XXH3.hash(encoded)
             publish.rememberData(encoded, key: key, context: context, checksum: checksum, madeAt: madeAt)
         } else {
             publish.remember(image, key: key, context: context)
