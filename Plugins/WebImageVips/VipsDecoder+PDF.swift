@@ -1,19 +1,42 @@
 internal import CVipsOps
 import Foundation
+import Synchronization
 import WebImage
 
 /// PDF, first page: read and drawn by poppler's own tools (`pdfinfo`,
 /// `pdftocairo`) in a child process, never in this one. Poppler cannot be
 /// stopped in the middle of a page, and a few kilobytes of nested form XObjects
 /// make it draw for minutes; a child is killed at ``VipsImageCoder/Options/pdfTimeLimit``,
-/// holds at most the memory its limit gives it (RLIMIT_AS), and takes no part of
-/// this process down if poppler crashes. The page it draws (PNG on its stdout)
-/// is decoded here like any PNG.
+/// holds at most the memory its limit gives it (RLIMIT_AS), dies with this
+/// process (`setpriv --pdeathsig`), and takes no part of this process down if
+/// poppler crashes. At most ``VipsImageCoder/Options/pdfConcurrency`` run at
+/// once, and a PDF beyond them is refused at once (`overloaded`) rather than
+/// holding a decode slot while it waits: PDFs never starve other images. The
+/// page it draws (PNG on its stdout) is decoded here like any PNG.
 enum PopplerTools {
-    /// `pdftocairo`, `pdfinfo` and `prlimit` on `PATH` (or `/usr/bin`), found once.
+    /// `pdftocairo`, `pdfinfo`, `prlimit` and `setpriv` on `PATH` (or `/usr/bin`), found once.
     static let pdftocairo = find("pdftocairo")
     static let pdfinfo = find("pdfinfo")
     static let prlimit = find("prlimit")
+    static let setpriv = find("setpriv")
+
+    /// The PDFs one coder is reading or drawing now, against its
+    /// ``VipsImageCoder/Options/pdfConcurrency``.
+    final class Slots: Sendable {
+        let running = Atomic<Int>(0)
+    }
+
+    /// `body` while one of `limit` slots is held; none free is `overloaded` at once.
+    static func withSlot<T>(_ slots: Slots, limit: Int, _ body: () throws -> T) throws -> T {
+        let taken = slots.running.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
+        defer { slots.running.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
+        guard taken <= limit else {
+            throw WebImageError(WebImageError.Code("overloaded"),
+                                "\(limit) PDF(s) are being read or drawn (vips.pdfConcurrency); try again shortly",
+                                isTransient: true, retryAfter: .seconds(1))
+        }
+        return try body()
+    }
 
     /// Whether PDFs can be read here: poppler-utils is installed.
     static var available: Bool { pdftocairo != nil && pdfinfo != nil }
@@ -46,12 +69,17 @@ enum PopplerTools {
                     memoryLimit: Int, maxOutput: Int, step: String) throws -> [UInt8] {
         let left = deadline - .now
         guard left > .zero else {
-            throw WebImageError(.decodeFailed, "the PDF was not \(step) within vips.pdfTimeLimit; the file is refused")
+            throw WebImageError(.workTimedOut, "the PDF was not \(step) within vips.pdfTimeLimit", retryAfter: .seconds(2))
         }
         let milliseconds = Int(left / .milliseconds(1))
         var argv = [tool] + arguments
         if let prlimit {
             argv = [prlimit, "--as=\(memoryLimit)", "--cpu=\(milliseconds / 1000 + 2)", "--"] + argv
+        }
+        if let setpriv {
+            // Killed with this process: a server that exits (its grace over, or
+            // SIGKILL) leaves no poppler drawing on as an orphan.
+            argv = [setpriv, "--pdeathsig", "KILL", "--"] + argv
         }
         var output: UnsafeMutablePointer<UInt8>?
         var length = 0
@@ -75,8 +103,10 @@ enum PopplerTools {
             }
             return output.map { Array(UnsafeBufferPointer(start: $0, count: length)) } ?? []
         case Int(CVIPS_CHILD_TIMED_OUT):
-            throw WebImageError(.decodeFailed,
-                                "the PDF was not \(step) within vips.pdfTimeLimit (poppler's \(name) was stopped); the file is refused")
+            // The service's own work past its time, as at a deadline: transient (never
+            // blocklisted: a busy machine must not block a good PDF), 503 with Retry-After.
+            throw WebImageError(.workTimedOut,
+                                "the PDF was not \(step) within vips.pdfTimeLimit (poppler's \(name) was stopped)", retryAfter: .seconds(2))
         case Int(CVIPS_CHILD_OUTPUT_TOO_LARGE):
             throw WebImageError(.decodeFailed, "poppler's \(name) wrote more than \(maxOutput) bytes while the PDF was \(step); stopped")
         default:
@@ -112,7 +142,10 @@ enum PopplerTools {
             throw WebImageError(.decodeFailed, "the PDF's first page declares an empty size (\(width) x \(height) points)")
         }
         var pageSize = PixelSize(width: rounded(width), height: rounded(height))
-        if rotation % 180 != 0 { pageSize = PixelSize(width: pageSize.height, height: pageSize.width) }
+        // pdfinfo prints /Rotate as written; poppler draws it modulo 360, and not at
+        // all when it is no multiple of 90.
+        let turned = ((rotation % 360) + 360) % 360
+        if turned == 90 || turned == 270 { pageSize = PixelSize(width: pageSize.height, height: pageSize.width) }
         return Document(pageSize: pageSize, pageCount: pages)
     }
 
@@ -121,7 +154,8 @@ enum PopplerTools {
     static func draw(_ pdf: UnsafeRawBufferPointer, size: PixelSize, deadline: ContinuousClock.Instant) throws -> [UInt8] {
         guard let pdftocairo else { throw missing }
         let pixels = size.area * 4
-        return try run(pdftocairo, ["-png", "-singlefile", "-transp", "-f", "1", "-l", "1",
+        // -cropbox: the page pdfinfo measures (its crop box), not the media box squeezed into it.
+        return try run(pdftocairo, ["-png", "-singlefile", "-transp", "-cropbox", "-f", "1", "-l", "1",
                                     "-scale-to-x", "\(size.width)", "-scale-to-y", "\(size.height)", "-", "-"],
                        input: pdf, deadline: deadline, memoryLimit: (512 << 20) + 3 * pixels, maxOutput: pixels + (1 << 20),
                        step: "drawn at \(size)")
@@ -144,6 +178,13 @@ extension VipsDecoder {
     /// image (a thumbnail is drawn at its box, a full decode at one pixel per
     /// point), drawn by `pdftocairo`, then cropped for a fill. Never upscaled.
     func decodePDF() throws -> Image {
+        try PopplerTools.withSlot(pdfSlots, limit: pdfConcurrency) { try drawPDF() }
+    }
+
+    /// Cairo draws at most 32767 pixels a side.
+    static let maxPDFSide = 32767
+
+    private func drawPDF() throws -> Image {
         let deadline = ContinuousClock.now + pdfTimeLimit
         let page = try PopplerTools.document(bytes, deadline: deadline).pageSize
         var target = page
@@ -160,12 +201,15 @@ extension VipsDecoder {
         }
         let footprint = ImageFootprint(size: target, bands: 4)
         let limitPixels = min(options.pixelLimit, options.memoryLimit / 4)
-        if target.area > limitPixels {
+        let longest = max(target.width, target.height)
+        if target.area > limitPixels || longest > Self.maxPDFSide {
             guard options.scaleDownLargeImages else {
                 try footprint.check(pixelLimit: options.pixelLimit, memoryLimit: options.memoryLimit, step: "drawing the PDF's first page at \(target)")
-                throw WebImageError(.pixelLimitExceeded, "\(footprint) is over the limits; pass .scaleDownLargeImages to decode it smaller")
+                throw WebImageError(.pixelLimitExceeded, longest > Self.maxPDFSide
+                    ? "the PDF's first page at \(target) is over the \(Self.maxPDFSide) pixels a side poppler draws; pass .scaleDownLargeImages to decode it smaller"
+                    : "\(footprint) is over the limits; pass .scaleDownLargeImages to decode it smaller")
             }
-            let factor = (Double(limitPixels) / Double(target.area)).squareRoot()
+            let factor = min((Double(limitPixels) / Double(target.area)).squareRoot(), Double(Self.maxPDFSide) / Double(longest))
             target = PixelSize(width: max(1, Int(Double(target.width) * factor)), height: max(1, Int(Double(target.height) * factor)))
             fill = false
         }
@@ -185,7 +229,7 @@ extension VipsDecoder {
     /// What `pdfinfo` says, as any format's header: the first page's size, its
     /// page count; drawn with alpha, in sRGB.
     func pdfInfo() throws -> ImageInfo {
-        let document = try PopplerTools.document(bytes, deadline: .now + pdfTimeLimit)
+        let document = try PopplerTools.withSlot(pdfSlots, limit: pdfConcurrency) { try PopplerTools.document(bytes, deadline: .now + pdfTimeLimit) }
         var info = ImageInfo(format: .pdf, pixelSize: document.pageSize, storedOrientation: .up, frameDurations: [.zero], loopCount: 1,
                              hasAlpha: true, hasColorProfile: false, colorSpace: "srgb")
         info.pageCount = document.pageCount

@@ -13,14 +13,19 @@ struct VipsDecoder {
     var libavif = true
     /// How long poppler may take over a PDF (VipsDecoder+PDF).
     var pdfTimeLimit: Duration = VipsImageCoder.Options.defaultPDFTimeLimit
+    /// How many PDFs poppler may read or draw at once (VipsDecoder+PDF).
+    var pdfConcurrency = 1
+    var pdfSlots = PopplerTools.Slots()
 
     init(bytes: UnsafeRawBufferPointer, format: ImageFormat?, options: DecodeOptions, libavif: Bool = true,
-         pdfTimeLimit: Duration = VipsImageCoder.Options.defaultPDFTimeLimit) {
+         pdf: VipsImageCoder.Options = VipsImageCoder.Options(), pdfSlots: PopplerTools.Slots = PopplerTools.Slots()) {
         self.bytes = bytes
         self.format = format
         self.options = options
         self.libavif = libavif
-        self.pdfTimeLimit = pdfTimeLimit
+        self.pdfTimeLimit = pdf.pdfTimeLimit
+        self.pdfConcurrency = pdf.pdfConcurrency
+        self.pdfSlots = pdfSlots
     }
 
     /// Formats whose frames are an animation (TIFF pages and HEIF items are not).

@@ -42,15 +42,23 @@ public struct VipsImageCoder: ImageCoder {
         /// The longest poppler may take to read a PDF and draw its first page;
         /// past it the child is killed and the decode fails with `decodeFailed`.
         /// Default 10 s: a page of a real document draws in well under a second.
+        /// A PDF that hits it is `workTimedOut` (transient: a busy machine never
+        /// gets a good PDF blocklisted). Configuration takes at most 60 s.
         public var pdfTimeLimit: Duration = Self.defaultPDFTimeLimit
         public static let defaultPDFTimeLimit: Duration = .seconds(10)
+        /// How many PDFs poppler may read or draw at once for this coder. One more
+        /// is refused at once with the transient code `overloaded` (503,
+        /// `Retry-After: 1`) instead of taking a decode slot from other images
+        /// while it waits. Default 1.
+        public var pdfConcurrency = 1
 
         public init(allowUntrusted: Bool = false, allowSVG: Bool = false, allowPDF: Bool = false,
-                    pdfTimeLimit: Duration = Self.defaultPDFTimeLimit) {
+                    pdfTimeLimit: Duration = Self.defaultPDFTimeLimit, pdfConcurrency: Int = 1) {
             self.allowUntrusted = allowUntrusted
             self.allowSVG = allowSVG
             self.allowPDF = allowPDF
             self.pdfTimeLimit = pdfTimeLimit
+            self.pdfConcurrency = max(1, pdfConcurrency)
         }
 
         /// Whether PDFs can be drawn on this machine: poppler-utils' `pdftocairo`
@@ -65,6 +73,8 @@ public struct VipsImageCoder: ImageCoder {
     }
 
     public let options: Options
+    /// The PDFs this coder is reading or drawing now (``Options/pdfConcurrency``).
+    let pdfSlots = PopplerTools.Slots()
 
     /// The most start-of-scan markers a JPEG may have; one with more is refused
     /// with `WebImageError/Code/decodeFailed` before any decoder reads it. Each
@@ -197,7 +207,7 @@ public struct VipsImageCoder: ImageCoder {
             }
             guard PopplerTools.available else { throw PopplerTools.missing }
             return try data.withUnsafeBytes { raw in
-                try VipsWarnings.decoding(format) { try body(VipsDecoder(bytes: raw, format: .pdf, options: options, pdfTimeLimit: self.options.pdfTimeLimit)) }
+                try VipsWarnings.decoding(format) { try body(VipsDecoder(bytes: raw, format: .pdf, options: options, pdf: self.options, pdfSlots: pdfSlots)) }
             }
         }
         return try data.withUnsafeBytes { raw -> T in

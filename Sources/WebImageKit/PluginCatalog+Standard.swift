@@ -28,7 +28,7 @@ extension PluginCatalog {
             guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil) }
             return TurboJPEGCoder(fallback: VipsImageCoder(options: try vipsOptions(values)))
         }
-        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.pdfTimeLimit", "vips.concurrency", "vips.vector"]) { config in
+        catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.pdfTimeLimit", "vips.pdfConcurrency", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)
             if let threads = try values.int("vips.concurrency", minimum: 1) { VipsImageCoder.concurrency = threads }
             if let vector = try values.bool("vips.vector") { VipsImageCoder.vectorEnabled = vector }
@@ -96,9 +96,10 @@ private func vipsOptions(_ values: ConfigValues) throws -> VipsImageCoder.Option
     var options = VipsImageCoder.Options(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false,
                                          allowSVG: try values.bool("vips.svg") ?? false, allowPDF: try values.bool("vips.pdf") ?? false)
     if let limit = try values.duration("vips.pdfTimeLimit") {
-        guard limit > .zero else { throw values.invalid("vips.pdfTimeLimit", "\(limit)", "a duration longer than zero") }
+        guard limit > .zero, limit <= .seconds(60) else { throw values.invalid("vips.pdfTimeLimit", "\(limit)", "a duration from above zero to 60s") }
         options.pdfTimeLimit = limit
     }
+    if let concurrency = try values.int("vips.pdfConcurrency", minimum: 1) { options.pdfConcurrency = concurrency }
     if options.allowPDF, !VipsImageCoder.Options.canDrawPDF {
         throw values.invalid("vips.pdf", "true", "possible here: PDF pages are drawn by poppler's pdftocairo and pdfinfo (Debian: poppler-utils), which are not on PATH")
     }

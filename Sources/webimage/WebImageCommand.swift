@@ -85,12 +85,16 @@ struct GlobalOptions: ParsableArguments {
     /// The layered configuration. With no disk store (`store.kind = none`), the
     /// memory cache defaults to off: a batch reads each input once, so a cache
     /// would only keep results in memory longer (about 4 MiB over 24 photos).
-    /// `memory.costLimit` set anywhere still wins.
+    /// `memory.costLimit` set anywhere still wins. A batch has no other requests
+    /// for PDFs to starve: up to 8 (the default `--concurrency`) are drawn at once
+    /// rather than the service's 1 (`vips.pdfConcurrency`, which still wins).
     func reader() async throws -> ConfigReader {
         let flags = try flags()
-        let layered = try await ConfigLayers.reader(flags: flags, file: configFile)
+        var defaults = ["vips.pdfConcurrency": "8"]
+        let layered = try await ConfigLayers.reader(flags: flags, file: configFile, defaults: defaults)
         guard ConfigValues(layered).text("store.kind")?.lowercased() == "none" else { return layered }
-        return try await ConfigLayers.reader(flags: flags, file: configFile, defaults: ["memory.costLimit": "0"])
+        defaults["memory.costLimit"] = "0"
+        return try await ConfigLayers.reader(flags: flags, file: configFile, defaults: defaults)
     }
 
     /// The manager, or a clear message and exit status 2 for bad configuration.

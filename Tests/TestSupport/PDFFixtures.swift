@@ -3,14 +3,15 @@ package import Foundation
 /// PDFs written object by object, with a cross-reference table of their offsets.
 package enum PDFFixtures {
     /// `pages` pages of `width` x `height` points, each a blue square in its middle.
-    package static func pages(_ pages: Int, width: Int = 300, height: Int = 200) -> Data {
+    /// `entries` are added to each page's dictionary (`/Rotate 90`, `/CropBox [...]`).
+    package static func pages(_ pages: Int, width: Int = 300, height: Int = 200, entries: String = "") -> Data {
         var objects: [String] = []
         let kids = (0..<pages).map { "\(3 + 2 * $0) 0 R" }.joined(separator: " ")
         objects.append("<< /Type /Catalog /Pages 2 0 R >>")
         objects.append("<< /Type /Pages /Kids [\(kids)] /Count \(pages) >>")
         let content = "0 0 1 rg \(width / 4) \(height / 4) \(width / 2) \(height / 2) re f"
         for page in 0..<pages {
-            objects.append("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 \(width) \(height)] /Contents \(4 + 2 * page) 0 R >>")
+            objects.append("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 \(width) \(height)] \(entries) /Contents \(4 + 2 * page) 0 R >>")
             objects.append(stream(content))
         }
         return document(objects)

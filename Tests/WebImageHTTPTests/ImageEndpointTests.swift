@@ -276,24 +276,31 @@ struct EndpointFailureTests {
         let refused = await plain.get("/thumbnail?url=\(plain.source("a.svg"))&w=64")
         #expect(refused.status == .unsupportedMediaType && EndpointFixture.json(refused)["error"] as? String == "unsupportedFormat")
 
-        await #expect { _ = try await EndpointFixture.make(["vips.pdf": "true", "vips.pdfTimeLimit": "0s"]) } throws: {
-            ($0 as? WebImageError)?.message.contains("vips.pdfTimeLimit") == true
+        for limit in ["0s", "61s"] {
+            await #expect { _ = try await EndpointFixture.make(["vips.pdf": "true", "vips.pdfTimeLimit": limit]) } throws: {
+                ($0 as? WebImageError)?.message.contains("vips.pdfTimeLimit") == true
+            }
         }
         let f = try await EndpointFixture.make(["vips.svg": "true", "vips.pdf": "true", "vips.pdfTimeLimit": "1s"])
         defer { Task { await f.close() } }
         f.origin.serve("/img/a.svg", svg, contentType: "image/svg+xml")
         f.origin.serve("/img/x.svg", doctype, contentType: "image/svg+xml")
         f.origin.serve("/img/b.pdf", Data(pdf.utf8), contentType: "application/pdf")
-        // Nested form XObjects: minutes of poppler's drawing, stopped at vips.pdfTimeLimit
-        // in each of four requests at once, while the service goes on answering.
+        // Nested form XObjects: minutes of poppler's drawing. Four requests at once:
+        // one PDF draws at a time (vips.pdfConcurrency) and is stopped at
+        // vips.pdfTimeLimit, the others are refused at once; all 503, none blocks
+        // the URL, and a JPEG asked for meanwhile is answered.
         f.origin.serve("/img/bomb.pdf", PDFFixtures.nestedForms(), contentType: "application/pdf")
-        let bombs = await withTaskGroup(of: ImageResponse.self) { group in
-            for width in 61...64 { group.addTask { await f.get("/thumbnail?url=\(f.source("bomb.pdf"))&w=\(width)&format=png") } }
-            return await group.reduce(into: []) { $0.append($1) }
+        let (bombs, photo) = await withTaskGroup(of: (Bool, ImageResponse).self) { group in
+            for width in 61...64 { group.addTask { (true, await f.get("/thumbnail?url=\(f.source("bomb.pdf"))&w=\(width)&format=png")) } }
+            group.addTask { (false, await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=90")) }
+            return await group.reduce(into: ([ImageResponse](), [ImageResponse]())) { if $1.0 { $0.0.append($1.1) } else { $0.1.append($1.1) } }
         }
-        for bomb in bombs {
-            #expect(bomb.status == .unsupportedMediaType && EndpointFixture.json(bomb)["error"] as? String == "decodeFailed", "\(EndpointFixture.json(bomb))")
-        }
+        let codes = bombs.map { EndpointFixture.json($0)["error"] as? String ?? "" }
+        #expect(bombs.allSatisfy { $0.status == .serviceUnavailable } && codes.contains("workTimedOut") && codes.allSatisfy { ["workTimedOut", "overloaded"].contains($0) }, "\(codes)")
+        #expect(photo.first?.status == .ok)
+        let again = await f.get("/thumbnail?url=\(f.source("bomb.pdf"))&w=61&format=png")
+        #expect(EndpointFixture.json(again)["error"] as? String != "blockedURL", "a PDF past its time limit is not blocklisted")
         let thumbnail = await f.get("/thumbnail?url=\(f.source("a.svg"))&w=64&format=png")
         #expect(thumbnail.status == .ok && ImageFormat.sniff(thumbnail.body) == .png)
         #expect(try f.manager.configuration.coders.info(thumbnail.body).pixelSize == PixelSize(width: 64, height: 32))

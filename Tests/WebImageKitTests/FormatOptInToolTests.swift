@@ -42,7 +42,7 @@ struct FormatOptInToolTests {
         // (Files are loaded side by side: lines come in the order they finish.)
         let bombLine = both.lines.first { $0["input"] as? String == bomb.path }, pageLine = both.lines.first { $0["input"] as? String == pdf.path }
         let bombError = bombLine?["error"] as? [String: Any]
-        #expect(bombError?["code"] as? String == "decodeFailed" && (bombError?["message"] as? String)?.contains("vips.pdfTimeLimit") == true, "\(both.stdout)")
+        #expect(bombError?["code"] as? String == "workTimedOut" && (bombError?["message"] as? String)?.contains("vips.pdfTimeLimit") == true, "\(both.stdout)")
         #expect(pageLine?["pixelWidth"] as? Int == 60, "\(both.stdout)")
     }
 }

@@ -164,10 +164,10 @@ struct DocumentFormatTests {
         }
     }
 
-    @Test("PDF drawing time: poppler runs in a child killed at vips.pdfTimeLimit; four bombs at once each fail typed, and the next PDF draws")
+    @Test("PDF drawing time: poppler runs in a child killed at vips.pdfTimeLimit (workTimedOut, transient); four bombs at once each stop, and the next PDF draws")
     func pdfTime() throws {
         let bomb = PDFFixtures.nestedForms()
-        let coder = VipsImageCoder(options: .init(allowPDF: true, pdfTimeLimit: .seconds(1)))
+        let coder = VipsImageCoder(options: .init(allowPDF: true, pdfTimeLimit: .seconds(1), pdfConcurrency: 4))
         // Reading the document draws nothing: its header is cheap.
         #expect(try coder.info(bomb).pageCount == 1)
         let errors = Mutex<[WebImageError?]>([])
@@ -176,12 +176,52 @@ struct DocumentFormatTests {
             errors.withLock { $0.append(error) }
         }
         for error in errors.withLock({ $0 }) {
-            #expect(error?.code == .decodeFailed && error?.message.contains("within vips.pdfTimeLimit") == true, "\(error?.message ?? "")")
+            #expect(error?.code == .workTimedOut && error?.isTransient == true && error?.message.contains("within vips.pdfTimeLimit") == true,
+                    "\(error?.message ?? "")")
         }
         // Every child was killed and reaped: none drawing at 77x77 (the size no
         // other test asks for) is left with our pid as its parent.
         #expect(Self.children(named: "pdftocairo", arguments: "77").isEmpty)
         #expect(try coder.decode(PDFFixtures.pages(1), options: DecodeOptions(thumbnailPixelSize: PixelSize(60))).pixelSize == PixelSize(width: 60, height: 40))
+    }
+
+    @Test("PDF slots: while one PDF draws, another for the same coder is refused at once (overloaded, transient) rather than waiting in a decode slot")
+    func pdfSlots() async throws {
+        let coder = VipsImageCoder(options: .init(allowPDF: true, pdfTimeLimit: .seconds(3)))
+        let drawing = Task.detached { try? coder.decode(PDFFixtures.nestedForms(), options: DecodeOptions(thumbnailPixelSize: PixelSize(78))) }
+        // Event-based: once the bomb's child runs, the one slot is held.
+        while Self.children(named: "pdftocairo", arguments: "78").isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+        let refused = #expect(throws: WebImageError.self) { try coder.info(PDFFixtures.pages(1)) }
+        #expect(refused?.code.rawValue == "overloaded" && refused?.isTransient == true && refused?.message.contains("vips.pdfConcurrency") == true,
+                "\(refused?.message ?? "")")
+        // Another coder has slots of its own.
+        #expect(try pdfCoder.info(PDFFixtures.pages(1)).pageCount == 1)
+        _ = await drawing.value
+        #expect(try coder.info(PDFFixtures.pages(1)).pageCount == 1, "the slot is free again")
+    }
+
+    @Test("PDF pages as poppler draws them: /Rotate in quarter turns only, the crop box not the media box, at most 32767 pixels a side")
+    func pdfGeometry() throws {
+        for (rotate, size) in [("90", PixelSize(width: 200, height: 300)), ("-90", PixelSize(width: 200, height: 300)), ("450", PixelSize(width: 200, height: 300)),
+                               ("180", PixelSize(width: 300, height: 200)), ("45", PixelSize(width: 300, height: 200))] {
+            let data = PDFFixtures.pages(1, entries: "/Rotate \(rotate)")
+            #expect(try pdfCoder.info(data).pixelSize == size, "/Rotate \(rotate)")
+            #expect(try pdfCoder.decode(data, options: DecodeOptions()).pixelSize == size, "/Rotate \(rotate)")
+        }
+        // The blue square covers x 75…225, y 50…150 (points, from the bottom left);
+        // the crop box keeps x 0…100, y 0…100 of it.
+        let cropped = try pdfCoder.decode(PDFFixtures.pages(1, entries: "/CropBox [0 0 100 100]"), options: DecodeOptions())
+        #expect(cropped.pixelSize == PixelSize(100))
+        let pixels = try Fixtures.pixels(cropped)
+        func alphaBlue(_ x: Int, _ y: Int) -> (Int, Int) {
+            let at = (y * pixels.size.width + x) * pixels.channels
+            return (Int(pixels.bytes[at + 3]), Int(pixels.bytes[at + 2]))
+        }
+        #expect(alphaBlue(90, 25).0 > 240 && alphaBlue(90, 25).1 > 240, "inside the crop box and the square: blue")
+        #expect(alphaBlue(50, 50).0 < 15, "inside the crop box, outside the square: nothing drawn (the media box squeezed in would be blue here)")
+        let wide = PDFFixtures.pages(1, width: 40_000, height: 2_000)
+        let error = #expect(throws: WebImageError.self) { try pdfCoder.decode(wide, options: DecodeOptions()) }
+        #expect(error?.code == .pixelLimitExceeded && error?.message.contains("32767") == true, "\(error?.message ?? "")")
     }
 
     /// This process's children by command name and one of their arguments, from /proc.
