@@ -31,6 +31,8 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        // Metadata rendered only into lines written, not on every request's id.
+        LoggingSystem.bootstrap { LineLogHandler(label: $0) }
         var logger = Logger(label: "webimage.serve")
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
         let server: ImageServer
