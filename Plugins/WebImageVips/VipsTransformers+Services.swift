@@ -220,7 +220,12 @@ extension ImageTransformers {
             public init(data: Data, coder: VipsImageCoder = VipsImageCoder()) throws {
                 var options = DecodeOptions(firstFrameOnly: true)
                 options.pixelLimit = 16_000_000
-                image = try coder.decode(data, options: options)
+                do {
+                    image = try coder.decode(data, options: options)
+                } catch let error as WebImageError where error.code == .unsupportedFormat && coder.options == VipsImageCoder.Options() {
+                    // The default coder's advice names the opt-ins, which do not reach a watermark.
+                    throw WebImageError(.unsupportedFormat, "a watermark is decoded without the opt-in formats (SVG, PDF, JPEG XL): use PNG, JPEG, WebP, GIF or AVIF (\(error.message))")
+                }
                 id = String(XXH64.hash(data), radix: 16)
             }
         }

@@ -224,6 +224,14 @@ struct DocumentFormatTests {
         #expect(error?.code == .pixelLimitExceeded && error?.message.contains("32767") == true, "\(error?.message ?? "")")
     }
 
+    @Test("a PDF or SVG watermark is refused, naming the formats a watermark takes rather than opt-ins that do not reach it")
+    func documentWatermarks() {
+        for data in [PDFFixtures.pages(1), Self.svg(Self.redBox)] {
+            let error = #expect(throws: WebImageError.self) { try ImageTransformers.Watermark.Overlay(data: data) }
+            #expect(error?.code == .unsupportedFormat && error?.message.hasPrefix("a watermark is decoded without the opt-in formats") == true, "\(error?.message ?? "")")
+        }
+    }
+
     /// This process's children by command name and one of their arguments, from /proc.
     static func children(named name: String, arguments: String) -> [Int32] {
         let me = getpid()
