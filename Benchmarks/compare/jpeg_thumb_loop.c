@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
             if (CJT_dc_decode(data, (size_t) size, ycc, 256, &pixels, &sw, &sh, &bands) != 0 && info.progressive_mode) {
                 pixels = NULL;
                 filtered = malloc((size_t) size);
-                size_t length = CJT_dc_only(data, (size_t) size, filtered);
+                size_t length = CJT_dc_only(data, (size_t) size, 256, filtered);
                 if (length > 0) {
                     jpeg_abort_decompress(&info);
                     jpeg_mem_src(&info, filtered, (unsigned long) length);
