@@ -15,12 +15,14 @@ package import Testing
 /// that only await.
 package struct OffCooperativePool: SuiteTrait, TestTrait, TestScoping {
     package var isRecursive: Bool { true }
+    /// Where the bodies run: ``BlockingTestExecutor/shared`` unless a suite names its own.
+    var executor: BlockingTestExecutor = .shared
 
     package func provideScope(
         for test: Test, testCase: Test.Case?,
         performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await withTaskExecutorPreference(BlockingTestExecutor.shared) {
+        try await withTaskExecutorPreference(executor) {
             // The preference alone moves the task only at its next hop: this closure
             // and a caller-isolated `function` would go on running right here, on
             // the cooperative thread. A `@concurrent` function always hops, to the
@@ -37,6 +39,9 @@ package struct OffCooperativePool: SuiteTrait, TestTrait, TestScoping {
 extension Trait where Self == OffCooperativePool {
     /// Runs the tests on ``BlockingTestExecutor/shared``, off the cooperative pool.
     package static var offCooperativePool: Self { Self() }
+
+    /// Runs the tests on `executor`, off the cooperative pool.
+    package static func offCooperativePool(_ executor: BlockingTestExecutor) -> Self { Self(executor: executor) }
 }
 
 /// A task executor over a few dedicated threads, for test bodies that block.
@@ -59,7 +64,7 @@ package final class BlockingTestExecutor: TaskExecutor, @unchecked Sendable {
     private var jobs: [UnownedJob] = []
     private var head = 0
 
-    init(threads: Int) {
+    package init(threads: Int) {
         for index in 0..<threads {
             // Named from inside: on Linux a name set before `start()` does not reach
             // the thread, which keeps its creator's (a cooperative thread's) name.
