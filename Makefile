@@ -3,7 +3,7 @@ SWIFT ?= swift
 # libxxhash-dev: xxhash.h, compiled into the core for its payload checksum (XXH3).
 # poppler-utils (pdfinfo, pdftocairo) reads and draws PDFs in a child process when
 # `vips.pdf` is on; nothing else needs it at run time.
-APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev libavif-dev libjemalloc2 libxxhash-dev poppler-utils
+APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev libssl-dev liblmdb-dev libhiredis-dev libjpeg62-turbo-dev liblcms2-dev libwebp-dev libavif-dev libjemalloc2 libxxhash-dev poppler-utils
 # The tests start their own Redis servers (standalone and a 3-primary cluster) on
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.

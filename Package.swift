@@ -86,10 +86,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         // `swift package generate-documentation` (DocC catalogs in each public module).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
-        // WebImageHTTP: request and response types with no server framework, and
-        // HMAC for signed URLs.
+        // WebImageHTTP: request and response types with no server framework.
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         // WebImageHummingbird and `webimage serve`: the server, and /metrics.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -116,6 +114,10 @@ let package = Package(
         ),
         // The few libc calls Swift's Glibc module does not declare (preadv2).
         .target(name: "CWebImageSystem"),
+        // SHA-256 and HMAC-SHA256 from the system's libcrypto (OpenSSL 3, which libcurl
+        // links anyway): the URL signer and S3's payload digests. Not swift-crypto,
+        // whose BoringSSL was 460 of the 1000 compile steps of a first build.
+        .target(name: "CWebImageCrypto", linkerSettings: [.linkedLibrary("crypto")]),
         // Conformance suites for plugin authors; framework-agnostic (they throw).
         .target(name: "WebImageTesting", dependencies: ["WebImage"], swiftSettings: upcoming),
 
@@ -187,8 +189,8 @@ let package = Package(
         .target(name: "WebImageRedis", dependencies: ["WebImage", "CHiredis"], path: "Plugins/WebImageRedis", swiftSettings: upcoming),
 
         // s3:// loading and a bucket as the shared tier, signed (SigV4) by libcurl
-        // over the curl loader's transfers; SHA-256 of uploads from swift-crypto.
-        .target(name: "WebImageS3", dependencies: ["WebImage", "WebImageCurl", .product(name: "Crypto", package: "swift-crypto")],
+        // over the curl loader's transfers; SHA-256 of uploads from libcrypto.
+        .target(name: "WebImageS3", dependencies: ["WebImage", "WebImageCurl", "CWebImageCrypto"],
                 path: "Plugins/WebImageS3", swiftSettings: upcoming),
 
         // Pipelines built from configuration (swift-configuration), by plugin name.
@@ -201,8 +203,8 @@ let package = Package(
         .target(
             name: "WebImageHTTP",
             dependencies: ["WebImage", "WebImageConfiguration",
+                           "CWebImageCrypto",
                            .product(name: "HTTPTypes", package: "swift-http-types"),
-                           .product(name: "Crypto", package: "swift-crypto"),
                            .product(name: "Tracing", package: "swift-distributed-tracing"),
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Logging", package: "swift-log"),
@@ -321,7 +323,7 @@ let package = Package(
             name: "WebImageS3Tests",
             dependencies: ["WebImageS3", "WebImageCurl", "WebImageTesting", "WebImageTestSupport", "WebImageKit", "WebImageSamples", "WebImageConfiguration",
                            "WebImageLMDB", "WebImageHTTP", "webimage", .product(name: "Configuration", package: "swift-configuration"),
-                           .product(name: "Crypto", package: "swift-crypto"), .product(name: "HTTPTypes", package: "swift-http-types")],
+                           "CWebImageCrypto", .product(name: "HTTPTypes", package: "swift-http-types")],
             swiftSettings: upcoming
         ),
         .testTarget(

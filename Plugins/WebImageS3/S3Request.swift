@@ -1,4 +1,4 @@
-import Crypto
+import CWebImageCrypto
 public import Foundation
 import WebImage
 
@@ -94,11 +94,15 @@ public struct S3Request: Sendable {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// A payload's digest for SigV4, by swift-crypto (already linked for the
-    /// HMAC): bodies are megabytes, where BoringSSL's SHA extensions matter.
-    /// Cache keys are hashed by the core's `SHA256Digest`.
+    /// A payload's digest for SigV4, by libcrypto: bodies are megabytes, where
+    /// OpenSSL's use of the CPU's SHA extensions matters. Cache keys are hashed by
+    /// the core's `SHA256Digest`.
     static func sha256Hex(_ data: Data) -> String {
-        SHA256.hash(data: data).map { byte in
+        var digest = [UInt8](repeating: 0, count: 32)
+        // A failed digest (OpenSSL out of memory) leaves zeros: S3 refuses the
+        // upload as a bad digest, which the store reports, rather than a crash.
+        _ = data.withUnsafeBytes { raw in CWI_sha256(raw.baseAddress, raw.count, &digest) }
+        return digest.map { byte in
             let text = String(byte, radix: 16)
             return byte < 16 ? "0" + text : text
         }.joined()

@@ -44,5 +44,9 @@ struct HTTPPartsTests {
         #expect(signer.verify(path: "/thumbnail", query: query))
         #expect(!signer.verify(path: "/placeholder", query: query))
         #expect(!signer.verify(path: "/thumbnail", query: query + "&s=x"), "two signatures")
+        // RFC 4231, test case 1 (key: 20 bytes of 0x0b, data "Hi There"), in base64url
+        // without padding: the signature is HMAC-SHA256 as `openssl dgst -hmac` makes it.
+        let rfc = try #require(URLSigner(key: String(repeating: "\u{0B}", count: 20)))
+        #expect(rfc.signature(of: "Hi There") == "sDRMYdjbOFNcqK_OrwvxK4gdwgDJgz2nJuk3bC4yz_c")
     }
 }

@@ -43,6 +43,7 @@ struct S3RequestShapeTests {
         #expect(get.headers["x-amz-security-token"] == nil)
         let put = S3Request(method: "PUT", bucket: "b12", key: "k", body: Data("hello".utf8), configuration: aws)
         #expect(put.headers["x-amz-content-sha256"] == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+        #expect(S3Request.sha256Hex(Data()) == S3Request.emptyPayloadHash, "an empty body's digest is the constant S3 documents")
         #expect(put.headers["Content-Type"] == "application/octet-stream")
         var temporary = aws
         temporary.credentials?.sessionToken = "FwoGZXIvYXdzEXAMPLE"

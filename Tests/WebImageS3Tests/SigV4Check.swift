@@ -1,4 +1,4 @@
-import Crypto
+import CWebImageCrypto
 import Foundation
 
 /// AWS Signature V4 as AWS documents it ("Create a signed AWS API request"),
@@ -41,13 +41,25 @@ enum SigV4Check {
         let names = signed.split(separator: ";").map(String.init)
         let canonicalHeaders = names.map { "\($0):\((headers[$0] ?? "").trimmingCharacters(in: .whitespaces))\n" }.joined()
         let canonical = [method, path, query, canonicalHeaders, signed, payload].joined(separator: "\n")
-        let toSign = ["AWS4-HMAC-SHA256", date, scope, hex(SHA256.hash(data: Data(canonical.utf8)))].joined(separator: "\n")
-        var key = SymmetricKey(data: Data("AWS4\(secret)".utf8))
+        let toSign = ["AWS4-HMAC-SHA256", date, scope, hex(sha256(Array(canonical.utf8)))].joined(separator: "\n")
+        var key = Array("AWS4\(secret)".utf8)
         for part in [String(date.prefix(8)), region, "s3", "aws4_request"] {
-            key = SymmetricKey(data: Data(HMAC<SHA256>.authenticationCode(for: Data(part.utf8), using: key)))
+            key = hmac(key, Array(part.utf8))
         }
-        let expected = hex(HMAC<SHA256>.authenticationCode(for: Data(toSign.utf8), using: key))
+        let expected = hex(hmac(key, Array(toSign.utf8)))
         return Verdict(valid: expected == signature, canonicalRequest: canonical, signedHeaders: names)
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        precondition(CWI_sha256(bytes, bytes.count, &out) == 1)
+        return out
+    }
+
+    static func hmac(_ key: [UInt8], _ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        precondition(CWI_hmac_sha256(key, key.count, bytes, bytes.count, &out) == 1)
+        return out
     }
 
     static func hex<D: Sequence>(_ bytes: D) -> String where D.Element == UInt8 { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -1,12 +1,12 @@
 /// SHA-256 (FIPS 180-4), used only to turn cache keys into file names and
-/// fixed-length database keys. It is here, rather than swift-crypto, so that the
-/// core builds without BoringSSL: nothing secret is hashed and the digest is never
+/// fixed-length database keys. It is here, rather than libcrypto's, so that the
+/// core links no crypto library: nothing secret is hashed and the digest is never
 /// used to authenticate. Checked against the FIPS test vectors in the tests.
 ///
-/// The package has a second SHA-256, swift-crypto's, on purpose: the S3 plugin
-/// and the URL signer link swift-crypto anyway for HMAC, and hash whole object
-/// bodies (megabytes, where BoringSSL's SHA extensions matter); this one hashes
-/// keys of a few hundred bytes, and keeps BoringSSL out of the core.
+/// The package has a second SHA-256, OpenSSL's (`CWebImageCrypto`), on purpose:
+/// the S3 plugin and the URL signer need HMAC anyway, and S3 hashes whole object
+/// bodies (megabytes, where OpenSSL's use of the SHA extensions matters); this one
+/// hashes keys of a few hundred bytes.
 package enum SHA256Digest {
     private static let k: [UInt32] = [
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
