@@ -44,8 +44,12 @@ build: deps
 # The main job on sample images: build the tool, write samples, load them twice
 # into the default LMDB cache (~/.cache/webimage); the second run is all cache hits.
 SAMPLES ?= .build/demo-samples
+# The tool without `serve` (WEBIMAGE_TOOL_WITHOUT_SERVE, see Package.swift): the
+# demo does not serve, and the server's Hummingbird, SwiftNIO and Prometheus are a
+# third of a first build. `swift build --product webimage` then adds `serve`,
+# recompiling only the tool's own module.
 demo: deps
-	$(SWIFT) build --product webimage
+	WEBIMAGE_TOOL_WITHOUT_SERVE=1 $(SWIFT) build --product webimage
 	$$($(SWIFT) build --show-bin-path)/webimage samples $(SAMPLES) > /dev/null
 	@echo "== first run: every image is loaded, decoded and stored"
 	$$($(SWIFT) build --show-bin-path)/webimage load $(SAMPLES)/*

@@ -53,6 +53,14 @@ let releaseToolLinking: [LinkerSetting] = {
     return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
 }()
 
+/// Whether the `webimage` tool is built with `serve`: yes, unless the environment
+/// sets `WEBIMAGE_TOOL_WITHOUT_SERVE` (`make demo` does). The server's Hummingbird,
+/// SwiftNIO and Prometheus are about a third of a first build of the tool, and the
+/// demo does not serve. Only the `webimage` target's settings change, so building
+/// the full tool afterwards (`swift build --product webimage`) recompiles that one
+/// module, not the package; its `serve` without them says how to get it.
+let toolServes = Context.environment["WEBIMAGE_TOOL_WITHOUT_SERVE"] == nil
+
 let package = Package(
     name: "swift-web-image",
     platforms: [.macOS(.v15)],
@@ -242,14 +250,14 @@ let package = Package(
         .target(name: "WebImageSamples", dependencies: ["WebImage", "WebImageVips"], swiftSettings: upcoming),
         .executableTarget(
             name: "webimage",
-            dependencies: ["WebImageKit", "WebImageSamples", "WebImageVips", "WebImageLMDB", "WebImageHTTP", "WebImageHummingbird",
+            dependencies: ["WebImageKit", "WebImageSamples", "WebImageVips", "WebImageLMDB", "WebImageHTTP",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Metrics", package: "swift-metrics"),
-                           .product(name: "Prometheus", package: "swift-prometheus"),
-                           .product(name: "UnixSignals", package: "swift-service-lifecycle")],
-            swiftSettings: upcoming,
+                           .product(name: "UnixSignals", package: "swift-service-lifecycle")]
+                + (toolServes ? ["WebImageHummingbird", .product(name: "Prometheus", package: "swift-prometheus")] : []),
+            swiftSettings: upcoming + (toolServes ? [.define("WEBIMAGE_SERVE")] : []),
             linkerSettings: releaseToolLinking
         ),
 

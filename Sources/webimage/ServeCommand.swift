@@ -3,12 +3,13 @@ import Configuration
 import Foundation
 import Logging
 import Metrics
-import Prometheus
 import WebImage
 import WebImageConfiguration
 import WebImageHTTP
-import WebImageHummingbird
 import WebImageKit
+#if WEBIMAGE_SERVE
+import Prometheus
+import WebImageHummingbird
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -73,3 +74,25 @@ struct ServeCommand: AsyncParsableCommand {
         })
     }
 }
+#else
+/// `serve` in a tool built without the server (`make demo` builds it so, with
+/// `WEBIMAGE_TOOL_WITHOUT_SERVE` set; see Package.swift): it says how to build
+/// the tool that has it, and exits 2.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve thumbnails over HTTP (not in this build: `swift build --product webimage` builds it)."
+    )
+
+    /// Whatever follows `serve`, so that the answer is the same for every form of it.
+    @Argument(parsing: .allUnrecognized) var arguments: [String] = []
+
+    func run() async throws {
+        Terminal.error("""
+            this webimage was built without `serve` (make demo leaves the HTTP server out, to build faster). \
+            Build the full tool with `swift build --product webimage`, then run `$(swift build --show-bin-path)/webimage serve` again.
+            """)
+        throw ExitCode(2)
+    }
+}
+#endif

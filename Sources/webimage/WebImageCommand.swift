@@ -19,7 +19,9 @@ struct WebImageCommand: AsyncParsableCommand {
     )
 
     static func main() async {
+        #if WEBIMAGE_SERVE
         ServeAllocator.chooseForServe()
+        #endif
         limitMallocArenas()
         do {
             var command = try parseAsRoot(nil)
