@@ -44,6 +44,11 @@ public final class FailedURLBlocklist: Sendable {
     }
 
     private let entries = Lock<[String: Entry]>([:])
+    /// `entries.count`, set under the lock by every change: a lookup while the list
+    /// is empty (nearly always) takes neither the lock nor the URL's hash. A lookup
+    /// racing a first `record` sees the list as it was just before it, as it could
+    /// have with the lock.
+    private let held = Atomic<Int>(0)
 
     /// The last shared write made for each URL, and the last `removeAll`: each new
     /// write waits for the one before it (see ``inBackground(_:url:_:)``).
@@ -76,10 +81,12 @@ public final class FailedURLBlocklist: Sendable {
 
     /// The error a URL failed with, if it is blocked now.
     public func blockingError(for url: String) -> WebImageError? {
-        entries.withLock { entries in
+        guard held.load(ordering: .acquiring) > 0 else { return nil }
+        return entries.withLock { entries in
             guard let entry = entries[url] else { return nil }
             if entry.until <= clock() {
                 entries[url] = nil
+                held.store(entries.count, ordering: .releasing)
                 return nil
             }
             return entry.error
@@ -138,18 +145,25 @@ public final class FailedURLBlocklist: Sendable {
                 }
             }
             entries[url] = Entry(until: until, error: error)
+            held.store(entries.count, ordering: .releasing)
         }
     }
 
     /// Unblocks one URL, here and (in the background) in the ``shared`` store.
     public func remove(_ url: String) {
-        _ = entries.withLock { $0.removeValue(forKey: url) }
+        entries.withLock { entries in
+            entries[url] = nil
+            held.store(entries.count, ordering: .releasing)
+        }
         if let shared, Self.isShareable(url) { inBackground("remove", url: url) { try await shared.removeFailure(forURL: url) } }
     }
 
     /// Unblocks every URL, here and (in the background) in the ``shared`` store.
     public func removeAll() {
-        entries.withLock { $0.removeAll() }
+        entries.withLock { entries in
+            entries.removeAll()
+            held.store(0, ordering: .releasing)
+        }
         if let shared { inBackground("removeAll", url: nil) { try await shared.removeAllFailures() } }
     }
 

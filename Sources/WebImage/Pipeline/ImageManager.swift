@@ -173,6 +173,17 @@ public final class ImageManager: Sendable {
         }
         defer { loads.leave() }
         let plan = plan(url: url, options: options, context: context)
+        // No tracer (the default): no span, none of its attributes worked out, and
+        // a memory hit answered without suspending.
+        guard services.spans.isTracing else {
+            try admit(plan)
+            switch stages.lookup.memory(plan) {
+            case .hit(let result): return result
+            case .needsStoredBytes(let result):
+                return await stages.lookup.completed(.needsStoredBytes(result), plan) ?? result
+            case .miss: return try await loadPastMemory(plan, progress: progress)
+            }
+        }
         return try await services.spans.traced("webimage.load") { span in
             span.set("server.address", url.host ?? "")
             span.set("url.scheme", url.scheme ?? "")
@@ -184,21 +195,33 @@ public final class ImageManager: Sendable {
     }
 
     private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
-        let url = plan.url
-        try judge(url, plan.context)
-        if !plan.options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
-            throw OriginalStage.blocked(url, by: failure, elsewhere: false)
-        }
+        try admit(plan)
         if let hit = await stages.lookup.memoryHit(plan) {
             return hit
         }
+        return try await loadPastMemory(plan, progress: progress)
+    }
+
+    /// The URL policy and the blocklist, before any tier.
+    private func admit(_ plan: LoadPlan) throws {
+        try judge(plan.url, plan.context)
+        if !plan.options.contains(.retryFailed), let failure = blocklist.blockingError(for: plan.url.absoluteString) {
+            throw OriginalStage.blocked(plan.url, by: failure, elsewhere: false)
+        }
+    }
+
+    /// A load the memory tier did not answer: the disk tier on the caller's task,
+    /// else the coalesced job.
+    private func loadPastMemory(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
+        let url = plan.url
         // The fast path: a disk hit that no job is loading is read on the caller's
         // task (an LMDB read is a memory lookup; a file store hops to its I/O pool
         // once), with no coalesced job. Bytes are returned as they are; a hit to
         // decode goes on into the job with its bytes, so that concurrent decodes
         // of one key still happen once.
+        let jobKey = plan.jobKey
         var firstRead: LookupStage.DiskRead?
-        if plan.readsDisk, let store = plan.store, !images.isRunning(plan.jobKey) {
+        if plan.readsDisk, let store = plan.store, !images.isRunning(jobKey) {
             let entry = await stages.lookup.read(store, plan.diskKey)
             if let entry { try services.judge(stored: entry, plan) }
             if let entry, plan.bytesOnly {
@@ -210,7 +233,7 @@ public final class ImageManager: Sendable {
             }
             firstRead = LookupStage.DiskRead(key: plan.diskKey, entry: entry)
         }
-        let (read, stages, jobStages, jobKey) = (firstRead, stages, jobStages, plan.jobKey)
+        let (read, stages, jobStages) = (firstRead, stages, jobStages)
         // Past the deadline, the error of the stage the job is in then.
         let metrics = metrics
         let deadline = plan.context.deadline.map { instant in

@@ -24,7 +24,8 @@ struct LoadPlan: Sendable {
     /// Whether this load reads the disk tier.
     let readsDisk: Bool
     /// The coalescer's key: the result key and the options that change the work.
-    let jobKey: String
+    /// Built when asked (a memory hit never needs it): read it once.
+    var jobKey: String { key + "|" + String(options.intersection(ImageManager.jobFlags).rawValue) }
 
     /// Where the disk tier holds what this load returns.
     var diskKey: String { derivesBytes ? key : plainKey }
@@ -32,7 +33,7 @@ struct LoadPlan: Sendable {
 
 extension ImageManager {
     /// The options that change what a job does, so that loads differing in them never share one.
-    private static let jobFlags: ImageOptions = [.refreshCached, .fromCacheOnly, .fromLoaderOnly, .cacheMemoryOnly, .avoidDecode, .waitStoreCache]
+    static let jobFlags: ImageOptions = [.refreshCached, .fromCacheOnly, .fromLoaderOnly, .cacheMemoryOnly, .avoidDecode, .waitStoreCache]
 
     func plan(url: URL, options: ImageOptions, context: ImageContext) -> LoadPlan {
         let plainKey = cacheKey(for: url, context: context)
@@ -47,8 +48,7 @@ extension ImageManager {
             derivesBytes: storesDerived && key != plainKey,
             bytesOnly: options.contains(.avoidDecode),
             store: store,
-            readsDisk: store != nil && context.queryCacheTiers.contains(.disk) && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached]),
-            jobKey: key + "|" + String(options.intersection(Self.jobFlags).rawValue)
+            readsDisk: store != nil && context.queryCacheTiers.contains(.disk) && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         )
     }
 }

@@ -22,33 +22,57 @@ struct LookupStage: Sendable {
 
     // MARK: Memory
 
-    /// The memory tier's result for this load, unless its options or context skip the tier.
+    /// What the memory tier holds for a load, found without suspending.
+    enum MemoryAnswer {
+        /// Nothing (or the tier is skipped): the load goes on to the disk tier.
+        case miss
+        /// The whole result.
+        case hit(ImageResult)
+        /// An image whose bytes the caller asked for too (``ImageOptions/queryMemoryData``),
+        /// which the memory tier does not hold: they are read from the store.
+        case needsStoredBytes(ImageResult)
+    }
+
+    /// The memory tier's result for this load, unless its options or context skip
+    /// the tier, in a span when there is a tracer.
     func memoryHit(_ plan: LoadPlan) async -> ImageResult? {
-        let (options, context) = (plan.options, plan.context)
-        guard let cache = services.configuration.memoryCache, context.queryCacheTiers.contains(.memory),
-              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
-        else { return nil }
+        guard services.spans.isTracing else { return await completed(memory(plan), plan) }
         return try? await services.spans.traced("webimage.memory") { span in
-            let hit = await memoryLookup(plan, cache)
+            let hit = await completed(memory(plan), plan)
             span.set("webimage.hit", hit != nil)
             return hit
         }
     }
 
-    private func memoryLookup(_ plan: LoadPlan, _ cache: MemoryImageCache) async -> ImageResult? {
-        let (url, key, options) = (plan.url, plan.key, plan.options)
-        if options.contains(.avoidDecode) {
-            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return nil }
+    /// The memory tier's answer, synchronously: a memory hit is a lookup, and an
+    /// async call per step of it cost a task-allocator frame each. No span: the
+    /// manager asks this directly only when there is no tracer.
+    func memory(_ plan: LoadPlan) -> MemoryAnswer {
+        guard let cache = services.configuration.memoryCache, plan.context.queryCacheTiers.contains(.memory),
+              plan.options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
+        else { return .miss }
+        if plan.options.contains(.avoidDecode) {
+            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: plan.key) else { return .miss }
             services.metrics.hit(.memory)
-            return ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url, checksum: checksum, lastModified: madeAt)
+            return .hit(ImageResult(image: nil, data: data, cacheType: .memory, key: plan.key, url: plan.url,
+                                    checksum: checksum, lastModified: madeAt))
         }
-        guard let (image, cachedData) = cache.entry(forKey: key), let image else { return nil }
+        guard let (image, data) = cache.entry(forKey: plan.key), let image else { return .miss }
         services.metrics.hit(.memory)
-        var data = cachedData
-        if data == nil, options.contains(.queryMemoryData), let store = plan.store {
-            data = try? await store.data(forKey: key)
+        let result = ImageResult(image: image, data: data, cacheType: .memory, key: plan.key, url: plan.url)
+        return data == nil && plan.options.contains(.queryMemoryData) && plan.store != nil ? .needsStoredBytes(result) : .hit(result)
+    }
+
+    /// The result of an answer: a hit as it is, a hit that needs its bytes with them
+    /// read from the store (without them if the store has none or fails).
+    func completed(_ answer: MemoryAnswer, _ plan: LoadPlan) async -> ImageResult? {
+        switch answer {
+        case .miss: return nil
+        case .hit(let result): return result
+        case .needsStoredBytes(let result):
+            let data = try? await plan.store?.data(forKey: plan.key)
+            return ImageResult(image: result.image, data: data, cacheType: .memory, key: plan.key, url: plan.url)
         }
-        return ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
     }
 
     // MARK: Disk

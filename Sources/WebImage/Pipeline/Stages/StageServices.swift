@@ -54,9 +54,13 @@ final class StageServices: Sendable {
 struct Spans: Sendable {
     /// The tracer spans go to; nil for the no-op one.
     let tracer: (any Tracer)?
+    /// Whether ``tracer`` is set: asked on every load, where reading the optional
+    /// existential copied it (a retain and a release).
+    let isTracing: Bool
 
     init(tracer: any Tracer) {
         self.tracer = tracer is NoOpTracer ? nil : tracer
+        isTracing = self.tracer != nil
     }
 
     /// Runs `body` inside a span named `name` (a child of the task's current span),
