@@ -14,6 +14,7 @@ let package = Package(
         // The floor of compare.py server's warm path: a bare Hummingbird route.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // Runs one scenario through the package and prints its timings as JSON, so
@@ -28,6 +29,10 @@ let package = Package(
                 .product(name: "WebImageS3", package: "swift-web-image"),
                 .product(name: "WebImageVips", package: "swift-web-image"),
                 .product(name: "WebImageTurboJPEG", package: "swift-web-image"),
+                // endpoint-hit: the service's own work per warm request, without a server.
+                .product(name: "WebImageHTTP", package: "swift-web-image"),
+                .product(name: "WebImageKit", package: "swift-web-image"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ]
         ),
         // A Hummingbird route answering the same bytes from a dictionary: the floor a

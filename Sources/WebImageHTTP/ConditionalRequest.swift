@@ -32,15 +32,27 @@ public enum ConditionalRequest {
     /// `entityTag` when the request has one (it then decides alone, as the RFC
     /// says), else `If-Modified-Since` against `lastModified` (whole seconds).
     public static func isNotModified(_ fields: HTTPFields, entityTag: String?, lastModified: Date?) -> Bool {
-        if let header = fields[.ifNoneMatch] {
+        if let header = fields.value(.ifNoneMatch) {
             guard let entityTag else { return false }
             return ifNoneMatch(header, matches: entityTag)
         }
-        guard let header = fields[.ifModifiedSince], let lastModified, let since = HTTPDate.parse(header) else { return false }
+        guard let header = fields.value(.ifModifiedSince), let lastModified, let since = HTTPDate.parse(header) else { return false }
         return lastModified.timeIntervalSince1970.rounded(.down) <= since.timeIntervalSince1970
     }
 
     private static func opaque(_ tag: String) -> Substring {
         tag.hasPrefix("W/") ? tag.dropFirst(2) : Substring(tag)
+    }
+}
+
+extension HTTPFields {
+    /// A field's value, the values of a name sent more than once joined with `, `
+    /// (RFC 9110, 5.3), as the subscript gives it, but without building that list
+    /// for a name sent once or not at all (the subscript joins even one value, and
+    /// a warm request asks for five names).
+    func value(_ name: HTTPField.Name) -> String? {
+        guard let first = firstIndex(where: { $0.name == name }) else { return nil }
+        guard self[index(after: first)...].contains(where: { $0.name == name }) else { return self[first].value }
+        return self[name]
     }
 }

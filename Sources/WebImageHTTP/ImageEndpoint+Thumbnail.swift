@@ -9,22 +9,27 @@ extension ImageEndpoint {
     /// encoded already), else it loads, decodes, transforms and encodes them and
     /// stores them in the background; concurrent requests for one thumbnail share
     /// one load.
-    func thumbnail(_ parameters: QueryParameters, _ request: HTTPRequest) async throws -> ImageResponse {
+    func thumbnail(query text: String, _ request: HTTPRequest) async throws -> ImageResponse {
         let started = ContinuousClock.now
-        let query = try parse { try ThumbnailQuery(parameters, settings: settings, hints: Self.clientHints(request.headerFields)) }
+        let hints = settings.clientHints && !settings.onlyPresets ? Self.clientHints(request.headerFields) : nil
+        let query = try parse {
+            try parsedQueries.query(.init(query: text, hints: hints)) {
+                try ThumbnailQuery(QueryParameters(text), settings: settings, hints: hints)
+            }
+        }
         let cost = query.estimatedCost
         guard cost <= Double(settings.maxCost) else {
             throw RequestError(WebImageError(.costLimitExceeded, "the thumbnail and its t= steps cost \(Int(cost.rounded(.up))) megapixel passes at w=\(query.box.width) h=\(query.box.height), more than the \(settings.maxCost) this service allows: ask for a smaller box or lighter steps"))
         }
         var context = context(for: query.url)
-        apply(query, to: &context, accept: request.headerFields[.accept])
+        apply(query, to: &context, accept: request.headerFields.value(.accept))
         do {
             let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
             return try imageResponse(result, query: query, request: request, started: started)
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
             guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }
-            return try await fallbackResponse(fallback, failure: failure, query: query, accept: request.headerFields[.accept])
+            return try await fallbackResponse(fallback, failure: failure, query: query, accept: request.headerFields.value(.accept))
         }
     }
 
@@ -57,15 +62,17 @@ extension ImageEndpoint {
             throw WebImageError(.encodeFailed, "no thumbnail bytes were made")
         }
         let source = result.cacheType == .none ? "network" : result.cacheType.rawValue
-        var headers: HTTPFields = [
-            .contentType: result.contentType ?? "application/octet-stream",
-            .cacheControl: "public, max-age=\(settings.cacheMaxAge.components.seconds)",
-            .eTag: entityTag,
-            .serverTiming: "\(source);dur=\(Self.tenths(ContinuousClock.now - started))",
-            .imageSource: source,
-        ]
-        if let modified = result.lastModified { headers[.lastModified] = HTTPDate.format(modified) }
-        if let image = result.image { headers[.imageSize] = "\(image.pixelSize.width)x\(image.pixelSize.height)" }
+        // Appended, not a dictionary literal: each name here is set once, and the
+        // literal searched the fields for every one.
+        var headers = HTTPFields()
+        headers.reserveCapacity(10)
+        headers.append(HTTPField(name: .contentType, value: result.contentType ?? "application/octet-stream"))
+        headers.append(HTTPField(name: .cacheControl, value: cacheControl))
+        headers.append(HTTPField(name: .eTag, value: entityTag))
+        headers.append(HTTPField(name: .serverTiming, value: source + ";dur=" + Self.tenths(ContinuousClock.now - started)))
+        headers.append(HTTPField(name: .imageSource, value: source))
+        if let modified = result.lastModified { headers.append(HTTPField(name: .lastModified, value: HTTPDate.format(modified))) }
+        if let image = result.image { headers.append(HTTPField(name: .imageSize, value: "\(image.pixelSize.width)x\(image.pixelSize.height)")) }
         addVary(query, to: &headers)
         responses.increment(source)
         if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: result.lastModified) {
@@ -120,6 +127,9 @@ extension ImageEndpoint {
         return ImageResponse(status: status, headerFields: headers, body: bytes)
     }
 
+    /// `Cache-Control` of a thumbnail.
+    var cacheControl: String { "public, max-age=\(settings.cacheMaxAge.components.seconds)" }
+
     /// `Vary`: `Accept` when the format was negotiated, and the client hints
     /// consulted; and `Accept-CH` where hints are read.
     func addVary(_ query: ThumbnailQuery, to headers: inout HTTPFields) {
@@ -132,9 +142,13 @@ extension ImageEndpoint {
 
     /// The request's client hints, as sent.
     static func clientHints(_ fields: HTTPFields) -> ThumbnailQuery.ClientHints {
-        func value(_ name: String) -> String? { HTTPField.Name(name).flatMap { fields[$0] } }
-        return ThumbnailQuery.ClientHints(dpr: value("Sec-CH-DPR"), width: value("Sec-CH-Width"), viewportWidth: value("Sec-CH-Viewport-Width"))
+        ThumbnailQuery.ClientHints(dpr: fields.value(secCHDPR), width: fields.value(secCHWidth), viewportWidth: fields.value(secCHViewportWidth))
     }
+
+    // Made once: a name made per request is validated and lower-cased each time.
+    static let secCHDPR = HTTPField.Name("Sec-CH-DPR")!
+    static let secCHWidth = HTTPField.Name("Sec-CH-Width")!
+    static let secCHViewportWidth = HTTPField.Name("Sec-CH-Viewport-Width")!
 
     /// Milliseconds with one decimal, without `String(format:)` (slow on Linux).
     static func tenths(_ duration: Duration) -> String {

@@ -47,6 +47,8 @@ public struct ImageEndpoint: Sendable {
     /// The endpoint's breaker, when the manager has none of its own.
     public let originBreaker: OriginCircuitBreaker?
     let responses = ResponseCounters()
+    /// Parsed thumbnail queries, so that a warm request skips parsing.
+    let parsedQueries = ThumbnailQueryCache()
     /// The store's size for ``recordGauges()``, read at most once a minute.
     let storeSample = StoreSample()
 
@@ -103,7 +105,7 @@ public struct ImageEndpoint: Sendable {
         }
         var response: ImageResponse
         switch path.split(separator: "/").last {
-        case "thumbnail": response = await guarded(path, query) { try await thumbnail(QueryParameters(query ?? ""), request) }
+        case "thumbnail": response = await guarded(path, query) { try await thumbnail(query: query ?? "", request) }
         case "placeholder": response = await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }
         case "info": response = await guarded(path, query) { try await info(QueryParameters(query ?? "")) }
         default:

@@ -27,6 +27,12 @@ struct HTTPPartsTests {
         #expect(q.names == ["url", "w", "x", "bad"])
         let merged = QueryParameters("w=5&format=png").filling(from: QueryParameters("w=64&h=64&format=jpeg"))
         #expect(merged["w"] == "5" && merged["h"] == "64" && merged["format"] == "png")
+        // Bytes, as RFC 3986 reads a query: empty parts skipped, the first `=` splits,
+        // a combining mark after `&` does not hide it, escapes of UTF-8 make text and
+        // bytes that are no UTF-8 become U+FFFD; a `%` at the end stays.
+        let bytes = QueryParameters("&&a=b=c&\u{301}n=%C3%A9&raw=é&bad=%FF&end=%")
+        #expect(bytes.pairs.map(\.name) == ["a", "\u{301}n", "raw", "bad", "end"])
+        #expect(bytes["a"] == "b=c" && bytes["\u{301}n"] == "é" && bytes["raw"] == "é" && bytes["bad"] == "\u{FFFD}" && bytes["end"] == "%")
     }
 
     @Test("allow-list patterns, and signatures over path and query")

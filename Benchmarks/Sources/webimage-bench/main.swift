@@ -9,7 +9,12 @@
 //   webimage-bench s3-keys      URL COUNT                      the object keys of k0… under s3://BUCKET/PREFIX/ (for curl)
 //   webimage-bench download     URLLIST CONCURRENCY            load every URL with CurlLoader; seconds
 //   webimage-bench encode       FILE QUALITY REPEATS           encode FILE's pixels in every format and effort; ms and bytes each
+//   webimage-bench endpoint-hit CONFIG TARGETS GETS            ImageEndpoint.respond to warm requests, no server: each request
+//                               target of the file TARGETS (one per line) answered once, then GETS random ones; ns each
 import Foundation
+import HTTPTypes
+import WebImageHTTP
+import WebImageKit
 import WebImage
 import WebImageCurl
 import WebImageLMDB
@@ -113,6 +118,26 @@ case "store-get", "manager-hit":
     }
     let elapsed = seconds(ContinuousClock.now - started)
     printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
+
+case "endpoint-hit":
+    guard arguments.count == 5, let gets = Int(arguments[4]) else { fail("endpoint-hit CONFIG TARGETS GETS") }
+    let endpoint = try await ImageEndpoint.configured(file: arguments[2], environment: [:])
+    let targets = try String(contentsOfFile: arguments[3], encoding: .utf8).split(separator: "\n").map(String.init)
+    func request(_ target: String) -> HTTPRequest {
+        HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1", path: target,
+                    headerFields: [.accept: "image/avif,image/webp,*/*", .userAgent: "webimage-bench"])
+    }
+    for target in targets {
+        let response = await endpoint.respond(to: request(target))
+        guard response.status == .ok else { fail("\(target): \(response.status)") }
+    }
+    var generator = SystemRandomNumberGenerator()
+    let requests = (0..<gets).map { _ in request(targets[Int.random(in: 0..<targets.count, using: &generator)]) }
+    var bytes = 0
+    let started = ContinuousClock.now
+    for request in requests { bytes &+= await endpoint.respond(to: request).body.count }
+    let elapsed = seconds(ContinuousClock.now - started)
+    printJSON(["scenario": "endpoint-hit", "gets": gets, "bytes": bytes, "nsPerRequest": elapsed / Double(gets) * 1e9])
 
 case "encode":
     // encode FILE QUALITY REPEATS: one decode, then each (format, effort) REPEATS times; the median ms and the bytes.

@@ -56,6 +56,31 @@ public struct ImageResult: Sendable {
     public var entityTag: String? {
         guard let data else { return nil }
         let hash = checksum ?? XXH3.hash(data)
-        return "\"" + String(hash, radix: 16) + "-" + String(data.count, radix: 16) + "\""
+        return Self.entityTag(hash: hash, count: data.count)
+    }
+
+    /// `"<hash in hex>-<count in hex>"`, lower case, no leading zeros: written
+    /// into one buffer (two `String(radix:)` and three concatenations were a few
+    /// percent of a warm request).
+    static func entityTag(hash: UInt64, count: Int) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        func digits(_ value: UInt64) -> Int { value == 0 ? 1 : (67 - value.leadingZeroBitCount) / 4 }
+        let count = UInt64(max(0, count))
+        let (hashDigits, countDigits) = (digits(hash), digits(count))
+        return String(unsafeUninitializedCapacity: hashDigits + countDigits + 3) { out in
+            func put(_ value: UInt64, _ length: Int, at index: Int) {
+                var value = value
+                for place in stride(from: index + length - 1, through: index, by: -1) {
+                    out[place] = hex[Int(value & 0xF)]
+                    value >>= 4
+                }
+            }
+            out[0] = UInt8(ascii: "\"")
+            put(hash, hashDigits, at: 1)
+            out[1 + hashDigits] = UInt8(ascii: "-")
+            put(count, countDigits, at: 2 + hashDigits)
+            out[2 + hashDigits + countDigits] = UInt8(ascii: "\"")
+            return hashDigits + countDigits + 3
+        }
     }
 }

@@ -9,6 +9,9 @@ struct HTTPDateTests {
         #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT") == Date(timeIntervalSince1970: 784_111_777))
         #expect(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)) == "Sun, 06 Nov 1994 08:49:37 GMT")
         #expect(HTTPDate.format(Date(timeIntervalSince1970: 0)) == "Thu, 01 Jan 1970 00:00:00 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 253_402_300_799)) == "Fri, 31 Dec 9999 23:59:59 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: -62_135_596_800)) == "Mon, 01 Jan 0001 00:00:00 GMT")
+        #expect(HTTPDate.format(Date(timeIntervalSince1970: 253_402_300_800)) == "Sat, 01 Jan 10000 00:00:00 GMT", "past 9999: as it comes")
         for seconds in [0, 951_782_400, 1_795_000_000, 4_102_444_799] as [TimeInterval] {
             let date = Date(timeIntervalSince1970: seconds)
             #expect(HTTPDate.parse(HTTPDate.format(date)) == date)

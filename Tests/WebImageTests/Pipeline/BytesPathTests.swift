@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WebImageTestSupport
-import WebImage
+@testable import WebImage
 
 /// A store that remembers which task each read ran on.
 final class TaskRecordingStore: CacheStore {
@@ -82,6 +82,9 @@ struct ResultBytesTests {
         let plain = ImageResult(image: nil, data: bytes, cacheType: .none, key: "k", url: h.url("e.timg"))
         #expect(plain.checksum == nil && plain.entityTag == made.entityTag)
         #expect(ImageResult(image: nil, data: nil, cacheType: .none, key: "k", url: h.url("e.timg"), checksum: 1).entityTag == nil)
+        for (hash, count) in [(0, 0), (1, 15), (0xF, 16), (0x10, 255), (0xdead_beef, 1 << 20), (.max, Int.max)] as [(UInt64, Int)] {
+            #expect(ImageResult.entityTag(hash: hash, count: count) == "\"" + String(hash, radix: 16) + "-" + String(count, radix: 16) + "\"")
+        }
     }
 
     @Test("a bytes-only load of a derived result that is nowhere makes it: bytes and image returned, bytes stored in the background")
