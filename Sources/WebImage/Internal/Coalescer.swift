@@ -37,6 +37,14 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     private let state = Lock(State())
+    /// `state.jobs.count`, set under the lock wherever a job is added or removed:
+    /// ``hasJobs`` reads it without the lock (a warm hit asks, and nearly always
+    /// nothing is running).
+    private let running = Atomic<Int>(0)
+
+    /// Whether any job is running. Advisory, as ``isRunning(_:)`` is: a job may
+    /// start just after.
+    var hasJobs: Bool { running.load(ordering: .acquiring) > 0 }
 
     /// The number of jobs running; for tests and metrics.
     var jobCount: Int { state.withLock { $0.jobs.count } }
@@ -91,6 +99,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     var job = Job(id: jobID)
                     job.waiters[waiterID] = waiter
                     state.jobs[key] = job
+                    running.store(state.jobs.count, ordering: .releasing)
                     return jobID
                 }
                 guard let start else {
@@ -133,6 +142,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             if job.waiters.isEmpty {
                 // Last caller gone: the job is abandoned; a new caller starts afresh.
                 state.jobs[key] = nil
+                running.store(state.jobs.count, ordering: .releasing)
                 return (waiter, job.task)
             }
             state.jobs[key] = job
@@ -149,7 +159,10 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @discardableResult
     func abandonAll(with error: any Error) -> Int {
         let jobs = state.withLock { state -> [Job] in
-            defer { state.jobs.removeAll() }
+            defer {
+                state.jobs.removeAll()
+                running.store(0, ordering: .releasing)
+            }
             return Array(state.jobs.values)
         }
         for job in jobs {
@@ -171,6 +184,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let waiters = state.withLock { state -> [Waiter] in
             guard let job = state.jobs[key], job.id == jobID else { return [] }
             state.jobs[key] = nil
+            running.store(state.jobs.count, ordering: .releasing)
             return Array(job.waiters.values)
         }
         for waiter in waiters { waiter.continuation.resume(with: result) }

@@ -219,9 +219,9 @@ public final class ImageManager: Sendable {
         // once), with no coalesced job. Bytes are returned as they are; a hit to
         // decode goes on into the job with its bytes, so that concurrent decodes
         // of one key still happen once.
-        let jobKey = plan.jobKey
         var firstRead: LookupStage.DiskRead?
-        if plan.readsDisk, let store = plan.store, !images.isRunning(jobKey) {
+        // The job key only when a job may be running: a warm hit with none needs no key.
+        if plan.readsDisk, let store = plan.store, !(images.hasJobs && images.isRunning(plan.jobKey)) {
             let entry = await stages.lookup.read(store, plan.diskKey)
             if let entry { try services.judge(stored: entry, plan) }
             if let entry, plan.bytesOnly {
@@ -233,6 +233,7 @@ public final class ImageManager: Sendable {
             }
             firstRead = LookupStage.DiskRead(key: plan.diskKey, entry: entry)
         }
+        let jobKey = plan.jobKey
         let (read, stages, jobStages) = (firstRead, stages, jobStages)
         // Past the deadline, the error of the stage the job is in then.
         let metrics = metrics

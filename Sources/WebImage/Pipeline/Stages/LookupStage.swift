@@ -90,6 +90,8 @@ struct LookupStage: Sendable {
     /// Reads `key` from `store`, in a span; a failure is a miss, counted and logged.
     func read(_ store: any CacheStore, _ key: String) async -> CacheEntry? {
         do {
+            // No tracer: no span closure around a read that is often a memory lookup.
+            guard services.spans.isTracing else { return try await store.entry(forKey: key) }
             return try await services.spans.traced("webimage.disk") { span in
                 let entry = try await store.entry(forKey: key)
                 span.set("webimage.hit", entry != nil)
