@@ -123,22 +123,22 @@ public final class LMDBCacheStore: CacheStore {
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        guard var found = try await readEntry(forKey: key, withData: true) else { return nil }
+        let databaseKey = LMDBRecord.databaseKey(key)
+        guard var found = try await readEntry(forKey: key, databaseKey: databaseKey, withData: true) else { return nil }
         let now = clock()
         found.metadata.accessedAt = now
-        pendingAccess.withLock { $0[LMDBRecord.databaseKey(key)] = LMDBRecord.milliseconds(now) }
+        pendingAccess.withLock { $0[databaseKey] = LMDBRecord.milliseconds(now) }
         return found
     }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
-        try await readEntry(forKey: key, withData: false)?.metadata
+        try await readEntry(forKey: key, databaseKey: LMDBRecord.databaseKey(key), withData: false)?.metadata
     }
 
     /// One read transaction: the entry (its bytes only if asked, checked against
     /// their checksum) and its access date. A damaged entry is removed, reported
     /// and read as a miss: never served as wrong bytes.
-    private func readEntry(forKey key: String, withData: Bool) async throws -> CacheEntry? {
-        let databaseKey = LMDBRecord.databaseKey(key)
+    private func readEntry(forKey key: String, databaseKey: [UInt8], withData: Bool) async throws -> CacheEntry? {
         let outcome = try await read { [environment] () throws -> ReadOutcome in
             try environment.read { txn in
                 guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }

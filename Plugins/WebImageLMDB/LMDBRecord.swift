@@ -66,22 +66,24 @@ enum LMDBRecord {
     static func decode(_ value: UnsafeRawBufferPointer) -> Decoded? {
         guard value.count >= 17, value[0] == version || value[0] == legacyVersion else { return nil }
         var offset = 17
-        var fields: [String?] = []
-        fields.reserveCapacity(5)
-        for _ in 0..<5 {
-            guard value.count >= offset + 8 else { return nil }
+        var damaged = false
+        // The five fields in order, each read where it lies (no array of them per hit).
+        func field() -> String? {
+            guard !damaged, value.count >= offset + 8 else { damaged = true; return nil }
             let length = uint64(value, at: offset)
             offset += 8
-            if length == 0 { fields.append(nil); continue }
+            if length == 0 { return nil }
+            guard length - 1 <= UInt64(value.count - offset) else { damaged = true; return nil }
             let count = Int(length - 1)
-            guard count >= 0, value.count >= offset + count else { return nil }
-            fields.append(String(decoding: UnsafeRawBufferPointer(rebasing: value[offset..<offset + count]), as: UTF8.self))
-            offset += count
+            defer { offset += count }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: value[offset..<offset + count]), as: UTF8.self)
         }
+        let (fullKey, contentType, etag, lastModified, originalURL) = (field(), field(), field(), field(), field())
+        guard !damaged else { return nil }
         let stored = date(uint64(value, at: 1))
-        let metadata = CacheMetadata(contentType: fields[1], etag: fields[2], lastModified: fields[3], originalURL: fields[4],
+        let metadata = CacheMetadata(contentType: contentType, etag: etag, lastModified: lastModified, originalURL: originalURL,
                                      storedAt: stored, accessedAt: stored, size: value.count - offset)
-        return Decoded(fullKey: fields[0], metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9), isLegacy: value[0] == legacyVersion)
+        return Decoded(fullKey: fullKey, metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9), isLegacy: value[0] == legacyVersion)
     }
 
     /// Why a value is damaged (it does not parse, or its payload fails its
