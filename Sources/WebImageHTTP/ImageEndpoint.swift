@@ -75,9 +75,10 @@ public struct ImageEndpoint: Sendable {
     /// Answers one request.
     public func respond(to request: HTTPRequest) async -> ImageResponse {
         let target = request.path ?? "/"
-        let question = target.firstIndex(of: "?")
+        // The first `?` by its byte: a Character search walked the whole target's graphemes.
+        let question = target.utf8.firstIndex(of: UInt8(ascii: "?"))
         let path = String(target[..<(question ?? target.endIndex)])
-        let query = question.map { String(target[target.index(after: $0)...]) }
+        let query = question.map { String(target[target.utf8.index(after: $0)...]) }
         // A server span that continues the caller's trace (W3C `traceparent` with
         // swift-otel's propagator); the manager's spans nest inside it.
         guard let tracer = manager.activeTracer else { return await route(request, path: path, query: query) }
@@ -104,7 +105,7 @@ public struct ImageEndpoint: Sendable {
             return response
         }
         var response: ImageResponse
-        switch path.split(separator: "/").last {
+        switch Self.lastSegment(path) {
         case "thumbnail": response = await guarded(path, query) { try await thumbnail(query: query ?? "", request) }
         case "placeholder": response = await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }
         case "info": response = await guarded(path, query) { try await info(QueryParameters(query ?? "")) }
@@ -113,6 +114,16 @@ public struct ImageEndpoint: Sendable {
         }
         if request.method == .head { response.body = Data() }
         return response
+    }
+
+    /// The path's last non-empty segment (`thumbnail` of `/img/thumbnail/`), found by bytes.
+    static func lastSegment(_ path: String) -> Substring? {
+        var end = path.utf8.endIndex
+        while end > path.utf8.startIndex, path.utf8[path.utf8.index(before: end)] == UInt8(ascii: "/") { end = path.utf8.index(before: end) }
+        guard end > path.utf8.startIndex else { return nil }
+        var start = end
+        while start > path.utf8.startIndex, path.utf8[path.utf8.index(before: start)] != UInt8(ascii: "/") { start = path.utf8.index(before: start) }
+        return path[start..<end]
     }
 
     /// The ceiling, the signature, and the answer to a failure, around a handler.

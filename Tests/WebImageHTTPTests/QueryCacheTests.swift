@@ -41,4 +41,11 @@ struct QueryCacheTests {
         }
         #expect(cache.count == 1)
     }
+
+    @Test("the route is the path's last non-empty segment, as splitting on / gives it")
+    func lastSegment() {
+        for path in ["/thumbnail", "/img/thumbnail/", "/", "", "//x//", "thumbnail", "/a/b", "/é/ü"] {
+            #expect(ImageEndpoint.lastSegment(path) == path.split(separator: "/").last, "\(path)")
+        }
+    }
 }
