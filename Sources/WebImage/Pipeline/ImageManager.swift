@@ -172,18 +172,21 @@ public final class ImageManager: Sendable {
             throw WebImageError(.shutDown, "the manager is shutting down; \(url.absoluteString) was not loaded")
         }
         defer { loads.leave() }
-        let plan = plan(url: url, options: options, context: context)
         // No tracer (the default): no span, none of its attributes worked out, and
-        // a memory hit answered without suspending.
+        // a memory hit answered without suspending, from the keys alone (no plan:
+        // it copied the context).
         guard services.spans.isTracing else {
-            try admit(plan)
-            switch stages.lookup.memory(plan) {
+            try admit(url, options, context)
+            let keys = keys(url: url, options: options, context: context)
+            switch stages.lookup.memory(key: keys.key, url: url, options: options, context: context) {
             case .hit(let result): return result
             case .needsStoredBytes(let result):
-                return await stages.lookup.completed(.needsStoredBytes(result), plan) ?? result
-            case .miss: return try await loadPastMemory(plan, progress: progress)
+                // The store only here: copying the optional existential on every hit cost a tenth of it.
+                return await stages.lookup.completed(.needsStoredBytes(result), key: keys.key, url: url, store: context.store ?? store) ?? result
+            case .miss: return try await loadPastMemory(plan(url: url, options: options, context: context, keys: keys), progress: progress)
             }
         }
+        let plan = plan(url: url, options: options, context: context)
         return try await services.spans.traced("webimage.load") { span in
             span.set("server.address", url.host ?? "")
             span.set("url.scheme", url.scheme ?? "")
@@ -195,7 +198,7 @@ public final class ImageManager: Sendable {
     }
 
     private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
-        try admit(plan)
+        try admit(plan.url, plan.options, plan.context)
         if let hit = await stages.lookup.memoryHit(plan) {
             return hit
         }
@@ -203,10 +206,10 @@ public final class ImageManager: Sendable {
     }
 
     /// The URL policy and the blocklist, before any tier.
-    private func admit(_ plan: LoadPlan) throws {
-        try judge(plan.url, plan.context)
-        if !plan.options.contains(.retryFailed), let failure = blocklist.blockingError(for: plan.url.absoluteString) {
-            throw OriginalStage.blocked(plan.url, by: failure, elsewhere: false)
+    private func admit(_ url: URL, _ options: ImageOptions, _ context: ImageContext) throws {
+        try judge(url, context)
+        if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
+            throw OriginalStage.blocked(url, by: failure, elsewhere: false)
         }
     }
 

@@ -35,17 +35,26 @@ extension ImageManager {
     /// The options that change what a job does, so that loads differing in them never share one.
     static let jobFlags: ImageOptions = [.refreshCached, .fromCacheOnly, .fromLoaderOnly, .cacheMemoryOnly, .avoidDecode, .waitStoreCache]
 
-    func plan(url: URL, options: ImageOptions, context: ImageContext) -> LoadPlan {
+    /// A load's keys: its original's and its result's (``LoadPlan/plainKey``,
+    /// ``LoadPlan/key``), and whether the result's bytes are stored under the
+    /// second (``LoadPlan/derivesBytes``). The memory tier needs no more.
+    func keys(url: URL, options: ImageOptions, context: ImageContext) -> (plainKey: String, key: String, derivesBytes: Bool) {
         let plainKey = cacheKey(for: url, context: context)
         let storesDerived = CacheKey.storesDerivedBytes(options: options, context: context)
         // Bytes of an original live under the plain key; a thumbnail's or a
         // transform's under the derived key, bytes-only or not.
         let key = options.contains(.avoidDecode) && !storesDerived
             ? plainKey : CacheKey.derived(from: plainKey, options: options, context: context, encodeOptions: stages.render.encodeOptions(context))
+        return (plainKey, key, storesDerived && key != plainKey)
+    }
+
+    func plan(url: URL, options: ImageOptions, context: ImageContext,
+              keys known: (plainKey: String, key: String, derivesBytes: Bool)? = nil) -> LoadPlan {
+        let (plainKey, key, derivesBytes) = known ?? keys(url: url, options: options, context: context)
         let store = context.store ?? self.store
         return LoadPlan(
             url: url, options: options, context: context, plainKey: plainKey, key: key,
-            derivesBytes: storesDerived && key != plainKey,
+            derivesBytes: derivesBytes,
             bytesOnly: options.contains(.avoidDecode),
             store: store,
             readsDisk: store != nil && context.queryCacheTiers.contains(.disk) && options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])

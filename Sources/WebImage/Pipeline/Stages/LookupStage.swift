@@ -29,16 +29,17 @@ struct LookupStage: Sendable {
         /// The whole result.
         case hit(ImageResult)
         /// An image whose bytes the caller asked for too (``ImageOptions/queryMemoryData``),
-        /// which the memory tier does not hold: they are read from the store.
+        /// which the memory tier does not hold: they are read from the store, if any.
         case needsStoredBytes(ImageResult)
     }
 
     /// The memory tier's result for this load, unless its options or context skip
     /// the tier, in a span when there is a tracer.
     func memoryHit(_ plan: LoadPlan) async -> ImageResult? {
-        guard services.spans.isTracing else { return await completed(memory(plan), plan) }
+        let answer = { memory(key: plan.key, url: plan.url, options: plan.options, context: plan.context) }
+        guard services.spans.isTracing else { return await completed(answer(), key: plan.key, url: plan.url, store: plan.store) }
         return try? await services.spans.traced("webimage.memory") { span in
-            let hit = await completed(memory(plan), plan)
+            let hit = await completed(answer(), key: plan.key, url: plan.url, store: plan.store)
             span.set("webimage.hit", hit != nil)
             return hit
         }
@@ -47,31 +48,32 @@ struct LookupStage: Sendable {
     /// The memory tier's answer, synchronously: a memory hit is a lookup, and an
     /// async call per step of it cost a task-allocator frame each. No span: the
     /// manager asks this directly only when there is no tracer.
-    func memory(_ plan: LoadPlan) -> MemoryAnswer {
-        guard let cache = services.configuration.memoryCache, plan.context.queryCacheTiers.contains(.memory),
-              plan.options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
+    func memory(key: String, url: URL, options: ImageOptions, context: ImageContext) -> MemoryAnswer {
+        guard let cache = services.configuration.memoryCache, context.queryCacheTiers.contains(.memory),
+              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         else { return .miss }
-        if plan.options.contains(.avoidDecode) {
-            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: plan.key) else { return .miss }
+        if options.contains(.avoidDecode) {
+            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return .miss }
             services.metrics.hit(.memory)
-            return .hit(ImageResult(image: nil, data: data, cacheType: .memory, key: plan.key, url: plan.url,
+            return .hit(ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url,
                                     checksum: checksum, lastModified: madeAt))
         }
-        guard let (image, data) = cache.entry(forKey: plan.key), let image else { return .miss }
+        guard let (image, data) = cache.entry(forKey: key), let image else { return .miss }
         services.metrics.hit(.memory)
-        let result = ImageResult(image: image, data: data, cacheType: .memory, key: plan.key, url: plan.url)
-        return data == nil && plan.options.contains(.queryMemoryData) && plan.store != nil ? .needsStoredBytes(result) : .hit(result)
+        let result = ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
+        return data == nil && options.contains(.queryMemoryData) ? .needsStoredBytes(result) : .hit(result)
     }
 
     /// The result of an answer: a hit as it is, a hit that needs its bytes with them
     /// read from the store (without them if the store has none or fails).
-    func completed(_ answer: MemoryAnswer, _ plan: LoadPlan) async -> ImageResult? {
+    func completed(_ answer: MemoryAnswer, key: String, url: URL, store: (any CacheStore)?) async -> ImageResult? {
         switch answer {
         case .miss: return nil
         case .hit(let result): return result
         case .needsStoredBytes(let result):
-            let data = try? await plan.store?.data(forKey: plan.key)
-            return ImageResult(image: result.image, data: data, cacheType: .memory, key: plan.key, url: plan.url)
+            guard let store else { return result }
+            let data = try? await store.data(forKey: key)
+            return ImageResult(image: result.image, data: data, cacheType: .memory, key: key, url: url)
         }
     }
 
