@@ -114,7 +114,37 @@ public struct ThumbnailQuery: Sendable {
         else {
             throw WebImageError(.invalidURL, "url='\(text)' is not an absolute \(schemes.sorted().joined(separator: " or ")) URL")
         }
+        // No image URL holds a control character, raw or escaped (%00, %0A, %7F):
+        // passed on, they only make origins fail (and a failing origin trips its
+        // circuit breaker for everyone).
+        if let control = controlCharacter(in: text) ?? controlCharacter(in: url.absoluteString, escapedOnly: true) {
+            throw WebImageError(.invalidURL, "url='\(text)' holds a control character (\(control)): no image URL does")
+        }
         return url
+    }
+
+    /// The first control character (U+0000–U+001F, U+007F) in `text`, raw or as a
+    /// percent-escape, named as `U+XXXX`; nil if none.
+    static func controlCharacter(in text: String, escapedOnly: Bool = false) -> String? {
+        func name(_ byte: UInt8) -> String { "U+00" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true) }
+        func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        let bytes = Array(text.utf8)
+        for index in bytes.indices {
+            if !escapedOnly, isControl(bytes[index]) { return name(bytes[index]) }
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]), isControl(high << 4 | low) {
+                return name(high << 4 | low)
+            }
+        }
+        return nil
     }
 
     /// The parameters a request stands for: its own, over its preset's. Refuses an
@@ -158,6 +188,9 @@ public struct ThumbnailQuery: Sendable {
             if let value = hints.dpr { dpr = ClientHints.resolvedDPR(value) }
         }
         let maxDimension = settings.maxDimension
+        // The viewport's width is in CSS pixels: times the DPR as hinted, not as
+        // lowered below to fit the query's own sides.
+        let viewportDPR = dpr
         if hintsConsulted.contains("Sec-CH-DPR") {
             // A hinted DPR is lowered until the query's sides fit: a hint is advice, and
             // never turns a valid request into a 400.
@@ -176,7 +209,7 @@ public struct ThumbnailQuery: Sendable {
         if width == nil, let hints {
             hintsConsulted += ["Sec-CH-Width", "Sec-CH-Viewport-Width"]
             // Sec-CH-Width is in device pixels already; the viewport's width in CSS pixels.
-            if let hinted = hints.width ?? hints.viewportWidth.map({ Int((Double($0) * dpr).rounded(.up)) }) {
+            if let hinted = hints.width ?? hints.viewportWidth.map({ Int(min(1e9, (Double($0) * viewportDPR).rounded(.up))) }) {
                 let step = max(1, settings.clientHintsWidthStep)
                 width = min(maxDimension, (min(hinted, maxDimension) + step - 1) / step * step)
             }

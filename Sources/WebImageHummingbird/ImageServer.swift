@@ -4,6 +4,7 @@ import HTTPTypes
 public import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 import WebImage
 public import WebImageHTTP
@@ -65,15 +66,22 @@ public struct ImageServer: Sendable {
     ///   - routes: adds routes of the caller's own to ``router()`` (a gallery page).
     ///   - onServerRunning: called with the bound port once the server listens.
     /// - Returns: whether everything in flight finished within the grace period.
+    /// - Throws: ``WebImageError`` (`invalidArgument`) naming the address when the
+    ///   server cannot listen (a port in use, a host that does not resolve); after
+    ///   it listened, what the server group throws.
     @discardableResult
     public func run(routes: (Router<BasicRequestContext>) -> Void = { _ in },
                     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> Bool {
         let router = router()
         routes(router)
+        let listening = ListeningFlag()
         let app = Application(
             router: router,
             configuration: .init(address: .hostname(host, port: port), serverName: serverName),
-            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            onServerRunning: { channel in
+                listening.set()
+                await onServerRunning(channel.localAddress?.port ?? 0)
+            },
             logger: logger
         )
         // The manager first: a group shuts its services down in reverse order, so the
@@ -84,9 +92,32 @@ public struct ImageServer: Sendable {
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: manager), .init(service: app)],
             gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch where !listening.isSet {
+            // It never listened: the address is what was wrong, said plainly.
+            throw WebImageError(.invalidArgument, "could not listen on \(host):\(port): \(Self.describe(listenError: error))", isTransient: false)
+        }
         let clean = manager.finishedWithinGrace ?? true
         logger.info("stopped", metadata: ["finishedWithinGrace": "\(clean)"])
         return clean
     }
+}
+
+extension ImageServer {
+    /// A failure to listen in a few words: the system's text for an errno
+    /// (`Address already in use`), the host for a name that does not resolve.
+    static func describe(listenError error: any Error) -> String {
+        if let io = error as? IOError { return String(cString: strerror(io.errnoCode)) }
+        if let unknown = error as? SocketAddressError.UnknownHost { return "no address for the host \(unknown.host): \(unknown.errorDescription)" }
+        if case .failedToParseIPString(let text)? = error as? SocketAddressError { return "\(text) is not an IP address" }
+        return "\(error)"
+    }
+}
+
+/// Whether the server got to listen (set from its `onServerRunning`).
+private final class ListeningFlag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -69,9 +69,15 @@ struct ServeCommand: AsyncParsableCommand {
             logger.notice("allocator", metadata: ["allocator": "system malloc",
                                                   "why": "\(ServeAllocator.whySystem ?? "WEBIMAGE_ALLOCATOR=system")"])
         }
-        _ = try await server.run(onServerRunning: { port in
-            FileHandle.standardOutput.write(Data("listening on http://\(server.host.contains(":") ? "[\(server.host)]" : server.host):\(port)\n".utf8))
-        })
+        do {
+            _ = try await server.run(onServerRunning: { port in
+                FileHandle.standardOutput.write(Data("listening on http://\(server.host.contains(":") ? "[\(server.host)]" : server.host):\(port)\n".utf8))
+            })
+        } catch let error as WebImageError where error.code == .invalidArgument {
+            // It could not listen: the address comes from http.host and http.port.
+            Terminal.error("http.host, http.port: \(error.message)")
+            throw ExitCode(2)
+        }
     }
 }
 #else

@@ -49,3 +49,33 @@ struct QueryCacheTests {
         }
     }
 }
+
+@Suite("ThumbnailQuery: the source URL and client hints")
+struct ThumbnailQueryTests {
+    @Test("a url= with a control character, raw or escaped, is 400 invalidURL naming it: passed on, it only makes the origin fail")
+    func controlCharacters() throws {
+        for (value, named) in [("http%3A%2F%2Fh%2Fa.jpg%00", "U+0000"), ("http%3A%2F%2Fh%2Fa.jpg%0A", "U+000A"),
+                               ("http%3A%2F%2Fh%2Fa.jpg%7F", "U+007F"), ("http%3A%2F%2Fh%2Fa%2500.jpg", "U+0000"),
+                               ("http%3A%2F%2Fh%2Fa%250d%250a.jpg", "U+000D")] {
+            do {
+                _ = try ThumbnailQuery.sourceURL(QueryParameters("url=\(value)"))
+                Issue.record("\(value) was taken")
+            } catch let error as WebImageError {
+                #expect(error.code == .invalidURL && error.message.contains(named), "\(value): \(error.message)")
+            }
+        }
+        // Escapes of other bytes stay as they are.
+        #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%2520b%25C3%25A9.jpg")).absoluteString == "http://h/a%20b%C3%A9.jpg")
+    }
+
+    @Test("the viewport's width is times the DPR as hinted, also when that DPR is lowered to fit the query's own side")
+    func viewportWidth() throws {
+        var settings = ImageEndpoint.Settings()
+        settings.clientHints = true
+        let hints = ThumbnailQuery.ClientHints(dpr: 2, width: nil, viewportWidth: 300)
+        for h in [500, 1024, 2000] {
+            let query = try ThumbnailQuery(QueryParameters("url=http%3A%2F%2Fh%2Fa.jpg&h=\(h)"), settings: settings, hints: hints)
+            #expect(query.box.width == 600, "h=\(h): \(query.box)")
+        }
+    }
+}

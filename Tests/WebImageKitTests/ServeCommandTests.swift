@@ -304,6 +304,16 @@ struct ServeCommandTests {
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
         }
+        // A port another server holds: exit 2 naming the keys and the reason, and no
+        // warning about work cut short (nothing ran).
+        let first = try tool.start(["serve", "--cache-dir", tool.cache.path + "-first", "--set", "http.port=0"])
+        defer { first.signal(SIGKILL) }
+        let port = try await first.listeningAddress().split(separator: ":").last.map(String.init) ?? ""
+        let taken = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=\(port)"])
+        #expect(taken.status == 2, "\(taken.stderr)")
+        #expect(taken.stderr.contains("http.host, http.port") && taken.stderr.contains("could not listen on 127.0.0.1:\(port)")
+                && taken.stderr.contains("Address already in use"), "\(taken.stderr)")
+        #expect(!taken.stderr.contains("grace period"), "\(taken.stderr)")
     }
 }
 

@@ -124,15 +124,17 @@ public final class ImageManager: Sendable {
             return first
         }
         writes.stop()
-        if !finished {
-            // Loads still in flight end now: their callers get shutDown, their jobs are cancelled.
-            let ended = WebImageError(.shutDown, "the manager shut down: its grace period of \(gracePeriod) ended before this load did")
-            let abandoned = images.abandonAll(with: ended) + downloads.abandonAll(with: ended)
-            let (count, bytes) = writes.pending
-            configuration.logger.warning("shutdown: the grace period ended with work still running",
-                                         metadata: ["loadsEnded": "\(abandoned)", "writes": "\(count)", "bytes": "\(bytes)"])
-        }
-        return finished
+        guard !finished else { return true }
+        // Loads still in flight end now: their callers get shutDown, their jobs are cancelled.
+        let ended = WebImageError(.shutDown, "the manager shut down: its grace period of \(gracePeriod) ended before this load did")
+        let abandoned = images.abandonAll(with: ended) + downloads.abandonAll(with: ended)
+        let (count, bytes) = writes.pending
+        // Cancelled (a server that failed to start cancels its group) with nothing
+        // running: nothing was cut short, so no warning, and it finished.
+        if abandoned == 0, count == 0, loads.count == 0 { return true }
+        configuration.logger.warning("shutdown: the grace period ended with work still running",
+                                     metadata: ["loadsEnded": "\(abandoned)", "writes": "\(count)", "bytes": "\(bytes)"])
+        return false
     }
 
     /// The memory tier, if any.
