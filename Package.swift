@@ -230,6 +230,7 @@ let package = Package(
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "UnixSignals", package: "swift-service-lifecycle")],
             swiftSettings: upcoming

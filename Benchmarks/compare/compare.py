@@ -645,7 +645,7 @@ QUALITY = 90
                f"warm with wrk (16 connections, {args.seconds} s), {args.rounds} rounds",
                [(name, values, unit) for (name, unit), values in rows.items()], "server",
                {"ratios": ratios, "urls": len(pairs), "photos": args.photos})
-        targets = {"nginx": "at least 0.6x", "hb-floor": "at least 0.8x", "cold": "at least 3x", "thumbor, warm": "none (reported)", "RSS": "at most 1x"}
+        targets = {"nginx": "at least 0.7x", "hb-floor": "at least 0.8x", "cold": "at least 3x", "thumbor, warm": "none (reported)", "RSS": "at most 1x"}
         for name, ratio in ratios.items():
             target = next(t for k, t in targets.items() if k in name)
             print(f"  ratio {name:<40} {ratio:.2f}x  (target: {target})")

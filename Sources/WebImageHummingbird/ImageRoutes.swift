@@ -10,7 +10,7 @@ extension RouterMethods {
     ///
     /// ```swift
     /// let router = Router()
-    /// router.add(middleware: MetricsMiddleware())
+    /// router.add(middleware: RequestMetricsMiddleware())
     /// router.addImageRoutes(ImageEndpoint(manager: manager, settings: settings), at: "/img")
     /// // GET /img/thumbnail?url=…&w=256&h=256
     /// ```

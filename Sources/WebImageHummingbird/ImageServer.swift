@@ -43,7 +43,8 @@ public struct ImageServer: Sendable {
     /// endpoint at the root, `/health`, `/metrics`.
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
-        router.add(middleware: MetricsMiddleware())
+        // Not Hummingbird's MetricsMiddleware: see RequestMetricsMiddleware.
+        router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addImageRoutes(endpoint)
         router.get("/health") { _, _ in "ok\n" }

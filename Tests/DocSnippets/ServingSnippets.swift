@@ -26,7 +26,7 @@ package func hummingbirdApp() async throws {
     let endpoint = try await ImageEndpoint.configured(file: "images.json")
 
     let router = Router()
-    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: RequestMetricsMiddleware())  // Hummingbird's request metrics, without wrapping the body
     router.addImageRoutes(endpoint, at: "/img")  // GET/HEAD /img/thumbnail, /img/placeholder, /img/info
     router.get("/metrics") { _, _ in
         await endpoint.recordGauges()

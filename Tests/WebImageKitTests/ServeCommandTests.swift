@@ -46,6 +46,12 @@ struct ServeCommandTests {
         #expect(plainInfo?["pixelWidth"] != nil && plainInfo?["storedPixelWidth"] == nil, "no stored size where it is the same")
         let metrics = String(decoding: try await get("/metrics").data, as: UTF8.self)
         #expect(metrics.contains("thumbnail_responses_total{source=\"network\"} 1"), "\(metrics.prefix(2000))")
+        // Hummingbird's request metrics, by RequestMetricsMiddleware: per route, method and status.
+        let lines = metrics.split(separator: "\n")
+        func line(_ prefix: String, _ parts: [String]) -> Bool { lines.contains { $0.hasPrefix(prefix) && parts.allSatisfy($0.contains) } }
+        let thumbnailRoute = ["http_route=\"/thumbnail\"", "http_request_method=\"GET\"", "http_response_status_code=\"200\""]
+        #expect(line("hb_requests{", thumbnailRoute) && line("http_server_request_duration_count{", thumbnailRoute), "\(metrics.prefix(3000))")
+        #expect(line("http_server_active_requests{", ["http_request_method=\"GET\""]), "\(metrics.prefix(3000))")
         // The gauges: what the process and the service hold now.
         func value(_ name: String) -> Double? {
             metrics.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }).flatMap { Double($0.split(separator: " ")[1]) }
