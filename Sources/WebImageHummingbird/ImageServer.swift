@@ -67,7 +67,7 @@ public struct ImageServer: Sendable {
     ///   - routes: adds routes of the caller's own to ``router()`` (a gallery page).
     ///   - onServerRunning: called with the bound port once the server listens.
     /// - Returns: whether everything in flight finished within the grace period.
-    /// - Throws: ``WebImageError`` (`invalidArgument`) naming the address when the
+    /// - Throws: `WebImageError` (`invalidArgument`) naming the address when the
     ///   server cannot listen (a port in use, a host that does not resolve); after
     ///   it listened, what the server group throws.
     @discardableResult
