@@ -117,34 +117,21 @@ public struct ThumbnailQuery: Sendable {
         // No image URL holds a control character, raw or escaped (%00, %0A, %7F):
         // passed on, they only make origins fail (and a failing origin trips its
         // circuit breaker for everyone).
-        if let control = controlCharacter(in: text) ?? controlCharacter(in: url.absoluteString, escapedOnly: true) {
+        if let control = controlCharacter(in: url) {
             throw WebImageError(.invalidURL, "url='\(text)' holds a control character (\(control)): no image URL does")
         }
         return url
     }
 
-    /// The first control character (U+0000–U+001F, U+007F) in `text`, raw or as a
-    /// percent-escape, named as `U+XXXX`; nil if none.
-    static func controlCharacter(in text: String, escapedOnly: Bool = false) -> String? {
-        func name(_ byte: UInt8) -> String { "U+00" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true) }
-        func isControl(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F }
-        func hex(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
-        let bytes = Array(text.utf8)
-        for index in bytes.indices {
-            if !escapedOnly, isControl(bytes[index]) { return name(bytes[index]) }
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-               let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]), isControl(high << 4 | low) {
-                return name(high << 4 | low)
-            }
-        }
-        return nil
+    /// The first control character (U+0000–U+001F, U+007F) in `url`, raw or
+    /// percent-escaped, named as `U+XXXX`; nil if none. (A raw one in the query's
+    /// value is escaped by `URL(string:)`, and a double-escaped one arrives as an
+    /// escape: decoding the URL's text once finds both.)
+    static func controlCharacter(in url: URL) -> String? {
+        let decoded = QueryParameters.decode(Array(url.absoluteString.utf8)[...])
+        guard let scalar = decoded.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+        let digits = String(scalar.value, radix: 16, uppercase: true)
+        return "U+" + String(repeating: "0", count: 4 - digits.count) + digits
     }
 
     /// The parameters a request stands for: its own, over its preset's. Refuses an

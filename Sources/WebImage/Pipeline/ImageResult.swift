@@ -63,7 +63,6 @@ public struct ImageResult: Sendable {
     /// into one buffer (two `String(radix:)` and three concatenations were a few
     /// percent of a warm request).
     static func entityTag(hash: UInt64, count: Int) -> String {
-        let hex = Array("0123456789abcdef".utf8)
         func digits(_ value: UInt64) -> Int { value == 0 ? 1 : (67 - value.leadingZeroBitCount) / 4 }
         let count = UInt64(max(0, count))
         let (hashDigits, countDigits) = (digits(hash), digits(count))
@@ -71,7 +70,8 @@ public struct ImageResult: Sendable {
             func put(_ value: UInt64, _ length: Int, at index: Int) {
                 var value = value
                 for place in stride(from: index + length - 1, through: index, by: -1) {
-                    out[place] = hex[Int(value & 0xF)]
+                    let digit = UInt8(value & 0xF)
+                    out[place] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10
                     value >>= 4
                 }
             }

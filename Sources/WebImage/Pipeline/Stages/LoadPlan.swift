@@ -24,7 +24,8 @@ struct LoadPlan: Sendable {
     /// Whether this load reads the disk tier.
     let readsDisk: Bool
     /// The coalescer's key: the result key and the options that change the work.
-    /// Built when asked (a memory hit never needs it): read it once.
+    /// Built each time it is read: a hit never reads it (and a warm disk hit only
+    /// when a job is running); a job reads it a few times, beside its decode.
     var jobKey: String { key + "|" + String(options.intersection(ImageManager.jobFlags).rawValue) }
 
     /// Where the disk tier holds what this load returns.

@@ -34,20 +34,20 @@ struct LookupStage: Sendable {
     }
 
     /// The memory tier's result for this load, unless its options or context skip
-    /// the tier, in a span when there is a tracer.
+    /// the tier, in a `webimage.memory` span: the manager's traced path. Without a
+    /// tracer it asks ``memory(key:url:options:context:)`` itself.
     func memoryHit(_ plan: LoadPlan) async -> ImageResult? {
-        let answer = { memory(key: plan.key, url: plan.url, options: plan.options, context: plan.context) }
-        guard services.spans.isTracing else { return await completed(answer(), key: plan.key, url: plan.url, store: plan.store) }
-        return try? await services.spans.traced("webimage.memory") { span in
-            let hit = await completed(answer(), key: plan.key, url: plan.url, store: plan.store)
+        try? await services.spans.traced("webimage.memory") { span in
+            let answer = memory(key: plan.key, url: plan.url, options: plan.options, context: plan.context)
+            let hit = await completed(answer, key: plan.key, url: plan.url, store: plan.store)
             span.set("webimage.hit", hit != nil)
             return hit
         }
     }
 
     /// The memory tier's answer, synchronously: a memory hit is a lookup, and an
-    /// async call per step of it cost a task-allocator frame each. No span: the
-    /// manager asks this directly only when there is no tracer.
+    /// async call per step of it cost a task-allocator frame each. No span of its
+    /// own (``memoryHit(_:)`` is the one with a span).
     func memory(key: String, url: URL, options: ImageOptions, context: ImageContext) -> MemoryAnswer {
         guard let cache = services.configuration.memoryCache, context.queryCacheTiers.contains(.memory),
               options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
