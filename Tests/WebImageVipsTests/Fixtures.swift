@@ -122,33 +122,33 @@ enum Fixtures {
 /// The harness suite's own executor (below).
 let harnessExecutor = BlockingTestExecutor(threads: 2)
 
-/// The trait's mechanism (an executor preference and a hop), on an executor of
-/// the suite's own. On the shared one, beside the heavy suites, a body can wait
-/// there for many seconds: in a loaded full run all eight bodies once ran on a
-/// Dispatch thread after 27 s, most likely through priority escalation, which
-/// gives a waiting task a second job on Swift's global pool. That is the shared
-/// executor being busy, not the trait failing; an idle executor shows the trait.
+/// The trait's mechanism, on an executor of the suite's own.
+///
+/// What it can promise is the task's executor preference: where the runtime then
+/// runs a job is the runtime's. Under load (two CPU burners beside a full run),
+/// all eight bodies were once seen on Swift's global pool after 41 s, most likely
+/// through priority escalation, which gives a waiting task a second job there;
+/// the thread a body lands on is therefore reported, and the preference checked.
 @Suite("Test harness", .offCooperativePool(harnessExecutor))
 struct HarnessTests {
     static let cases = 8
     static let seen = Lock<[String]>([])
 
     /// `make tsan` runs in parallel only because the blocking suites' bodies leave
-    /// the cooperative pool; this fails if the trait stops taking effect.
-    ///
-    /// Eight bodies, each through the trait on its own: the last to finish judges
-    /// them all. A pool thread held now and then by one body is what the trait is
-    /// there to make rare, so up to two of the eight may land there; a trait that
-    /// stops working puts all eight there.
-    @Test("A suite with .offCooperativePool runs its synchronous bodies on the blocking executor's threads", arguments: 0..<cases)
+    /// the cooperative pool; this fails if the trait stops setting the preference
+    /// that moves them.
+    @Test("A suite with .offCooperativePool runs its synchronous bodies with the blocking executor as their task's preference", arguments: 0..<cases)
     func offPool(_ index: Int) {
+        let preferred = withUnsafeCurrentTask { $0?.unownedTaskExecutor }
+        #expect(preferred == harnessExecutor.asUnownedTaskExecutor(), "body \(index) runs without the suite's executor as its preference")
         let name = Thread.current.name ?? "nil"
         let all = Self.seen.withLock { seen in
             seen.append(name)
             return seen.count == Self.cases ? seen : nil
         }
-        guard let all else { return }
-        let escaped = all.filter { !$0.hasPrefix("test-blocking-") }
-        #expect(escaped.count <= 2, "of \(Self.cases) synchronous bodies, \(escaped.count) ran off the blocking executor: \(all)")
+        if let all, all.contains(where: { !$0.hasPrefix("test-blocking-") }) {
+            // Not a failure (see the suite's comment): said so that a run shows it.
+            print("Test harness: of \(Self.cases) synchronous bodies, \(all.filter { !$0.hasPrefix("test-blocking-") }.count) ran on another thread: \(all)")
+        }
     }
 }
