@@ -8,7 +8,8 @@ import WebImage
 /// error buffer right after a failing call, and owns image references.
 enum Vips {
     /// `vips_init` once, thread-safely (a Swift global is initialised exactly once).
-    /// Never `vips_shutdown`. Untrusted loaders are blocked unless a coder opts in,
+    /// Never `vips_shutdown`. Untrusted loaders are blocked unless a coder opts in
+    /// (poppler's PDF loader always),
     /// and libvips' operation cache is off: it would keep images, and with them
     /// the caller's buffers, alive past their owners. libvips' SIMD code
     /// generator (liborc) is off before any work: it crashed a server under
@@ -30,6 +31,10 @@ enum Vips {
             Vips.log(domain: domain.map { String(cString: $0) } ?? "", level: level, message: message.map { String(cString: $0) } ?? "")
         }
         vips_block_untrusted_set(1)
+        // PDFs are drawn by poppler in a child process (VipsDecoder+PDF), never by
+        // libvips' loader in this one (a coder that unblocks the untrusted loaders
+        // blocks this one again).
+        vips_operation_block_set("VipsForeignLoadPdf", 1)
         vips_cache_set_max(0)
         vips_concurrency_set(1)
         CVips_vector_set_enabled(0)

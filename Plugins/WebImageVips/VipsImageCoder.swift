@@ -96,15 +96,21 @@ public struct VipsImageCoder: ImageCoder {
 
     public init(options: Options = Options()) {
         self.options = options
+        // Only a coder that opts in starts libvips here; others leave it to the
+        // first image that needs it, so that a JPEG-only process (the tool's
+        // batch, a JPEG service) never loads libvips' modules (about 10 MiB).
         if options.allowUntrusted || options.allowSVG || options.allowPDF, (try? Vips.ensureInitialized()) != nil {
             // libvips' switches are process-wide; coders that did not opt in still
             // refuse untrusted loaders themselves (see `decode`).
-            if options.allowUntrusted { vips_block_untrusted_set(0) }
+            if options.allowUntrusted {
+                vips_block_untrusted_set(0)
+                // Unblocking the untrusted loaders unblocks poppler's too: PDFs are
+                // drawn in a child process (VipsDecoder+PDF), never by libvips'
+                // loader in this one. Vips.initialization blocks it for everyone else.
+                vips_operation_block_set("VipsForeignLoadPdf", 1)
+            }
             if options.allowSVG { vips_operation_block_set("VipsForeignLoadSvg", 0) }
         }
-        // PDFs are drawn in a child process (VipsDecoder+PDF), never by libvips' poppler
-        // loader in this one, whatever trusts untrusted loaders.
-        if (try? Vips.ensureInitialized()) != nil { vips_operation_block_set("VipsForeignLoadPdf", 1) }
     }
 
     /// libvips' concurrency for one image: the threads it uses inside one

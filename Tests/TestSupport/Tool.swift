@@ -57,6 +57,8 @@ package struct Tool: Sendable {
 
         /// What it has written to standard output so far.
         package var stdout: String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        /// What it has written to standard error so far.
+        package var stderr: String { (try? String(contentsOf: err, encoding: .utf8)) ?? "" }
 
         package func signal(_ number: Int32) { _ = kill(pid, number) }
 

@@ -156,6 +156,50 @@ struct ToolTests {
         #expect(try await cacheTypes(["--set", "memory.costLimit=64MB"]) == ["none", "memory"])
     }
 
+    @Test("a JPEG thumbnail batch never starts libvips (its modules stay unloaded, about 10 MiB); the first GIF does")
+    func jpegBatchLeavesLibvipsAlone() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        // Inputs through a named pipe: the tool waits for each line, so its
+        // mappings can be read between two inputs.
+        let fifo = tool.home.appendingPathComponent("inputs")
+        try #require(mkfifo(fifo.path, 0o600) == 0)
+        let out = tool.home.appendingPathComponent("thumbs")
+        let running = try tool.start(["load", "--input-file", fifo.path, "--thumbnail", "96x96", "--format", "jpeg", "--out", out.path, "--store", "none", "--quiet"])
+        // O_RDWR: opening the pipe does not wait for the tool to open its end.
+        let writer = open(fifo.path, O_RDWR)
+        try #require(writer >= 0)
+        func send(_ name: String) {
+            let line = samples.appendingPathComponent(name).path + "\n"
+            _ = line.withCString { write(writer, $0, strlen($0)) }
+        }
+        func libvipsModulesLoaded() throws -> Bool {
+            let maps = try #require(FileHandle(forReadingAtPath: "/proc/\(running.pid)/maps"))
+            defer { try? maps.close() }
+            let text = String(decoding: try maps.readToEnd() ?? Data(), as: UTF8.self)
+            try #require(text.contains("/webimage"), "the tool's own mappings are read")
+            return text.contains("/vips-modules-")
+        }
+
+        // Written under their final names (a thumbnail is renamed into place; the
+        // GIF, which has alpha, comes out as PNG).
+        func written(_ names: Set<String>) async -> Bool {
+            await eventually { names.isSubset(of: Set((try? FileManager.default.contentsOfDirectory(atPath: out.path)) ?? [])) }
+        }
+        for name in ["photo-1.jpg", "oriented-6.jpg"] { send(name) }
+        try #require(await written(["photo-1.jpg", "oriented-6.jpg"]), "two JPEG thumbnails written: \(running.stderr)")
+        #expect(try !libvipsModulesLoaded(), "JPEG thumbnails go through libjpeg-turbo; libvips was started anyway")
+
+        send("spinner.gif")
+        try #require(await written(["spinner.png"]), "the GIF's thumbnail written: \(running.stderr)")
+        #expect(try libvipsModulesLoaded(), "a GIF is decoded by libvips, which loads its modules when it starts")
+        close(writer)
+        let result = try await running.wait()
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
     @Test("bad configuration: exit status 2 and a message naming the key")
     func badConfiguration() async throws {
         let tool = Tool()
