@@ -2,7 +2,7 @@ internal import CCurl
 import DequeModule
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// One thread that owns a curl multi handle: it adds queued transfers up to the
 /// concurrency limit, drives them with `curl_multi_perform`, completes finished

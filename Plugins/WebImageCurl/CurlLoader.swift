@@ -1,7 +1,7 @@
 internal import CCurl
 public import Foundation
 import Synchronization
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 
 /// Loads `http` and `https` URLs with libcurl: one multi handle driven by one
 /// thread of its own, connections reused across requests, HTTP/2 multiplexed

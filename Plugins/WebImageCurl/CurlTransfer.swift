@@ -1,7 +1,7 @@
 internal import CCurl
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// One request's state. Callbacks and `prepare`/`complete` run on the driver
 /// thread only; `attach`, `markCancelled` and `finish` may come from any thread

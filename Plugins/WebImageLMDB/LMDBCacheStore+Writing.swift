@@ -1,7 +1,7 @@
 internal import CLMDB
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// A write waiting for the next group commit.
 struct PendingWrite: Sendable {

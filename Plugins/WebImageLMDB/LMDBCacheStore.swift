@@ -1,6 +1,6 @@
 internal import CLMDB
 public import Foundation
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 import Synchronization
 
 /// A `CacheStore` in an LMDB environment: a memory-mapped B-tree that several

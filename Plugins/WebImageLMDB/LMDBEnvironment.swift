@@ -3,7 +3,7 @@ import Foundation
 import Logging
 import Metrics
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 
 /// A `CacheStore` in Redis (or Valkey), standalone or Cluster: the shared tier
 /// of a fleet, behind each host's local store (`TieredCacheStore`).

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// Commands to one Redis server or a Redis Cluster, on threads of its own.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// The connections to one Redis server, reused, and what is known of its health.
 ///

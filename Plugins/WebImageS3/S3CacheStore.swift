@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 import WebImageCurl
 
 /// A `CacheStore` in an S3 bucket (AWS S3, MinIO, Cloudflare R2, Google Cloud

@@ -1,7 +1,7 @@
 internal import CJPEGTurboOps
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// The direct path's second half: what follows libjpeg-turbo's scaled decode
 /// for a small result, in our C and lcms2, without a libvips image, operation,

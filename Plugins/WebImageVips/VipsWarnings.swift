@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// libvips' warnings, given to the decode they belong to.
 ///

@@ -1,6 +1,6 @@
 public import ServiceLifecycle
 public import UnixSignals
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 import Logging
 import Synchronization
 

@@ -1,7 +1,7 @@
 import Foundation
 import Metrics
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 extension ImageEndpoint {
     /// Sets the service's gauges (swift-metrics `Gauge`s) to their values now:

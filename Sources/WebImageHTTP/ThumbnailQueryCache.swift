@@ -1,4 +1,4 @@
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// Parsed `thumbnail` queries by their raw text and the client hints they read,
 /// so that a warm request skips parsing (percent-decoding, the source URL, the

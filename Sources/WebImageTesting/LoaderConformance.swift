@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 
 /// Checks the requirements of ``Loader`` against a real loader and real resources.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import Synchronization
 import UnixSignals
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageKit
 #if canImport(Glibc)
 import Glibc

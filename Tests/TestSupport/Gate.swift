@@ -1,5 +1,5 @@
 import Foundation
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// The tests' one gate: work waits at it until a test opens it. Tasks wait with
 /// ``wait()``; a thread that may block (a transform on the decode pool) with

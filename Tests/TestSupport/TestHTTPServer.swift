@@ -1,5 +1,5 @@
 package import Foundation
-package import WebImage
+@_spi(WebImageInternal) package import WebImage
 import NIOCore
 import NIOHTTP1
 import NIOPosix

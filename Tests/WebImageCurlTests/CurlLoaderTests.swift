@@ -2,7 +2,7 @@ import Foundation
 import WebImageTestSupport
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageCurl
 import WebImageTesting
 

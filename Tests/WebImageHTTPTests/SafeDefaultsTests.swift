@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageConfiguration
 
 import WebImageHTTP

@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import WebImageTestSupport
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageConfiguration
 import WebImageCurl
 import WebImageKit

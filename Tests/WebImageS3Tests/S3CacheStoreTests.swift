@@ -2,7 +2,7 @@ import Configuration
 import Foundation
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageConfiguration
 import WebImageKit
 @testable import WebImageS3

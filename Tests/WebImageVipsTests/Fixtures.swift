@@ -2,7 +2,7 @@ import CVips
 import CVipsOps
 import Foundation
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageTestSupport
 import WebImageVips
 

@@ -1,11 +1,17 @@
-package import Synchronization
+public import Synchronization
 #if WEBIMAGE_TSAN_LOCKS && canImport(Glibc)
 import Glibc
 #endif
 
 /// The package's one lock: a value guarded by a mutex, reached only inside
-/// ``withLock(_:)``. Every module of the package uses it (it is `package`, not
-/// public), so that `make tsan` can swap what is inside in one place.
+/// ``withLock(_:)``. Every module of the package uses it, so that `make tsan` can
+/// swap what is inside in one place.
+///
+/// It is SPI (`@_spi(WebImageInternal) import WebImage`), not `package`: Swift 6.3
+/// does not inline or specialise a `package` `@inlinable` function in another
+/// module, so every plugin's lock ran as an unspecialised generic call that
+/// instantiated `Mutex` metadata each time (2–5 % of an LMDB hit). A public
+/// `@inlinable` one, SPI or not, is inlined like `Mutex.withLock` itself.
 ///
 /// It is `Synchronization.Mutex`, except under `make tsan`
 /// (`-DWEBIMAGE_TSAN_LOCKS`): ThreadSanitizer follows `pthread_mutex_lock`, not a
@@ -13,7 +19,7 @@ import Glibc
 /// `Mutex` every piece of state it guards would look unguarded, or (where the
 /// compiler inlined the lock's atomics) be checked by luck. Under the flag it is
 /// a pthread mutex, and the coalescer, the pools and the stores are checked for real.
-package struct Lock<Value>: ~Copyable, Sendable {
+@_spi(WebImageInternal) public struct Lock<Value>: ~Copyable, Sendable {
     #if WEBIMAGE_TSAN_LOCKS
     @usableFromInline let mutex: PthreadMutex<Value>
     #else
@@ -21,7 +27,7 @@ package struct Lock<Value>: ~Copyable, Sendable {
     #endif
 
     @inlinable
-    package init(_ value: sending Value) {
+    public init(_ value: sending Value) {
         #if WEBIMAGE_TSAN_LOCKS
         mutex = PthreadMutex(value)
         #else
@@ -31,7 +37,7 @@ package struct Lock<Value>: ~Copyable, Sendable {
 
     /// Runs `body` with the value, the lock held.
     @inlinable
-    package borrowing func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
+    public borrowing func withLock<Result, E: Error>(_ body: (inout sending Value) throws(E) -> sending Result) throws(E) -> sending Result {
         try mutex.withLock(body)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WebImageTestSupport
-@testable import WebImage
+@_spi(WebImageInternal) @testable import WebImage
 
 /// A store that remembers which task each read ran on.
 final class TaskRecordingStore: CacheStore {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WebImageTestSupport
-@testable import WebImage
+@_spi(WebImageInternal) @testable import WebImage
 
 @Suite("ImageManager: coalescing, cancellation, tasks")
 struct CoalescingTests {

@@ -2,7 +2,7 @@ import CoreMetrics
 import Foundation
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// Records counters and timers by label and dimensions.
 final class RecordingMetrics: MetricsFactory, Sendable {

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 /// An in-memory `SharedFailureStore` standing for a fleet's Redis (the real one
 /// is tested in WebImageRedisTests), which can be made to fail.

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import WebImage
+@_spi(WebImageInternal) import WebImage
 
 @Suite("ImageManager: background writes and shutdown")
 struct ShutdownTests {

@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import WebImage
+@_spi(WebImageInternal) import WebImage
 import WebImageTestSupport
 
 /// A loader over a dictionary, for the manager's own logic: counts requests,
