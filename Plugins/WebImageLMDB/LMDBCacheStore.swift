@@ -69,7 +69,7 @@ public final class LMDBCacheStore: CacheStore {
     let readers: BlockingThreadPool
     package let readsOnCallingThread: Bool
     /// Access dates not yet written, by database key.
-    let pendingAccess = Lock<[[UInt8]: UInt64]>([:])
+    let pendingAccess = Lock<[PendingAccessKey: UInt64]>([:])
     /// Writes waiting for the next transaction, and whether a commit is queued.
     let pendingWrites = Lock<(items: [PendingWrite], queued: Bool)>(([], false))
     private let sweeper = Lock<CacheSweeper?>(nil)
@@ -127,7 +127,7 @@ public final class LMDBCacheStore: CacheStore {
         guard var found = try await readEntry(forKey: key, databaseKey: databaseKey, withData: true) else { return nil }
         let now = clock()
         found.metadata.accessedAt = now
-        pendingAccess.withLock { $0[databaseKey] = LMDBRecord.milliseconds(now) }
+        pendingAccess.withLock { $0[PendingAccessKey(databaseKey)] = LMDBRecord.milliseconds(now) }
         return found
     }
 
@@ -209,7 +209,7 @@ public final class LMDBCacheStore: CacheStore {
 
     public func removeData(forKey key: String) async throws {
         let databaseKey = LMDBRecord.databaseKey(key)
-        pendingAccess.withLock { _ = $0.removeValue(forKey: databaseKey) }
+        pendingAccess.withLock { _ = $0.removeValue(forKey: PendingAccessKey(databaseKey)) }
         try await writeGrowing { [self] txn in
             // Another key under the same hash is left alone; a value that no longer parses goes.
             if LMDBRecord.isHashed(databaseKey), let value = try txn.get(environment.entries, databaseKey),

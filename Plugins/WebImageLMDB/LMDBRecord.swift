@@ -18,9 +18,14 @@ enum LMDBRecord {
     static let legacyVersion: UInt8 = 2
 
     static func databaseKey(_ key: String) -> [UInt8] {
-        let utf8 = Array(key.utf8)
-        if !utf8.isEmpty, utf8.count <= 400 { return [UInt8(ascii: "k")] + utf8 }
-        return [UInt8(ascii: "h")] + SHA256Digest.hash(utf8)
+        let count = key.utf8.count
+        guard count > 0, count <= 400 else { return [UInt8(ascii: "h")] + SHA256Digest.hash(Array(key.utf8)) }
+        // One allocation: every hit makes this key.
+        return [UInt8](unsafeUninitializedCapacity: count + 1) { buffer, initialized in
+            buffer[0] = UInt8(ascii: "k")
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[1...]).initialize(from: key.utf8)
+            initialized = count + 1
+        }
     }
 
     static func isHashed(_ databaseKey: [UInt8]) -> Bool { databaseKey.first == UInt8(ascii: "h") }

@@ -189,6 +189,37 @@ struct LMDBCacheStoreTests {
         #expect(emptied)
     }
 
+    @Test("batched access dates for keys of every form (one byte, 400 bytes, hashed past 400, multibyte) reach the file at close; a removed key's date is dropped")
+    func accessDatesByKeyForm() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let clock = TestClock()
+        let keys = ["k", String(repeating: "a", count: 400), String(repeating: "b", count: 401), "é/日本/\u{1F600}", String(repeating: "é", count: 250)]
+        do {
+            let store = try LMDBCacheStore(directory: directory, limits: .unlimited, options: .init(accessFlushInterval: .seconds(3600)), clock: clock.source)
+            for (index, key) in keys.enumerated() { try await store.setData(Data([UInt8(index)]), forKey: key) }
+            try await store.setData(Data([9]), forKey: "gone")
+            var written: [String: Date] = [:]
+            for key in keys { written[key] = try #require(try await store.metadata(forKey: key)).accessedAt }
+            clock.advance(by: 600)
+            for (index, key) in keys.enumerated() {
+                #expect(try await store.entry(forKey: key)?.data == Data([UInt8(index)]), "\(key.utf8.count) bytes")
+            }
+            _ = try await store.entry(forKey: "gone")
+            try await store.removeData(forKey: "gone")
+            for key in keys { #expect(try #require(try await store.metadata(forKey: key)).accessedAt == written[key], "still in memory") }
+            await store.close()
+        }
+        let reopened = try LMDBCacheStore(directory: directory, limits: .unlimited, clock: clock.source)
+        for key in keys {
+            let stamp = try #require(try await reopened.metadata(forKey: key), "\(key.utf8.count) bytes").accessedAt
+            #expect(stamp.timeIntervalSince(clock.source()) > -60, "the hit's date, 600 s after the write, is in the file")
+        }
+        #expect(try await reopened.metadata(forKey: "gone") == nil)
+        #expect(try await reopened.count == keys.count)
+        await reopened.close()
+    }
+
     @Test("close writes the access dates still in memory and stops the timers")
     func close() async throws {
         let directory = temporaryDirectory()
