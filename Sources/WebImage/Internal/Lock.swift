@@ -1,6 +1,9 @@
-public import Synchronization
-#if WEBIMAGE_TSAN_LOCKS && canImport(Glibc)
+#if WEBIMAGE_TSAN_LOCKS
+#if canImport(Glibc)
 import Glibc
+#endif
+#else
+public import Synchronization
 #endif
 
 /// The package's one lock: a value guarded by a mutex, reached only inside
