@@ -1,3 +1,4 @@
+internal import CVips
 internal import CVipsOps
 import Foundation
 import Synchronization
@@ -218,10 +219,17 @@ extension VipsDecoder {
             // libvips reads the bytes lazily: the pixels are in memory before they go.
             try VipsDecoder(bytes: raw, format: .png, options: DecodeOptions()).open().inMemory()
         }
-        guard drawn.width == target.width, drawn.height == target.height else {
+        // pdftocairo rounds its scaled page up, so a size asked for can come out a
+        // pixel wider or taller (a US Letter page at 77x100 is drawn 77x101): a
+        // pixel or two either way is resized away. More is not poppler rounding.
+        guard abs(drawn.width - target.width) <= 2, abs(drawn.height - target.height) <= 2 else {
             throw WebImageError(.decodeFailed, "poppler's pdftocairo drew \(drawn.width)x\(drawn.height), not the \(target) asked for")
         }
         var image = drawn
+        if drawn.width != target.width || drawn.height != target.height {
+            let h = Double(target.width) / Double(drawn.width), v = Double(target.height) / Double(drawn.height)
+            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(drawn.pointer, $0, h, v) }
+        }
         if fill, let box = options.thumbnailPixelSize { image = try Self.crop(image, to: box, focus: options.cropFocus).inMemory() }
         return makeImage(try Self.outputColour(image, keepProfile: false), storedOrientation: .up, orientation: .up, shrink: 1)
     }

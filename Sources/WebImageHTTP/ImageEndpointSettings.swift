@@ -25,7 +25,7 @@ extension ImageEndpoint {
     /// | `thumbnail.deadline` | `30s` | the longest one request may take; then 504 |
     /// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish (a server's setting) |
     /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
-    /// | `thumbnail.blockPrivateAddresses` | `true` (else `loader.blockPrivateAddresses` where set) | refuse origins at private, loopback and link-local addresses, checked where the loader connects (the loader's exempt ranges apply) |
+    /// | `thumbnail.blockPrivateAddresses` | `true` (else `loader.blockPrivateAddresses` where set) | refuse origins at private, loopback and link-local addresses, checked where the loader connects (the loader's exempt ranges apply); off, the loader's own guard (`loader.blockPrivateAddresses`, on in `webimage serve` and WebImageKit's `serviceDefaults`) still refuses them |
     /// | `thumbnail.maxDownloadsPerOrigin` | `4` (else `loader.maxConcurrentPerHost` where set) | downloads of one origin at once across requests; `0` for no limit |
     /// | `loader.circuitBreaker.failures`, `.cooldown` | `5`, `30s` | when the manager has no breaker of its own, the endpoint's: an origin failing that often in a row is answered 503 for the cooldown; `0` for none |
     /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (`TransformCost`); past it, 413 before any work |

@@ -144,6 +144,20 @@ struct DocumentFormatTests {
         #expect(try pdfCoder.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(60))).pixelSize == PixelSize(width: 60, height: 40))
     }
 
+    @Test("PDF thumbnails of a US Letter page at every box size come out at exactly the size asked for (pdftocairo rounds a pixel up at some)")
+    func pdfThumbnailSizes() throws {
+        let letter = PDFFixtures.pages(1, width: 612, height: 792)
+        for side in [25, 32, 50, 51, 65, 89, 91, 100, 102, 107, 113, 129, 178, 200, 211, 237, 259, 281] {
+            let expected = PixelSize(width: max(1, Int((612.0 * Double(side) / 792.0).rounded())), height: side)
+            let thumbnail = try pdfCoder.decode(letter, options: DecodeOptions(thumbnailPixelSize: PixelSize(side)))
+            #expect(thumbnail.pixelSize == expected, "box \(side)")
+        }
+        let filled = try pdfCoder.decode(letter, options: DecodeOptions(thumbnailPixelSize: PixelSize(width: 200, height: 50), preserveAspectRatio: false))
+        #expect(filled.pixelSize == PixelSize(width: 200, height: 50))
+        let (r, g, b) = try Self.centre(try pdfCoder.decode(letter, options: DecodeOptions(thumbnailPixelSize: PixelSize(100))))
+        #expect(r < 40 && g < 40 && b > 200, "the page's blue square, resized, not blank")
+    }
+
     @Test("PDF bombs: 100 pages render one; a 200000-point page is refused in full and drawn small as a thumbnail; broken files are typed errors")
     func pdfBounds() throws {
         let hundred = PDFFixtures.pages(100)

@@ -10,24 +10,47 @@ public struct CacheKeyFilter: Sendable {
     public let key: @Sendable (URL) -> String
     public init(_ key: @escaping @Sendable (URL) -> String) { self.key = key }
 
-    /// The URL's absolute string, unchanged.
-    public static let identity = CacheKeyFilter { $0.absoluteString }
+    /// The URL's absolute string without its fragment: a fragment names no other
+    /// resource (no HTTP request carries it, and a file URL's path ends before it).
+    public static let identity = CacheKeyFilter { CacheKey.withoutFragment($0.absoluteString) }
 
-    /// Drops the named query items (case-insensitive), keeping the others in order.
+    /// Drops the named query items (case-insensitive), keeping the others in order,
+    /// and the fragment.
     public static func removingQueryItems(_ names: Set<String>) -> CacheKeyFilter {
         let lowered = Set(names.map { $0.lowercased() })
         return CacheKeyFilter { url in
+            let whole = CacheKey.withoutFragment(url.absoluteString)
             guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-                  let items = components.queryItems else { return url.absoluteString }
+                  let items = components.queryItems else { return whole }
             let kept = items.filter { !lowered.contains($0.name.lowercased()) }
             components.queryItems = kept.isEmpty ? nil : kept
-            return components.string ?? url.absoluteString
+            components.fragment = nil
+            return components.string ?? whole
         }
     }
 }
 
-/// How derived keys are built.
+/// How plain and derived keys are built.
 enum CacheKey {
+    /// `text` up to its first `#`: in an absolute URL string that is where the
+    /// fragment starts (a `#` anywhere else is percent-encoded).
+    static func withoutFragment(_ text: String) -> String {
+        guard let hash = text.utf8.firstIndex(of: UInt8(ascii: "#")) else { return text }
+        return String(text[..<hash])
+    }
+
+    /// A key filter's answer made safe to derive from: each `#` in it becomes
+    /// `#!`. A derived key is the plain key, `#webimage(`, its parameters, so a
+    /// plain key holding `#webimage(…)` (a URL's fragment, when a filter keeps it)
+    /// would be another request's derived key, and its bytes that request's
+    /// answer. After this no plain key contains `#w`, and none equals a key that
+    /// had no `#` to begin with. The standard filters drop the fragment, so their
+    /// keys never change here.
+    static func plain(_ filtered: String) -> String {
+        guard filtered.utf8.contains(UInt8(ascii: "#")) else { return filtered }
+        return filtered.replacingOccurrences(of: "#", with: "#!")
+    }
+
     /// The plain key plus every request parameter that changes the result:
     /// `https://x/a.jpg` becomes `https://x/a.jpg#webimage(thumb=256x256,t=blur(2))`.
     /// The original stays under the plain key, so a thumbnail never costs a second

@@ -144,9 +144,11 @@ public final class ImageManager: Sendable {
     /// The failed-URL blocklist; `removeAll()` clears it.
     public var blocklist: FailedURLBlocklist { configuration.blocklist }
 
-    /// The key a URL's original bytes are cached under.
+    /// The key a URL's original bytes are cached under: the key filter's answer
+    /// (by default the URL without its fragment), each `#` in it written `#!` so
+    /// that no plain key can pass for a derived one (``CacheKeyFilter``).
     public func cacheKey(for url: URL, context: ImageContext = ImageContext()) -> String {
-        (context.cacheKeyFilter ?? configuration.cacheKeyFilter).key(url)
+        CacheKey.plain((context.cacheKeyFilter ?? configuration.cacheKeyFilter).key(url))
     }
 
     /// The key a load's result is cached under: the plain key, or a derived one

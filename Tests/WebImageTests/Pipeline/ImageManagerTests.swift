@@ -167,6 +167,33 @@ struct ImageManagerKeyTests {
         #expect(try await h.store.data(forKey: thumb.key) != nil)
     }
 
+    @Test("a URL's fragment cannot pose as a derived key: a fragment is not part of the key, and a filter's '#' is escaped")
+    func fragmentsCannotForgeDerivedKeys() async throws {
+        let h = Harness()
+        h.loader.serve("test://host/big.timg", data: TestCoder.encode(width: 400, height: 200))
+        let thumbnail = ImageContext(thumbnailPixelSize: PixelSize(100))
+        let thumbKey = h.manager.resultKey(for: h.url("big.timg"), context: thumbnail)
+        // A load whose URL's fragment spells the thumbnail's key stores the original.
+        let forged = try #require(URL(string: thumbKey))
+        // (A real loader drops the fragment; this one serves what it is told.)
+        h.loader.serve(thumbKey, data: TestCoder.encode(width: 400, height: 200))
+        #expect(h.manager.cacheKey(for: forged) == "test://host/big.timg")
+        let original = try await h.manager.loadImage(with: forged, options: .waitStoreCache)
+        #expect(original.image?.pixelSize == PixelSize(width: 400, height: 200) && original.key == "test://host/big.timg")
+        h.manager.memoryCache?.removeAll()
+        // The thumbnail is still a thumbnail, made from the stored original.
+        let thumb = try await h.manager.loadImage(with: h.url("big.timg"), context: thumbnail)
+        #expect(thumb.image?.pixelSize == PixelSize(width: 100, height: 50) && thumb.key == thumbKey)
+        #expect(h.loader.requestCount == 1, "the thumbnail came from the stored original")
+
+        // A filter that keeps the fragment: its '#' is escaped, so the key is not the thumbnail's.
+        let keeping = Harness { $0.cacheKeyFilter = CacheKeyFilter { $0.absoluteString } }
+        #expect(keeping.manager.cacheKey(for: forged) == "test://host/big.timg#!webimage(thumb=100x100)")
+        #expect(keeping.manager.cacheKey(for: forged) != thumbKey)
+        #expect(keeping.manager.cacheKey(for: h.url("big.timg")) == "test://host/big.timg", "keys without '#' are unchanged")
+        #expect(CacheKeyFilter.removingQueryItems(["sig"]).key(URL(string: "test://h/a?sig=1&w=2#x")!) == "test://h/a?w=2")
+    }
+
     @Test("a cache-key filter makes signed URLs share one entry")
     func keyFilter() async throws {
         let h = Harness { $0.cacheKeyFilter = .removingQueryItems(["sig"]) }
