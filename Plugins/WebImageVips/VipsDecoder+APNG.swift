@@ -47,9 +47,11 @@ extension VipsDecoder {
         let fill = !options.preserveAspectRatio
         let scale = fill ? max(Double(box.width) / Double(canvas.width), Double(box.height) / Double(canvas.height))
                          : min(Double(box.width) / Double(canvas.width), Double(box.height) / Double(canvas.height))
-        guard scale < 1 else { return makeImage(strip, storedOrientation: .up, orientation: .up, shrink: 1) }
-        let target = PixelSize(width: max(1, Int((Double(canvas.width) * scale).rounded())), height: max(1, Int((Double(canvas.height) * scale).rounded())))
-        var image = try Self.eachFrame(strip) { frame in
+        // Never upscaled; a fill that needs no shrink still cuts its box from each frame.
+        guard scale < 1 || fill else { return makeImage(strip, storedOrientation: .up, orientation: .up, shrink: 1) }
+        let target = PixelSize(width: max(1, Int((Double(canvas.width) * min(1, scale)).rounded())),
+                               height: max(1, Int((Double(canvas.height) * min(1, scale)).rounded())))
+        var image = scale >= 1 ? strip : try Self.eachFrame(strip) { frame in
             try Vips.make(.decodeFailed, "vips_resize") {
                 CVips_resize(frame.pointer, $0, Double(target.width) / Double(frame.width), Double(target.height) / Double(frame.height))
             }

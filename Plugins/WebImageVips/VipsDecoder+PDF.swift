@@ -137,8 +137,9 @@ enum PopplerTools {
         guard let pages, pages >= 1, let (width, height) = size, width.isFinite, height.isFinite else {
             throw WebImageError(.decodeFailed, "poppler found no first page in the PDF")
         }
-        // Poppler's own rounding of a page at 72 dpi; a page under a point is one pixel.
-        let rounded = { (points: Double) in Int(min(points, 1e9).rounded(.up)) }
+        // One pixel per point, each side rounded (595.276 points is 595 pixels); a
+        // side under half a point is still one pixel.
+        let rounded = { (points: Double) in points > 0 ? max(1, Int(min(points, 1e9).rounded())) : 0 }
         guard rounded(width) >= 1, rounded(height) >= 1 else {
             throw WebImageError(.decodeFailed, "the PDF's first page declares an empty size (\(width) x \(height) points)")
         }
@@ -194,10 +195,9 @@ extension VipsDecoder {
             fill = !options.preserveAspectRatio
             let scale = fill ? max(Double(box.width) / Double(page.width), Double(box.height) / Double(page.height))
                              : min(Double(box.width) / Double(page.width), Double(box.height) / Double(page.height))
+            // Never upscaled; a fill that needs no shrink still cuts its box from the page.
             if scale < 1 {
                 target = PixelSize(width: max(1, Int((Double(page.width) * scale).rounded())), height: max(1, Int((Double(page.height) * scale).rounded())))
-            } else {
-                fill = false
             }
         }
         let footprint = ImageFootprint(size: target, bands: 4)

@@ -218,11 +218,13 @@ struct VipsDecoder {
         let scale = fill ? max(Double(box.width) / Double(width), Double(box.height) / Double(height))
                          : min(Double(box.width) / Double(width), Double(box.height) / Double(height))
         guard scale < 1 else {
-            // Never upscale: the full image already fits.
+            // Never upscale: the full image already fits (or, for a fill, already
+            // covers the box: the box is still cut from it, as far as it reaches).
             var image = try header.inMemory()
             if !options.keepOrientation, orientation != .up {
                 image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
             }
+            if fill { image = try Self.cropEachFrame(image, to: box, focus: options.cropFocus) }
             return (image, 1)
         }
         let target = PixelSize(width: max(1, Int((Double(width) * scale).rounded())), height: max(1, Int((Double(height) * scale).rounded())))
@@ -276,11 +278,15 @@ struct VipsDecoder {
             }
         }
         guard fill else { return (try image.inMemory(), 1) }
-        // Every frame of an animation is cut at the same place: a smart crop judged
-        // frame by frame would move the window between frames, so an animation takes the centre.
+        return (try Self.cropEachFrame(image, to: box, focus: options.cropFocus), 1)
+    }
+
+    /// A fill's box cut from every frame at the same place: a smart crop judged
+    /// frame by frame would move the window between frames, so an animation takes the centre.
+    static func cropEachFrame(_ image: VipsHandle, to box: PixelSize, focus: CropFocus) throws -> VipsHandle {
         let animated = image.height > image.pageHeight
-        let focus = animated && options.cropFocus.isSmart ? CropFocus.centre : options.cropFocus
-        return (try Self.eachFrame(image) { try Self.crop($0, to: box, focus: focus) }, 1)
+        let focus = animated && focus.isSmart ? CropFocus.centre : focus
+        return try eachFrame(image) { try crop($0, to: box, focus: focus) }
     }
 
     /// The smallest scale librsvg draws at, through libvips.

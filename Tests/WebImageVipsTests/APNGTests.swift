@@ -116,6 +116,11 @@ struct APNGTests {
         #expect(try Self.pixel(fitted, frame: 1, 10, 5).prefix(3) == [0, 0, 255])
         let filled = try Fixtures.coder.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(12), preserveAspectRatio: false))
         #expect(filled.pixelSize == PixelSize(12) && filled.frameCount == 2)
+        // A fill that needs no shrink still cuts its box from each frame, and stays animated.
+        let cut = try Fixtures.coder.decode(data, options: DecodeOptions(thumbnailPixelSize: PixelSize(32), preserveAspectRatio: false))
+        #expect(cut.pixelSize == PixelSize(32) && cut.frameCount == 2)
+        #expect(cut.frames.map(\.duration) == [.milliseconds(100), .milliseconds(50)])
+        #expect(try Self.pixel(cut, frame: 1, 16, 16).prefix(3) == [0, 0, 255])
     }
 
     @Test("bounded: frames × canvas against the pixel limit, a typed error naming the frames")

@@ -156,6 +156,23 @@ struct DocumentFormatTests {
         #expect(filled.pixelSize == PixelSize(width: 200, height: 50))
         let (r, g, b) = try Self.centre(try pdfCoder.decode(letter, options: DecodeOptions(thumbnailPixelSize: PixelSize(100))))
         #expect(r < 40 && g < 40 && b > 200, "the page's blue square, resized, not blank")
+
+        // A4 as real files give it, in fractional points: one pixel per point, each side rounded.
+        let a4 = PDFFixtures.pages(1, width: 600, height: 850, entries: "/CropBox [0 0 595.276 841.89]")
+        #expect(try pdfCoder.info(a4).pixelSize == PixelSize(width: 595, height: 842))
+        #expect(try pdfCoder.decode(a4, options: DecodeOptions()).pixelSize == PixelSize(width: 595, height: 842))
+        #expect(try pdfCoder.decode(a4, options: DecodeOptions(thumbnailPixelSize: PixelSize(135))).pixelSize == PixelSize(width: 95, height: 135))
+        #expect(try pdfCoder.decode(a4, options: DecodeOptions(thumbnailPixelSize: PixelSize(width: 260, height: 10_000))).pixelSize
+                == PixelSize(width: 260, height: 368))
+
+        // A fill that needs no shrink still cuts its box from the page (never upscaled).
+        let page = PDFFixtures.pages(1)  // 300 x 200
+        for (box, expected) in [(PixelSize(width: 100, height: 200), PixelSize(width: 100, height: 200)),
+                                (PixelSize(width: 300, height: 50), PixelSize(width: 300, height: 50)),
+                                (PixelSize(width: 1000, height: 100), PixelSize(width: 300, height: 100))] {
+            let filled = try pdfCoder.decode(page, options: DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: false))
+            #expect(filled.pixelSize == expected, "fill \(box)")
+        }
     }
 
     @Test("PDF bombs: 100 pages render one; a 200000-point page is refused in full and drawn small as a thumbnail; broken files are typed errors")

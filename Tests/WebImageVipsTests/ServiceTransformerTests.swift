@@ -84,6 +84,28 @@ struct ServiceTransformerTests {
         #expect(manager.resultKey(for: URL(string: "https://x/a.jpg")!, context: context) == "https://x/a.jpg#webimage(thumb=50x50,fill,attention)")
     }
 
+    @Test("a fill that needs no shrink still cuts its box (never upscaled): JPEG, PNG, GIF, WebP, by either coder, at its focus")
+    func fillWithoutShrink() throws {
+        let strip = canvas(200, 100, [128, 128, 128], patch: (150..<200, 0..<100, { _, _ in [230, 20, 20] }))
+        for format in [ImageFormat.jpeg, .png, .gif, .webp] {
+            let data = try coder.encode(strip, as: format, options: EncodeOptions(quality: 95))
+            for decoder in [coder as any ImageCoder, TurboJPEGCoder()] {
+                for (box, expected) in [(PixelSize(width: 100, height: 100), PixelSize(width: 100, height: 100)),
+                                        (PixelSize(width: 200, height: 40), PixelSize(width: 200, height: 40)),
+                                        (PixelSize(width: 400, height: 50), PixelSize(width: 200, height: 50))] {
+                    var options = DecodeOptions(thumbnailPixelSize: box, preserveAspectRatio: false)
+                    options.cropFocus = .point(x: 1, y: 0.5)
+                    let thumbnail = try decoder.decode(data, options: options)
+                    #expect(thumbnail.pixelSize == expected, "\(format) \(type(of: decoder)) \(box)")
+                    if box.width == 100 {
+                        let right = Fixtures.mean(try Fixtures.pixels(thumbnail), x: 90..<100, y: 0..<100)[0]
+                        #expect(right > 180, "\(format) \(type(of: decoder)): the focus at the right edge keeps the red band")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("a focal point keeps the part of a fill it names, clamped to the image: as a transformer and at decode, JPEG, PNG and GIF")
     func focalPoint() throws {
         // Left third red, middle grey, right third blue: which third a 100x100 fill of a 300x100 strip keeps is its colour.
