@@ -1,4 +1,3 @@
-internal import CVips
 internal import CVipsOps
 import Foundation
 import Synchronization
@@ -225,11 +224,7 @@ extension VipsDecoder {
         guard abs(drawn.width - target.width) <= 2, abs(drawn.height - target.height) <= 2 else {
             throw WebImageError(.decodeFailed, "poppler's pdftocairo drew \(drawn.width)x\(drawn.height), not the \(target) asked for")
         }
-        var image = drawn
-        if drawn.width != target.width || drawn.height != target.height {
-            let h = Double(target.width) / Double(drawn.width), v = Double(target.height) / Double(drawn.height)
-            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(drawn.pointer, $0, h, v) }
-        }
+        var image = try Self.resized(drawn, to: target)
         if fill, let box = options.thumbnailPixelSize { image = try Self.crop(image, to: box, focus: options.cropFocus).inMemory() }
         return makeImage(try Self.outputColour(image, keepProfile: false), storedOrientation: .up, orientation: .up, shrink: 1)
     }

@@ -304,10 +304,7 @@ struct VipsDecoder {
         try ImageFootprint(size: drawn, bands: 4).check(pixelLimit: options.pixelLimit, memoryLimit: options.memoryLimit,
                                                         step: "drawing the \(format?.rawValue ?? "page") at \(drawn) (its smallest scale)")
         var image = try open(scale: scale)
-        if image.width != target.width || image.height != target.height {
-            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
-            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
-        }
+        image = try Self.resized(image, to: target)
         if fill { image = try Self.crop(image, to: box, focus: options.cropFocus) }
         return try image.inMemory()
     }
@@ -321,12 +318,17 @@ struct VipsDecoder {
         if orientation != .up {
             image = try Vips.make(.decodeFailed, "vips_autorot") { CVips_autorot(image.pointer, $0) }
         }
-        if image.width != target.width || image.height != target.height {
-            let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
-            image = try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
-        }
+        image = try resized(image, to: target)
         if fill { image = try crop(image, to: box, focus: focus) }
         return try image.inMemory()
+    }
+
+    /// `image` resized to exactly `target` (one Lanczos resize, each axis its own
+    /// factor), or as it is when it already has that size.
+    static func resized(_ image: VipsHandle, to target: PixelSize) throws -> VipsHandle {
+        guard image.width != target.width || image.height != target.height else { return image }
+        let h = Double(target.width) / Double(image.width), v = Double(target.height) / Double(image.height)
+        return try Vips.make(.decodeFailed, "vips_resize") { CVips_resize(image.pointer, $0, h, v) }
     }
 
     /// The box's worth of a covering image: its centre, or what libvips' smart crop picks.
