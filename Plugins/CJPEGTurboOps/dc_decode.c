@@ -169,35 +169,57 @@ static inline int CJT_dc_build(CJT_dc_huffman *table, const unsigned char *count
 
 /// The tables of one component of a sequential scan. For each
 /// CJT_DC_LOOKAHEAD-bit lookahead that starts with a whole code, `dc` holds the
-/// DC difference's bits (code and magnitude) << 8 | magnitude size, and `ac` the
-/// whole AC coefficient, which is skipped, not stored: its bits (code and
-/// magnitude) << 8 | zigzag positions advanced (the run plus one, 16 for ZRL, 64
-/// for end-of-block). The magnitude need not be inside the lookahead: the scan
-/// keeps at least 32 bits buffered, and a code here is at most CJT_DC_LOOKAHEAD
-/// bits and a magnitude at most 15. 0x8000: a longer code, decoded by
-/// CJT_dc_symbol.
+/// DC difference's bits (code and magnitude) << 8 | magnitude size. `ac` holds
+/// the AC coefficients, which are skipped, not stored: the first whole
+/// coefficient's bits (code and magnitude) << 8 | the zigzag positions it
+/// advances (the run plus one, 16 for ZRL, 64 for end-of-block) in the low 16
+/// bits, and in the high 16 the same for it and the next coefficient together
+/// when that one's code is inside the lookahead too (else the first's again):
+/// two coefficients per lookup. A magnitude need not be inside the lookahead:
+/// the scan keeps at least 32 bits buffered, and the codes here take at most
+/// CJT_DC_LOOKAHEAD bits with at most 15 of magnitude after the last. The
+/// flag CJT_LONG_CODE: a longer code, decoded by CJT_dc_symbol.
+#define CJT_LONG_CODE 0x8000u
 typedef struct {
     const CJT_dc_huffman *dcCodes;
     CJT_dc_huffman acCodes;
     uint16_t dc[1 << CJT_DC_LOOKAHEAD];
-    uint16_t ac[1 << CJT_DC_LOOKAHEAD];
+    uint32_t ac[1 << CJT_DC_LOOKAHEAD];
 } CJT_sequential_table;
+
+/// One AC lookup entry's coefficient: its bits << 8 | its advance, or 0 for a
+/// code longer than the lookahead.
+static inline unsigned int CJT_ac_single(const CJT_dc_huffman *codes, unsigned int index) {
+    unsigned int entry = codes->lookup[index];
+    if (!entry) return 0;
+    int length = (int) (entry >> 8), symbol = (int) (entry & 255), run = symbol >> 4, size = symbol & 15;
+    // libjpeg ends the block on a zero size with any run but 15.
+    int advance = size ? run + 1 : run == 15 ? 16 : 64;
+    return (unsigned int) ((length + size) << 8 | advance);
+}
 
 static int CJT_sequential_build(CJT_sequential_table *table, const CJT_dc_huffman *dcCodes, const unsigned char *acSpec, int acTotal) {
     if (CJT_dc_build(&table->acCodes, acSpec, acSpec + 16, acTotal) != 0) return -1;
     table->dcCodes = dcCodes;
-    for (int index = 0; index < (1 << CJT_DC_LOOKAHEAD); index++) {
+    const unsigned int mask = (1u << CJT_DC_LOOKAHEAD) - 1;
+    for (unsigned int index = 0; index <= mask; index++) {
         unsigned int entry = dcCodes->lookup[index];
         int length = (int) (entry >> 8), size = (int) (entry & 255);
-        table->dc[index] = (uint16_t) (entry && size <= 15 ? (length + size) << 8 | size : 0x8000);
-        entry = table->acCodes.lookup[index];
-        if (!entry) { table->ac[index] = 0x8000; continue; }
-        length = (int) (entry >> 8);
-        int symbol = (int) (entry & 255), run = symbol >> 4;
-        size = symbol & 15;
-        // libjpeg ends the block on a zero size with any run but 15.
-        int advance = size ? run + 1 : run == 15 ? 16 : 64;
-        table->ac[index] = (uint16_t) ((length + size) << 8 | advance);
+        table->dc[index] = (uint16_t) (entry && size <= 15 ? (length + size) << 8 | size : CJT_LONG_CODE);
+        unsigned int first = CJT_ac_single(&table->acCodes, index);
+        if (!first) { table->ac[index] = CJT_LONG_CODE; continue; }
+        unsigned int pair = first;
+        int used = (int) (first >> 8), advance = (int) (first & 255);
+        // A second coefficient after any but end-of-block, when its whole code
+        // is in the bits of the lookahead left after the first (the bits
+        // shifted in from below are zeros, so a code that reaches them is not known).
+        if (advance < 64 && used < CJT_DC_LOOKAHEAD) {
+            unsigned int next = (index << used) & mask, second = CJT_ac_single(&table->acCodes, next);
+            int codeLength = (int) (table->acCodes.lookup[next] >> 8);
+            if (second && codeLength <= CJT_DC_LOOKAHEAD - used)
+                pair = (unsigned int) ((used + (int) (second >> 8)) << 8 | (advance + (int) (second & 255)));
+        }
+        table->ac[index] = pair << 16 | first;
     }
     return 0;
 }
@@ -230,7 +252,7 @@ static inline __attribute__((always_inline)) int CJT_sequential_block(CJT_dc_bit
     unsigned int entry = table->dc[CJT_PEEK()];
     int size;
     uint32_t raw;
-    if (!(entry & 0x8000)) {
+    if (!(entry & CJT_LONG_CODE)) {
         int used = (int) (entry >> 8);
         size = (int) (entry & 15);
         raw = (uint32_t) (buffer >> (64 - used)) & ((1u << size) - 1);
@@ -249,10 +271,13 @@ static inline __attribute__((always_inline)) int CJT_sequential_block(CJT_dc_bit
     *coefficient = (int16_t) *predictor;
     for (int k = 1; k < 64;) {
         CJT_FILL();
-        entry = table->ac[CJT_PEEK()];
-        if (!(entry & 0x8000)) {
-            CJT_DROP((int) (entry >> 8));
-            k += (int) (entry & 255);
+        uint32_t ac = table->ac[CJT_PEEK()];
+        if (!(ac & CJT_LONG_CODE)) {
+            // Both coefficients, unless the first ends the block at position 63
+            // without an end-of-block code: the next code is then the next block's.
+            if (k + (int) (ac & 255) < 64) ac >>= 16;
+            CJT_DROP((int) ((ac >> 8) & 255));
+            k += (int) (ac & 255);
             continue;
         }
         CJT_SAVE();
