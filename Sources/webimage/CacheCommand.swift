@@ -55,10 +55,12 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
-            let store = try await requireStore(global)
-            let existed = try await store.metadata(forKey: resolveKey(key)) != nil
-            try await store.removeData(forKey: resolveKey(key))
-            print(json ? jsonLine(["key": resolveKey(key), "removed": existed]) : (existed ? "removed" : "not cached"))
+            let manager = try await global.manager()
+            let store = try requireStore(manager)
+            let key = resolveKey(key, manager)
+            let existed = try await store.metadata(forKey: key) != nil
+            try await store.removeData(forKey: key)
+            print(json ? jsonLine(["key": key, "removed": existed]) : (existed ? "removed" : "not cached"))
             if !existed { throw ExitCode.failure }
         }
     }
@@ -69,8 +71,9 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
-            let store = try await requireStore(global)
-            let key = resolveKey(key)
+            let manager = try await global.manager()
+            let store = try requireStore(manager)
+            let key = resolveKey(key, manager)
             var path: String?
             if let files = store as? FileCacheStore {
                 path = try await files.fileURL(forKey: key)?.path
@@ -83,13 +86,21 @@ struct CacheCommand: AsyncParsableCommand {
     }
 }
 
-/// Paths given as keys are resolved as `load` resolves them.
-func resolveKey(_ key: String) -> String {
-    key.contains("://") ? key : inputURL(key)?.absoluteString ?? key
+/// The store key of a `cache remove` or `cache path` argument: a result key
+/// (one with `#webimage(`, as `load --json` prints it) as it is; a URL or a
+/// path (resolved as `load` resolves it) through the manager's key filter, so
+/// `https://x/a.jpg#top` names the entry `load` stored for it.
+func resolveKey(_ key: String, _ manager: ImageManager) -> String {
+    if key.contains("#webimage(") { return key }
+    guard let url = key.contains("://") ? URL(string: key) : inputURL(key) else { return key }
+    return manager.cacheKey(for: url)
 }
 
 func requireStore(_ global: GlobalOptions) async throws -> any CacheStore {
-    let manager = try await global.manager()
+    try requireStore(try await global.manager())
+}
+
+func requireStore(_ manager: ImageManager) throws -> any CacheStore {
     guard let store = manager.store else {
         Terminal.error("no disk store is configured (store.kind = none)")
         throw ExitCode(2)

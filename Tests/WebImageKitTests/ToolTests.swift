@@ -42,6 +42,13 @@ struct ToolTests {
         #expect(info["kind"] as? String == "lmdb" && info["count"] as? Int == 14)
         let path = try await tool.run(["cache", "path", files[0]])
         #expect(path.status == 0 && path.stdout.contains("data.mdb"))
+        // A URL names the entry load stored for it: its fragment is not part of the key.
+        let url = URL(fileURLWithPath: files[1]).absoluteString
+        let removed = try #require(try await tool.run(["cache", "remove", "--json", url + "#top"]).lines.first)
+        #expect(removed["key"] as? String == url && removed["removed"] as? Bool == true)
+        let gone = try await tool.run(["cache", "path", url + "#top"])
+        #expect(gone.status != 0 && gone.stdout.contains("not cached"))
+        #expect(try await tool.run(["cache", "stats", "--json"]).lines.first?["count"] as? Int == 13)
         let clear = try await tool.run(["cache", "clear"])
         #expect(clear.status == 0)
         #expect(try await tool.run(["cache", "stats", "--json"]).lines.first?["count"] as? Int == 0)
