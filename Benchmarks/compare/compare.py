@@ -521,7 +521,7 @@ def server(args):
         benchmarks = os.path.join(ROOT, "Benchmarks")
         subprocess.run(["swift", "build", "-c", "release", "--package-path", benchmarks, "--product", "hb-floor"], check=True)
         floor_binary = os.path.join(run(["swift", "build", "-c", "release", "--package-path", benchmarks, "--show-bin-path"]).strip(), "hb-floor")
-        # Photos: the tool's sample photos, scaled to between 1600 and 3000 px wide.
+        # Photos: the tool's sample photos (1600x1200, 1200x1600, 2400x1350) scaled by 1.3 to 2.02: long sides of 2080 to 4850 px.
         samples, photos = os.path.join(work, "samples"), os.path.join(work, "photos")
         os.makedirs(photos)
         run([tool, "samples", samples])
