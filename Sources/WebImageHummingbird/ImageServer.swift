@@ -40,7 +40,7 @@ public struct ImageServer: Sendable {
     }
 
     /// The routes: request metrics (swift-metrics) and debug request logs, the
-    /// endpoint at the root, `/health`, `/metrics`.
+    /// endpoint at the root, `/health`, `/metrics` (each for `GET` and `HEAD`).
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
         // Not Hummingbird's MetricsMiddleware: see RequestMetricsMiddleware.
@@ -48,7 +48,14 @@ public struct ImageServer: Sendable {
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addImageRoutes(endpoint)
         router.get("/health") { _, _ in "ok\n" }
+        // HEAD as GET without the body (a load balancer's check may use it).
+        router.head("/health") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8", .contentLength: "3"])
+        }
         let metrics = metrics, endpoint = endpoint
+        router.head("/metrics") { _, _ in
+            Response(status: metrics == nil ? .notFound : .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
+        }
         router.get("/metrics") { _, _ -> Response in
             guard let metrics else { return Response(status: .notFound) }
             // The gauges are set to their values now, then rendered with the rest;

@@ -34,6 +34,12 @@ struct ServeCommandTests {
         let encoded = { (name: String) in origin.url("/img/\(name)").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
 
         #expect(String(decoding: try await get("/health").data, as: UTF8.self) == "ok\n")
+        // HEAD, as a load balancer's check may send it: the GET's status and headers, no body.
+        let port = try #require(URL(string: server)?.port)
+        for target in ["/health", "/metrics"] {
+            let head = try await RawHTTP.send(port: port, method: "HEAD", target: target)
+            #expect(head.status == 200 && head.body.isEmpty && head.headers["content-type"]?.hasPrefix("text/plain") == true, "HEAD \(target): \(head)")
+        }
         let thumbnail = try await get("/thumbnail?url=\(encoded("photo-1.jpg"))&preset=small", accept: "image/webp,*/*")
         #expect(thumbnail.statusCode == 200 && ImageFormat.sniff(thumbnail.data) == .webp)
         #expect(thumbnail.headers["vary"] == "Accept" && thumbnail.etag?.hasPrefix("\"") == true)
