@@ -11,7 +11,7 @@ public import WebImage
 /// | 404 `NoSuchKey` (and any other 404) | `notFound`, permanent, as HTTP's 404 |
 /// | 404 `NoSuchBucket` | `notFound`, transient: a configuration mistake, not the URL's |
 /// | 301, 307, 400 `PermanentRedirect`, `AuthorizationHeaderMalformed` | `badStatus`, transient: the bucket is in another region than `s3.region` |
-/// | 429, 500, 503 (`SlowDown`, `InternalError`) | as HTTP's: transient, with `Retry-After` for the origin breaker |
+/// | 429, 500, 503 (`SlowDown`, `InternalError`) | as HTTP's: transient, with `Retry-After`; the origin breaker pauses the bucket for a 429 or 503, and counts a 500 as an answer about the key |
 public enum S3Answer {
     /// The error for a status outside 2xx (and not 304) and its error document.
     /// - Parameters:

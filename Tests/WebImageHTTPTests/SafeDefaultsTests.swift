@@ -82,5 +82,27 @@ struct SafeDefaultsTests {
         for task in held { _ = await task.value }
         #expect(silent.stats.withLock { $0.arrivals.count } == 8)
     }
+
+    @Test("a stranger's URL that answers 500 does not close its origin: a 500 is about the URL, not the origin's health")
+    func internalErrorsKeepTheOriginOpen() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let manager = try await plainManager(directory)
+        let endpoint = try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }
+        #expect(endpoint.settings.circuitBreakerFailures == 5, "the service's breaker is on")
+        for (index, status) in [500, 501, 505].enumerated() {
+            for attempt in 0..<6 {
+                let answer = await get(endpoint, origin.url("/status/\(status)"))
+                #expect(answer.status == .badGateway, "\(status), attempt \(attempt): \(answer.status)")
+            }
+            #expect(origin.requestCount(path: "/status/\(status)") == 6, "every request reached the origin (\(index))")
+        }
+        // The same origin failing as a whole still opens it.
+        for _ in 0..<5 { _ = await get(endpoint, origin.url("/status/502")) }
+        let open = await get(endpoint, origin.url("/status/500"))
+        #expect(open.status == .serviceUnavailable && origin.requestCount(path: "/status/500") == 6, "\(open.status)")
+    }
 }
 

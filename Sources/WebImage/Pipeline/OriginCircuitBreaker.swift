@@ -7,15 +7,19 @@ import Synchronization
 /// breaker per origin (scheme, host and port).
 ///
 /// The failed-URL blocklist (``FailedURLBlocklist``) remembers URLs that failed
-/// *permanently*; an origin that is down (connections refused, timeouts, 5xx,
-/// 429) fails *transiently* and is blocked nowhere, so every load of it waits up
+/// *permanently*; an origin that is down (connections refused, timeouts, 502,
+/// 503, 504, 408, 429) fails *transiently* and is blocked nowhere, so every load of it waits up
 /// to `loader.timeout` and holds a download slot meanwhile. On a server loading
 /// URLs its users choose, a few hosts that never answer are enough to queue
 /// everybody else's loads behind them. This breaker stops that:
 ///
-/// - **Closed** (the normal state): loads go to the origin. Each transient
-///   failure adds one to the origin's count; any answer that is not one (a 200,
-///   a 304, a 404) resets it.
+/// - **Closed** (the normal state): loads go to the origin. Each failure that
+///   says the origin cannot serve adds one to the origin's count; any other
+///   answer (a 200, a 304, a 404, a 500) resets it. A 500, a 501 and the 5xx
+///   other than 502–504 are answers about the URL asked, not the origin's
+///   health: a server that answers them is up. They stay transient for the
+///   load (it is not blocklisted), but a stranger who finds one URL of an origin
+///   that answers 500 cannot close the origin for everybody with it.
 /// - **Open**: after ``failureThreshold`` transient failures in a row, loads of
 ///   the origin fail at once with ``WebImageError/Code/originUnavailable`` for
 ///   ``cooldown``, without reaching the loader.
@@ -76,7 +80,8 @@ public final class OriginCircuitBreaker: Sendable {
     public enum Outcome: Sendable, Equatable {
         /// The origin answered with something other than a transient failure.
         case answered
-        /// A transient failure: refused, reset, timed out, 5xx, 408, 429.
+        /// A failure that says the origin cannot serve: refused, reset, timed
+        /// out, 502, 503, 504, 408, 429.
         case failed
         /// The origin asked for a pause: a 429 or 503 with `Retry-After`. A
         /// transient failure that also opens the circuit at once, for the pause
@@ -217,9 +222,11 @@ public final class OriginCircuitBreaker: Sendable {
     public func removeAll() { circuits.withLock { $0.removeAll() } }
 
     /// The outcome a loader's error means for its origin: a 429 or 503 that
-    /// carried a `Retry-After` (``WebImageError/retryAfter``) asks for a pause.
+    /// carried a `Retry-After` (``WebImageError/retryAfter``) asks for a pause;
+    /// a 5xx other than 502, 503 and 504 is an answer about its URL.
     public static func outcome(of error: WebImageError) -> Outcome {
         if error.statusCode == 429 || error.statusCode == 503, let pause = error.retryAfter, pause > .zero { return .backOff(pause) }
+        if let status = error.statusCode, (500...599).contains(status), !(502...504).contains(status) { return .answered }
         // The breaker's own refusal of a queued load says nothing new about the origin.
         if [.cancelled, .forbidden, .invalidURL, .shutDown, .originUnavailable].contains(error.code) { return .neutral }
         return error.isTransient ? .failed : .answered
@@ -227,8 +234,8 @@ public final class OriginCircuitBreaker: Sendable {
 
     /// The outcome an HTTP response means for its origin: that of the error
     /// ``WebImageError/httpStatus(_:url:retryAfter:now:)`` makes of it (a 429 or
-    /// 503 with a `Retry-After` asks for a pause, other 5xx, 408 and 429 failed),
-    /// and answered for a 2xx or 304.
+    /// 503 with a `Retry-After` asks for a pause; 502, 503, 504, 408 and 429
+    /// failed), and answered for a 2xx, a 304, and a 500 or any other 5xx.
     /// - Parameters:
     ///   - status: the response's HTTP status.
     ///   - retryAfter: its `Retry-After` header, if any.

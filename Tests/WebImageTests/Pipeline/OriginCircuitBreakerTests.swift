@@ -157,7 +157,11 @@ struct OriginCircuitBreakerTests {
         #expect(OriginCircuitBreaker.outcome(ofStatus: 503) == .failed)
         #expect(OriginCircuitBreaker.outcome(ofStatus: 429, retryAfter: "7") == .backOff(.seconds(7)))
         #expect(OriginCircuitBreaker.outcome(ofStatus: 503, retryAfter: "soon") == .failed)
-        #expect(OriginCircuitBreaker.outcome(ofStatus: 500, retryAfter: "7") == .failed, "only 429 and 503 ask for a pause")
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 504, retryAfter: "7") == .failed, "only 429 and 503 ask for a pause")
+        // The origin's health, not one URL's: 502-504 count; a 500, 501 or any other 5xx is an answer about the URL.
+        for status in [502, 503, 504, 408, 429] { #expect(OriginCircuitBreaker.outcome(ofStatus: status) == .failed, "\(status)") }
+        for status in [500, 501, 505, 507, 511, 599] { #expect(OriginCircuitBreaker.outcome(ofStatus: status) == .answered, "\(status)") }
+        #expect(OriginCircuitBreaker.outcome(ofStatus: 500, retryAfter: "7") == .answered)
         #expect(OriginCircuitBreaker.outcome(ofStatus: 200, retryAfter: "7") == .answered)
         // A loader's error carries it the same way.
         let overloaded = WebImageError.httpStatus(503, url: "https://a.example/x", retryAfter: "45")
