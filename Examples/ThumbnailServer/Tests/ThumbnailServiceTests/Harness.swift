@@ -132,7 +132,8 @@ final class Upstream: Sendable {
         router.get("/img/ten-components.jpg") { _, _ in Self.image(Self.tenComponentJPEG, "image/jpeg") }
         router.get("/img/text") { _, _ in Self.image(Data("hello, not an image\n".utf8), "text/plain") }
         router.get("/img/broken.jpg") { _, _ in Self.image(Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 500), "image/jpeg") }
-        router.get("/img/error.jpg") { _, _ in Response(status: .internalServerError) }
+        // Its backend down: a failure of the origin (a 500 would be an answer about the URL).
+        router.get("/img/error.jpg") { _, _ in Response(status: .badGateway) }
         return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
                            onServerRunning: { await onServerRunning($0.localAddress?.port ?? 0) }, logger: quietLogger)
     }

@@ -182,7 +182,7 @@ struct ThumbnailServiceTests {
             // A permanent failure is blocked for a while; asking again keeps its status.
             let again = try await client.thumbnail("\(base)/img/missing.jpg", "&w=10")
             #expect(again.statusCode == 404 && upstream.count("/img/missing.jpg") == 1)
-            // error.jpg (500) and slow.jpg (timeout) failed transiently, in a row since
+            // error.jpg (502) and slow.jpg (timeout) failed transiently, in a row since
             // the broken image answered; three more make five: the origin's circuit
             // opens and its next request is answered 503 without reaching it.
             for _ in 0..<3 { #expect(try await client.thumbnail("\(base)/img/error.jpg", "&w=10").statusCode == 502) }
