@@ -71,11 +71,15 @@ extension ImageEndpoint {
         headers.append(HTTPField(name: .eTag, value: entityTag))
         headers.append(HTTPField(name: .serverTiming, value: source + ";dur=" + Self.tenths(ContinuousClock.now - started)))
         headers.append(HTTPField(name: .imageSource, value: source))
-        if let modified = result.lastModified { headers.append(HTTPField(name: .lastModified, value: HTTPDate.format(modified))) }
+        // Never later than the response's Date (RFC 9110 §8.8.2.1). Hummingbird's
+        // Date comes from a cache it refreshes once a second, up to a second
+        // behind, so a thumbnail made in the last second says a second earlier.
+        let modified = result.lastModified.map { min($0, Date(timeIntervalSinceNow: -1)) }
+        if let modified { headers.append(HTTPField(name: .lastModified, value: HTTPDate.format(modified))) }
         if let image = result.image { headers.append(HTTPField(name: .imageSize, value: "\(image.pixelSize.width)x\(image.pixelSize.height)")) }
         addVary(query, to: &headers)
         responses.increment(source)
-        if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: result.lastModified) {
+        if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: modified) {
             return ImageResponse(status: .notModified, headerFields: headers)
         }
         headers[.contentLength] = String(bytes.count)

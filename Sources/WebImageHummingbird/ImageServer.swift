@@ -53,18 +53,32 @@ public struct ImageServer: Sendable {
             Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8", .contentLength: "3"])
         }
         let metrics = metrics, endpoint = endpoint
-        router.head("/metrics") { _, _ in
-            Response(status: metrics == nil ? .notFound : .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"])
-        }
-        router.get("/metrics") { _, _ -> Response in
-            guard let metrics else { return Response(status: .notFound) }
-            // The gauges are set to their values now, then rendered with the rest;
-            // the process's own metrics (memory, CPU, descriptors) follow.
+        let metricsType = "text/plain; version=0.0.4; charset=utf-8"
+        /// The exposition: the gauges set to their values now, rendered with the
+        /// rest; the process's own metrics (memory, CPU, descriptors) after them.
+        @Sendable func exposition(_ metrics: @Sendable () -> [UInt8]) async -> ByteBuffer {
             await endpoint.recordGauges()
             var buffer = ByteBuffer(bytes: metrics())
             buffer.writeString(ProcessMetrics.exposition())
-            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                            body: ResponseBody(byteBuffer: buffer))
+            return buffer
+        }
+        router.get("/metrics") { _, _ -> Response in
+            guard let metrics else { return Response(status: .notFound) }
+            return Response(status: .ok, headers: [.contentType: metricsType], body: ResponseBody(byteBuffer: await exposition(metrics)))
+        }
+        // HEAD's Content-Length is the length a GET gets now (RFC 9110 §9.3.2), so it renders the text too.
+        router.head("/metrics") { _, _ -> Response in
+            guard let metrics else { return Response(status: .notFound) }
+            let length = await exposition(metrics).readableBytes
+            return Response(status: .ok, headers: [.contentType: metricsType, .contentLength: String(length)])
+        }
+        // Any other method on these two paths: 405 with Allow, as the endpoint's paths answer.
+        for path in ["/health", "/metrics"] {
+            for method: HTTPRequest.Method in [.post, .put, .delete, .patch, .options, .trace, .connect] {
+                router.on(RouterPath(stringLiteral: path), method: method) { _, _ in
+                    Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
+                }
+            }
         }
         return router
     }

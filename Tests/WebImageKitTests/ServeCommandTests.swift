@@ -34,12 +34,7 @@ struct ServeCommandTests {
         let encoded = { (name: String) in origin.url("/img/\(name)").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
 
         #expect(String(decoding: try await get("/health").data, as: UTF8.self) == "ok\n")
-        // HEAD, as a load balancer's check may send it: the GET's status and headers, no body.
         let port = try #require(URL(string: server)?.port)
-        for target in ["/health", "/metrics"] {
-            let head = try await RawHTTP.send(port: port, method: "HEAD", target: target)
-            #expect(head.status == 200 && head.body.isEmpty && head.headers["content-type"]?.hasPrefix("text/plain") == true, "HEAD \(target): \(head)")
-        }
         let thumbnail = try await get("/thumbnail?url=\(encoded("photo-1.jpg"))&preset=small", accept: "image/webp,*/*")
         #expect(thumbnail.statusCode == 200 && ImageFormat.sniff(thumbnail.data) == .webp)
         #expect(thumbnail.headers["vary"] == "Accept" && thumbnail.etag?.hasPrefix("\"") == true)
@@ -84,6 +79,28 @@ struct ServeCommandTests {
         #expect(threads.contains { $0.hasPrefix("jemalloc_bg_thd") }, "threads: \(Set(threads))")
         let limit = try #require(value("webimage_originals_limit_bytes"))
         #expect(Int(limit) == 512 << 20, "\(limit)")
+        // (After the metrics above: rendering them samples the store's size.)
+        // HEAD, as a load balancer's check may send it: the GET's status and headers, no body.
+        for target in ["/health", "/metrics"] {
+            let head = try await RawHTTP.send(port: port, method: "HEAD", target: target)
+            #expect(head.status == 200 && head.body.isEmpty && head.headers["content-type"]?.hasPrefix("text/plain") == true, "HEAD \(target): \(head)")
+            // The length a GET gets (the metrics' text changes between the two, a little).
+            let length = try await RawHTTP.send(port: port, target: target).body.count
+            let said = Int(head.headers["content-length"] ?? "") ?? -1
+            #expect(target == "/health" ? said == length : abs(said - length) < length / 4, "HEAD \(target): Content-Length \(said), GET \(length) bytes")
+            let post = try await RawHTTP.send(port: port, method: "POST", target: target)
+            #expect(post.status == 405 && post.headers["allow"] == "GET, HEAD", "POST \(target): \(post.status)")
+        }
+        // A fresh thumbnail's Last-Modified is never later than the response's Date
+        // (Hummingbird's Date lags by up to a second; each size is made now, the
+        // requests spread over more than a second to meet the lag at any phase).
+        for width in 40..<48 {
+            try await Task.sleep(for: .milliseconds(150))
+            let fresh = try await RawHTTP.send(port: port, target: "/thumbnail?url=\(encoded("photo-1.jpg"))&w=\(width)")
+            let modified = try #require(fresh.headers["last-modified"].flatMap(HTTPDate.parse), "\(fresh.headers)")
+            let date = try #require(fresh.headers["date"].flatMap(HTTPDate.parse), "\(fresh.headers)")
+            #expect(fresh.status == 200 && modified <= date, "w=\(width): Last-Modified \(modified) after Date \(date)")
+        }
 
         running.signal(SIGTERM)
         let result = try await running.wait()
