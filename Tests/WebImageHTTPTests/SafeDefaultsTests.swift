@@ -35,24 +35,30 @@ struct SafeDefaultsTests {
         return await endpoint.respond(to: HTTPRequest(method: .get, scheme: "http", authority: "test", path: "/thumbnail?url=\(encoded)&w=32"))
     }
 
-    @Test("private addresses refused by default, where curl connects; the switch, or the loader's exempt range, lets a private origin through")
-    func privateAddresses() async throws {
+    /// An origin on loopback and a plain manager for one test (`directory`: its store path).
+    func withOrigin(_ body: (TestHTTPServer, ImageManager, URL) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
-        let manager = try await plainManager(directory)
-        let refused = await get(try endpoint(manager, origin: origin), origin.url("/bytes/10"))
-        #expect(refused.status == .forbidden, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
-        #expect(origin.requestCount(path: "/bytes/10") == 0, "refused before connecting")
-        // (Another URL: the refused one is on the manager's blocklist for a while.)
-        let allowed = await get(try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }, origin.url("/bytes/12"))
-        #expect(allowed.status != .forbidden && origin.requestCount(path: "/bytes/12") == 1, "\(allowed.status)")
-        // The loader's exempt ranges hold for the endpoint's guard too.
-        let exemptConfig = try await ConfigLayers.reader(flags: ["store.kind": "memory", "loader.exemptAddresses": "127.0.0.1/32"], file: nil, environment: [:])
-        let exempt = ImageManager(configuration: try ImageManager.Configuration(config: exemptConfig, catalog: .standard, defaultStorePath: directory))
-        let through = await get(try endpoint(exempt, origin: origin), origin.url("/bytes/11"))
-        #expect(through.status != .forbidden && origin.requestCount(path: "/bytes/11") == 1, "\(through.status)")
+        try await body(origin, try await plainManager(directory), directory)
+    }
+
+    @Test("private addresses refused by default, where curl connects; the switch, or the loader's exempt range, lets a private origin through")
+    func privateAddresses() async throws {
+        try await withOrigin { origin, manager, directory in
+            let refused = await get(try endpoint(manager, origin: origin), origin.url("/bytes/10"))
+            #expect(refused.status == .forbidden, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+            #expect(origin.requestCount(path: "/bytes/10") == 0, "refused before connecting")
+            // (Another URL: the refused one is on the manager's blocklist for a while.)
+            let allowed = await get(try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }, origin.url("/bytes/12"))
+            #expect(allowed.status != .forbidden && origin.requestCount(path: "/bytes/12") == 1, "\(allowed.status)")
+            // The loader's exempt ranges hold for the endpoint's guard too.
+            let exemptConfig = try await ConfigLayers.reader(flags: ["store.kind": "memory", "loader.exemptAddresses": "127.0.0.1/32"], file: nil, environment: [:])
+            let exempt = ImageManager(configuration: try ImageManager.Configuration(config: exemptConfig, catalog: .standard, defaultStorePath: directory))
+            let through = await get(try endpoint(exempt, origin: origin), origin.url("/bytes/11"))
+            #expect(through.status != .forbidden && origin.requestCount(path: "/bytes/11") == 1, "\(through.status)")
+        }
     }
 
     @Test("a per-origin limit: 8 requests to an origin that never answers reach it 4 at a time, and another origin is served meanwhile; a breaker: five 503s in a row, then 503 without asking the origin")
@@ -85,24 +91,21 @@ struct SafeDefaultsTests {
 
     @Test("a stranger's URL that answers 500 does not close its origin: a 500 is about the URL, not the origin's health")
     func internalErrorsKeepTheOriginOpen() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let origin = try await TestHTTPServer.start()
-        defer { Task { await origin.shutdown() } }
-        let manager = try await plainManager(directory)
-        let endpoint = try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }
-        #expect(endpoint.settings.circuitBreakerFailures == 5, "the service's breaker is on")
-        for (index, status) in [500, 501, 505].enumerated() {
-            for attempt in 0..<6 {
-                let answer = await get(endpoint, origin.url("/status/\(status)"))
-                #expect(answer.status == .badGateway, "\(status), attempt \(attempt): \(answer.status)")
+        try await withOrigin { origin, manager, _ in
+            let endpoint = try endpoint(manager, origin: origin) { $0.blockPrivateAddresses = false }
+            #expect(endpoint.settings.circuitBreakerFailures == 5, "the service's breaker is on")
+            for (index, status) in [500, 501, 505].enumerated() {
+                for attempt in 0..<6 {
+                    let answer = await get(endpoint, origin.url("/status/\(status)"))
+                    #expect(answer.status == .badGateway, "\(status), attempt \(attempt): \(answer.status)")
+                }
+                #expect(origin.requestCount(path: "/status/\(status)") == 6, "every request reached the origin (\(index))")
             }
-            #expect(origin.requestCount(path: "/status/\(status)") == 6, "every request reached the origin (\(index))")
+            // The same origin failing as a whole still opens it.
+            for _ in 0..<5 { _ = await get(endpoint, origin.url("/status/502")) }
+            let open = await get(endpoint, origin.url("/status/500"))
+            #expect(open.status == .serviceUnavailable && origin.requestCount(path: "/status/500") == 6, "\(open.status)")
         }
-        // The same origin failing as a whole still opens it.
-        for _ in 0..<5 { _ = await get(endpoint, origin.url("/status/502")) }
-        let open = await get(endpoint, origin.url("/status/500"))
-        #expect(open.status == .serviceUnavailable && origin.requestCount(path: "/status/500") == 6, "\(open.status)")
     }
 }
 
