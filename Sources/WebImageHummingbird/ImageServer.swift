@@ -47,10 +47,11 @@ public struct ImageServer: Sendable {
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.addImageRoutes(endpoint)
-        router.get("/health") { _, _ in "ok\n" }
+        let healthy = "ok\n"
+        router.get("/health") { _, _ in healthy }
         // HEAD as GET without the body (a load balancer's check may use it).
         router.head("/health") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8", .contentLength: "3"])
+            Response(status: .ok, headers: [.contentType: "text/plain; charset=utf-8", .contentLength: String(healthy.utf8.count)])
         }
         let metrics = metrics, endpoint = endpoint
         let metricsType = "text/plain; version=0.0.4; charset=utf-8"

@@ -92,7 +92,7 @@ struct CacheCommand: AsyncParsableCommand {
 /// `https://x/a.jpg#top` names the entry `load` stored for it.
 func resolveKey(_ key: String, _ manager: ImageManager) -> String {
     if key.contains("#webimage(") { return key }
-    guard let url = key.contains("://") ? URL(string: key) : inputURL(key) else { return key }
+    guard let url = inputURL(key) else { return key }
     return manager.cacheKey(for: url)
 }
 
