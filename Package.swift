@@ -101,6 +101,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Tests only: the real HTTP server the curl loader is tested against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // NIOHTTPTypes only (Hummingbird depends on it already): the memory-hit channel handler's parts.
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     ],
     targets: [
         // Core: contracts, registries, the manager, memory cache, file store, file loader.
@@ -229,6 +231,7 @@ let package = Package(
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -285,6 +288,9 @@ let package = Package(
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
+                           .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                            .product(name: "Tracing", package: "swift-distributed-tracing"),
                            .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                            .product(name: "Configuration", package: "swift-configuration")],

@@ -11,6 +11,30 @@ extension ImageEndpoint {
     /// one load.
     func thumbnail(query text: String, _ request: HTTPRequest) async throws -> ImageResponse {
         let started = ContinuousClock.now
+        let (query, context) = try thumbnailLoad(query: text, request)
+        do {
+            let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
+            return try imageResponse(result, query: query, request: request, started: started)
+        } catch {
+            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
+            guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }
+            return try await fallbackResponse(fallback, failure: failure, query: query, accept: request.headerFields.value(.accept))
+        }
+    }
+
+    /// A memory hit of `thumbnail?…`, answered without suspending (see
+    /// ``respondFromMemory(to:)``); nil for anything else.
+    func thumbnailFromMemory(query text: String, _ request: HTTPRequest) -> ImageResponse? {
+        let started = ContinuousClock.now
+        guard let (query, context) = try? thumbnailLoad(query: text, request),
+              let result = manager.memoryResult(with: query.url, options: .avoidDecode, context: context)
+        else { return nil }
+        return try? imageResponse(result, query: query, request: request, started: started)
+    }
+
+    /// The query parsed (or found parsed) and checked against the cost limit, and
+    /// the load's context: what a thumbnail request asks the manager for.
+    private func thumbnailLoad(query text: String, _ request: HTTPRequest) throws -> (ThumbnailQuery, ImageContext) {
         let hints = settings.clientHints && !settings.onlyPresets ? Self.clientHints(request.headerFields) : nil
         let query = try parse {
             try parsedQueries.query(.init(query: text, hints: hints)) {
@@ -23,14 +47,7 @@ extension ImageEndpoint {
         }
         var context = context(for: query.url)
         apply(query, to: &context, accept: request.headerFields.value(.accept))
-        do {
-            let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
-            return try imageResponse(result, query: query, request: request, started: started)
-        } catch {
-            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
-            guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }
-            return try await fallbackResponse(fallback, failure: failure, query: query, accept: request.headerFields.value(.accept))
-        }
+        return (query, context)
     }
 
     func apply(_ query: ThumbnailQuery, to context: inout ImageContext, accept: String?) {

@@ -74,11 +74,7 @@ public struct ImageEndpoint: Sendable {
 
     /// Answers one request.
     public func respond(to request: HTTPRequest) async -> ImageResponse {
-        let target = request.path ?? "/"
-        // The first `?` by its byte: a Character search walked the whole target's graphemes.
-        let question = target.utf8.firstIndex(of: UInt8(ascii: "?"))
-        let path = String(target[..<(question ?? target.endIndex)])
-        let query = question.map { String(target[target.utf8.index(after: $0)...]) }
+        let (path, query) = Self.split(request.path ?? "/")
         // A server span that continues the caller's trace (W3C `traceparent` with
         // swift-otel's propagator); the manager's spans nest inside it.
         guard let tracer = manager.activeTracer else { return await route(request, path: path, query: query) }
@@ -95,6 +91,38 @@ public struct ImageEndpoint: Sendable {
             }
         }
         return await serve(tracer)
+    }
+
+    /// The answer to a request for a thumbnail the memory tier holds, made on the
+    /// calling thread without suspending; nil for any other request, which
+    /// ``respond(to:)`` answers.
+    ///
+    /// It is the answer ``respond(to:)`` would give (a `200`, or a `304` for a
+    /// conditional request; `HEAD` without the body), with the same headers and
+    /// metrics, for a `GET` or `HEAD` of `thumbnail` whose query parses, whose
+    /// signature holds, and whose URL the allow-list and the manager admit. It
+    /// takes no place under `thumbnail.maxInFlight`: a memory hit holds nothing
+    /// while it is answered. Nil as well with a tracer, whose request is a span.
+    ///
+    /// A server calls it where the request arrives (`MemoryHitChannelHandler`
+    /// does, on a NIO event loop) and hands a nil to ``respond(to:)``.
+    public func respondFromMemory(to request: HTTPRequest) -> ImageResponse? {
+        guard request.method == .get || request.method == .head, manager.activeTracer == nil else { return nil }
+        let (path, query) = Self.split(request.path ?? "/")
+        guard Self.lastSegment(path) == "thumbnail",
+              settings.signer?.verify(path: path, query: query) ?? true,
+              var response = thumbnailFromMemory(query: query ?? "", request)
+        else { return nil }
+        if request.method == .head { response.body = Data() }
+        return response
+    }
+
+    /// A request target's path and query, split at the first `?` (found by its
+    /// byte: a Character search walked the whole target's graphemes).
+    static func split(_ target: String) -> (path: String, query: String?) {
+        let question = target.utf8.firstIndex(of: UInt8(ascii: "?"))
+        let path = String(target[..<(question ?? target.endIndex)])
+        return (path, question.map { String(target[target.utf8.index(after: $0)...]) })
     }
 
     private func route(_ request: HTTPRequest, path: String, query: String?) async -> ImageResponse {

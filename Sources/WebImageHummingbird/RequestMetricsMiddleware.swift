@@ -28,7 +28,7 @@ public struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddlewar
             let response = try await next(request, context)
             let metrics = cache.endpoint(context.endpointPath ?? "Unknown", request.method, response.status)
             metrics.requests.increment()
-            metrics.duration.recordNanoseconds(Self.nanoseconds(since: started))
+            metrics.duration.recordNanoseconds(RequestMetricsCache.nanoseconds(since: started))
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError
@@ -39,10 +39,6 @@ public struct RequestMetricsMiddleware<Context: RequestContext>: RouterMiddlewar
         }
     }
 
-    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
-        let elapsed = ContinuousClock.now - start
-        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
-    }
 }
 
 /// The metric handles by route, method and status, made once each (a handle made
@@ -61,6 +57,11 @@ final class RequestMetricsCache: Sendable {
     }
 
     private let endpoints = Mutex<[Key: Endpoint]>([:])
+
+    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+        let elapsed = ContinuousClock.now - start
+        return elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+    }
     private let methods = Mutex<[HTTPRequest.Method: Meter]>([:])
 
     func active(_ method: HTTPRequest.Method) -> Meter {

@@ -27,7 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// `allocator` is read before the command runs (``ServeAllocator``); it is
     /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
-    static let keys: Set<String> = ["http.host", "http.port", "allocator"]
+    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "allocator"]
 
     func run() async throws {
         let registry = PrometheusCollectorRegistry()
@@ -53,8 +53,10 @@ struct ServeCommand: AsyncParsableCommand {
             let port = try values.int("http.port", minimum: 0) ?? 8080
             guard port <= 65_535 else { throw values.invalid("http.port", String(port), "a port number") }
             let endpoint = try ImageEndpoint.configured(config: config, presetNames: presets, logger: logger)
-            server = ImageServer(endpoint: endpoint,
-                                 host: host, port: port, metrics: { registry.emitToBuffer() }, logger: logger)
+            var configured = ImageServer(endpoint: endpoint,
+                                         host: host, port: port, metrics: { registry.emitToBuffer() }, logger: logger)
+            configured.answersMemoryHitsOnEventLoop = try values.bool("http.memoryHitsOnEventLoop") ?? true
+            server = configured
         } catch let error as WebImageError {
             Terminal.error("configuration: \(error.message)")
             throw ExitCode(2)

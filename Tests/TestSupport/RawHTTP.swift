@@ -18,46 +18,97 @@ package enum RawHTTP {
     /// and reads the whole answer, on a thread of its own.
     package static func send(port: Int, method: String = "GET", target: String, headers: [String: String] = [:]) async throws -> Response {
         try await onThread {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw POSIXError(.EIO) }
+            let fd = try connected(port: port)
             defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED) }
             var request = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
             for (name, value) in headers { request += "\(name): \(value)\r\n" }
             request += "\r\n"
-            let bytes = Array(request.utf8)
-            var sent = 0
-            while sent < bytes.count {
-                let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                guard n > 0 else { throw POSIXError(.EPIPE) }
-                sent += n
-            }
-            var received = Data()
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                received.append(contentsOf: buffer[0..<n])
-            }
+            try writeAll(fd, Array(request.utf8))
+            let received = readToEnd(fd)
             guard let end = received.range(of: Data("\r\n\r\n".utf8)) else { throw POSIXError(.EBADMSG) }
-            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
-            let status = head.first.flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
-            var fields: [String: String] = [:]
-            for line in head.dropFirst() {
-                guard let colon = line.firstIndex(of: ":") else { continue }
-                fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
+            let (status, fields) = parseHead(received[..<end.lowerBound])
             var body = Data(received[end.upperBound...])
             if fields["transfer-encoding"]?.lowercased() == "chunked" { body = dechunk(body) }
             return Response(status: status, headers: fields, body: body)
         }
+    }
+
+    /// Sends `targets` as GETs on one connection in a single write (pipelined),
+    /// the last with `Connection: close`, and reads the answers in the order they
+    /// came, split by their `Content-Length`.
+    package static func pipelined(port: Int, targets: [String], headers: [String: String] = [:]) async throws -> [Response] {
+        try await onThread {
+            let fd = try connected(port: port)
+            defer { close(fd) }
+            var request = ""
+            for (index, target) in targets.enumerated() {
+                request += "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                if index == targets.count - 1 { request += "Connection: close\r\n" }
+                for (name, value) in headers { request += "\(name): \(value)\r\n" }
+                request += "\r\n"
+            }
+            try writeAll(fd, Array(request.utf8))
+            var received = readToEnd(fd)[...]
+            var responses: [Response] = []
+            while let end = received.range(of: Data("\r\n\r\n".utf8)) {
+                let (status, fields) = parseHead(received[..<end.lowerBound])
+                let length = Int(fields["content-length"] ?? "0") ?? 0
+                guard received.distance(from: end.upperBound, to: received.endIndex) >= length else { throw POSIXError(.EBADMSG) }
+                let bodyEnd = received.index(end.upperBound, offsetBy: length)
+                responses.append(Response(status: status, headers: fields, body: Data(received[end.upperBound..<bodyEnd])))
+                received = received[bodyEnd...]
+            }
+            return responses
+        }
+    }
+
+    private static func connected(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            let code = POSIXErrorCode(rawValue: errno) ?? .ECONNREFUSED
+            close(fd)
+            throw POSIXError(code)
+        }
+        return fd
+    }
+
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { throw POSIXError(.EPIPE) }
+            sent += n
+        }
+    }
+
+    private static func readToEnd(_ fd: Int32) -> Data {
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        return received
+    }
+
+    private static func parseHead(_ data: Data.SubSequence) -> (status: Int, fields: [String: String]) {
+        let head = String(decoding: data, as: UTF8.self).components(separatedBy: "\r\n")
+        let status = head.first.flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
+        var fields: [String: String] = [:]
+        for line in head.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return (status, fields)
     }
 
     private static func dechunk(_ data: Data) -> Data {

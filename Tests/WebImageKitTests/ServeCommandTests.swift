@@ -38,6 +38,10 @@ struct ServeCommandTests {
         let thumbnail = try await get("/thumbnail?url=\(encoded("photo-1.jpg"))&preset=small", accept: "image/webp,*/*")
         #expect(thumbnail.statusCode == 200 && ImageFormat.sniff(thumbnail.data) == .webp)
         #expect(thumbnail.headers["vary"] == "Accept" && thumbnail.etag?.hasPrefix("\"") == true)
+        // Again: a memory hit, answered on the event loop (MemoryHitFastPath) with the same bytes and headers.
+        let again = try await get("/thumbnail?url=\(encoded("photo-1.jpg"))&preset=small", accept: "image/webp,*/*")
+        #expect(again.headers["x-image-source"] == "memory" && again.data == thumbnail.data && again.etag == thumbnail.etag)
+        #expect(again.headers["server"] == "swift-web-image" && again.headers["date"] != nil && again.headers["vary"] == "Accept")
         let info = try JSONSerialization.jsonObject(with: try await get("/info?url=\(encoded("oriented-6.jpg"))").data) as? [String: Any]
         #expect(info?["orientation"] as? Int == 6)
         #expect((info?["pixelWidth"] as? Int ?? 0) > (info?["pixelHeight"] as? Int ?? 0), "upright: the sample is landscape, stored rotated")
@@ -47,11 +51,14 @@ struct ServeCommandTests {
         #expect(plainInfo?["pixelWidth"] != nil && plainInfo?["storedPixelWidth"] == nil, "no stored size where it is the same")
         let metrics = String(decoding: try await get("/metrics").data, as: UTF8.self)
         #expect(metrics.contains("thumbnail_responses_total{source=\"network\"} 1"), "\(metrics.prefix(2000))")
+        #expect(metrics.contains("thumbnail_responses_total{source=\"memory\"} 1"), "\(metrics.prefix(2000))")
         // Hummingbird's request metrics, by RequestMetricsMiddleware: per route, method and status.
         let lines = metrics.split(separator: "\n")
         func line(_ prefix: String, _ parts: [String]) -> Bool { lines.contains { $0.hasPrefix(prefix) && parts.allSatisfy($0.contains) } }
         let thumbnailRoute = ["http_route=\"/thumbnail\"", "http_request_method=\"GET\"", "http_response_status_code=\"200\""]
         #expect(line("hb_requests{", thumbnailRoute) && line("http_server_request_duration_count{", thumbnailRoute), "\(metrics.prefix(3000))")
+        // Both thumbnails, the router's and the event loop's, under the one route.
+        #expect(lines.contains { $0.hasPrefix("hb_requests{") && thumbnailRoute.allSatisfy($0.contains) && $0.hasSuffix(" 2") }, "\(metrics.prefix(3000))")
         #expect(line("http_server_active_requests{", ["http_request_method=\"GET\""]), "\(metrics.prefix(3000))")
         // The gauges: what the process and the service hold now.
         func value(_ name: String) -> Double? {

@@ -201,6 +201,25 @@ public final class ImageManager: Sendable {
         }
     }
 
+    /// What ``loadImage(with:options:context:progress:)`` would answer from the
+    /// memory tier, found on the calling thread without suspending, or nil.
+    ///
+    /// For a server that answers warm requests where they arrive (a NIO event loop)
+    /// and hands the rest to `loadImage`. It judges the URL as a load does (the
+    /// URL policy, the failed-URL blocklist) and counts the hit as a load's. Nil
+    /// means "ask `loadImage`": a miss, a load the policy or blocklist refuses
+    /// (whose error `loadImage` throws), a result whose bytes the tier does not
+    /// hold, a manager that is shutting down, or a manager with a tracer (whose
+    /// load is a span).
+    public func memoryResult(with url: URL, options: ImageOptions = [], context: ImageContext = ImageContext()) -> ImageResult? {
+        guard !services.spans.isTracing, loads.enter() else { return nil }
+        defer { loads.leave() }
+        guard (try? admit(url, options, context)) != nil else { return nil }
+        let keys = keys(url: url, options: options, context: context)
+        guard case .hit(let result) = stages.lookup.memory(key: keys.key, url: url, options: options, context: context) else { return nil }
+        return result
+    }
+
     private func load(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
         try admit(plan.url, plan.options, plan.context)
         if let hit = await stages.lookup.memoryHit(plan) {
