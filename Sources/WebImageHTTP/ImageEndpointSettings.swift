@@ -16,7 +16,7 @@ extension ImageEndpoint {
     /// | key | default | meaning |
     /// | --- | --- | --- |
     /// | `thumbnail.allowedHosts` | empty: nothing | hosts the endpoint fetches from (``HostAllowList``), checked at every redirect too |
-    /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted, and every size in `t=` |
+    /// | `thumbnail.maxDimension` | `2048` | the largest `w` or `h` accepted, and every size in `t=` (at most 65,535) |
     /// | `thumbnail.defaultFormat` | `auto` | the format when the request names none |
     /// | `thumbnail.formats` | `avif,webp,jpeg,png,gif` | the formats answered, by `format=` and by negotiation; add `jxl` to answer JPEG XL to clients that name it (opt-in) |
     /// | `thumbnail.signingKey` | none | a secret of 16 bytes or more: only signed URLs are answered (``URLSigner``) |
@@ -40,6 +40,8 @@ extension ImageEndpoint {
     public struct Settings: Sendable {
         public var allowedHosts = HostAllowList([])!
         public var maxDimension = 2048
+        /// The largest `thumbnail.maxDimension` a configuration may set: 65,535, a JPEG's largest side.
+        public static let maxDimensionLimit = 65_535
         /// nil: `auto`, negotiated per request from `Accept`.
         public var defaultFormat: ImageFormat? = nil
         /// The formats answered, by `format=` and by negotiation (those the
@@ -136,7 +138,13 @@ extension ImageEndpoint {
                 }
                 allowedHosts = list
             }
-            if let size = try values.int("thumbnail.maxDimension", minimum: 1) { maxDimension = size }
+            if let size = try values.int("thumbnail.maxDimension", minimum: 1) {
+                // JPEG's and PNG's own limit of a side; past it no box could be encoded anyway.
+                guard size <= Self.maxDimensionLimit else {
+                    throw values.invalid("thumbnail.maxDimension", String(size), "a side from 1 to \(Self.maxDimensionLimit) pixels")
+                }
+                maxDimension = size
+            }
             if let names = values.list("thumbnail.formats") {
                 var chosen: [ImageFormat] = []
                 for name in names {

@@ -161,13 +161,33 @@ public struct ThumbnailQuery: Sendable {
         preset = parameters["preset"]
     }
 
+    /// A number as a query writes it: decimal digits, without a sign or a leading
+    /// zero, at most 9 of them. `Int("+100")` and `Int("0100")` are 100 too, and
+    /// each spelling would be another URL for the same answer (a miss in every
+    /// cache in front of the service).
+    static func wholeNumber(_ text: String) -> Int? {
+        let digits = text.utf8
+        guard (1...9).contains(digits.count), digits.allSatisfy({ (48...57).contains($0) }),
+              digits.first != 48 || digits.count == 1 else { return nil }
+        return Int(text)
+    }
+
+    /// `dpr`'s number: digits with at most one point (`2`, `1.5`, `0.75`), no
+    /// sign, exponent or hexadecimal, which `Double("0x1p1")` would take.
+    static func decimal(_ text: String) -> Double? {
+        let bytes = text.utf8
+        guard (1...8).contains(bytes.count), bytes.allSatisfy({ (48...57).contains($0) || $0 == 46 }),
+              bytes.filter({ $0 == 46 }).count <= 1, bytes.first != 46, bytes.last != 46 else { return nil }
+        return Double(text)
+    }
+
     /// Everything but the URL: used for presets too, which are checked at start-up.
     init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings, hints: ClientHints? = nil) throws {
         self.url = url
         var dpr = 1.0
         if let raw = parameters["dpr"] {
-            guard let value = Double(raw), value.isFinite, (0.1...5).contains(value) else {
-                throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5")
+            guard let value = Self.decimal(raw), (0.1...5).contains(value) else {
+                throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5 (digits and one point)")
             }
             dpr = value
         } else if let hints {
@@ -181,12 +201,12 @@ public struct ThumbnailQuery: Sendable {
         if hintsConsulted.contains("Sec-CH-DPR") {
             // A hinted DPR is lowered until the query's sides fit: a hint is advice, and
             // never turns a valid request into a 400.
-            let largest = ["w", "h"].compactMap { parameters[$0].flatMap(Int.init) }.filter { $0 >= 1 && $0 <= maxDimension }.max() ?? 0
+            let largest = ["w", "h"].compactMap { parameters[$0].flatMap(Self.wholeNumber) }.filter { $0 >= 1 && $0 <= maxDimension }.max() ?? 0
             if largest > 0 { dpr = max(1, min(dpr, Double(maxDimension) / Double(largest))) }
         }
         func side(_ name: String) throws -> Int? {
             guard let raw = parameters[name] else { return nil }
-            guard let value = Int(raw), value >= 1, case let scaled = Int((Double(value) * dpr).rounded()), (1...maxDimension).contains(scaled) else {
+            guard let value = Self.wholeNumber(raw), value >= 1, case let scaled = Int((Double(value) * dpr).rounded()), (1...maxDimension).contains(scaled) else {
                 throw WebImageError(.invalidArgument, "\(name)='\(raw)' is not a whole number from 1 to \(maxDimension)\(dpr == 1 ? "" : " after dpr=\(dpr)")")
             }
             return scaled
@@ -221,7 +241,7 @@ public struct ThumbnailQuery: Sendable {
             format = settings.defaultFormat
         }
         if let raw = parameters["maxBytes"] {
-            guard let value = Int(raw), (1...Self.maxBytesLimit).contains(value) else {
+            guard let value = Self.wholeNumber(raw), (1...Self.maxBytesLimit).contains(value) else {
                 throw WebImageError(.invalidArgument, "maxBytes='\(raw)' is not a whole number of bytes from 1 to \(Self.maxBytesLimit)")
             }
             maxBytes = value

@@ -136,6 +136,10 @@ struct EndpointFailureTests {
         defer { Task { await f.close() } }
         for (query, word) in [("", "url="), ("url=ftp%3A%2F%2Fx%2Fa.jpg&w=10", "ftp"), ("url=\(f.source("photo-1.jpg"))", "w="),
                               ("url=\(f.source("photo-1.jpg"))&w=0", "w='0'"), ("url=\(f.source("photo-1.jpg"))&w=10&format=bmp", "bmp"),
+                              // One spelling per number: a sign, a leading zero, an exponent or hex would be another URL for the same answer.
+                              ("url=\(f.source("photo-1.jpg"))&w=%2B100", "w='+100'"), ("url=\(f.source("photo-1.jpg"))&h=0100", "h='0100'"),
+                              ("url=\(f.source("photo-1.jpg"))&w=100&maxBytes=%2B5000", "maxBytes"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=0x1p1", "dpr"),
+                              ("url=\(f.source("photo-1.jpg"))&w=100&dpr=2e0", "dpr"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=%2B2", "dpr"),
                               ("url=\(f.source("photo-1.jpg"))&w=10&crop=centre", "both"), ("url=\(f.source("photo-1.jpg"))&w=10&t=rotate:45;" + String(repeating: "blur:1;", count: 9), "steps")] {
             let answer = await f.get("/thumbnail?" + query)
             #expect(answer.status == .badRequest, "\(query)")

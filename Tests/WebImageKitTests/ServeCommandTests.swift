@@ -335,7 +335,8 @@ struct ServeCommandTests {
     func badConfiguration() async throws {
         let tool = Tool()
         for (setting, word) in [("thumbnail.onlyPresets=true", "thumbnail.onlyPresets"), ("thumbnail.presets.x=w=0", "thumbnail.presets.x"),
-                                ("thumbnail.maxDimenson=10", "thumbnail.maxDimension"), ("http.port=70000", "http.port")] {
+                                ("thumbnail.maxDimenson=10", "thumbnail.maxDimension"), ("thumbnail.maxDimension=70000", "1 to 65535"),
+                                ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
