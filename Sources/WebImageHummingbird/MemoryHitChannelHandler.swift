@@ -3,6 +3,7 @@ import HTTPTypes
 import Logging
 import Metrics
 public import NIOCore
+import NIOHTTP1
 public import NIOHTTPTypes
 import Synchronization
 import WebImage
@@ -26,6 +27,10 @@ public import WebImageHTTP
 ///   decides about closing);
 /// - the connection's write buffer is full (a client that does not read gets the
 ///   router's back-pressure, not an unbounded buffer).
+///
+/// A request the HTTP decoder rejects (a head past 80 KiB, a bad byte) gets a 400
+/// with the endpoint's JSON error naming why, and the connection closes, where
+/// Hummingbird alone answers an empty 400.
 ///
 /// `webimage serve` and ``ImageServer`` install it. In an application of your own:
 ///
@@ -95,12 +100,7 @@ public final class MemoryHitChannelHandler: ChannelDuplexHandler, RemovableChann
         case .end:
             guard let request = held.take() else { return context.fireChannelRead(data) }
             if context.channel.isWritable, let response = answer(request) {
-                context.write(wrapOutboundOut(.head(response.head)), promise: nil)
-                if !response.body.isEmpty {
-                    var buffer = context.channel.allocator.buffer(capacity: response.body.count)
-                    buffer.writeBytes(response.body)
-                    context.write(wrapOutboundOut(.body(buffer)), promise: nil)
-                }
+                write(response, context)
                 context.write(wrapOutboundOut(.end(nil)), promise: nil)
                 unflushed = true
             } else {
@@ -108,6 +108,29 @@ public final class MemoryHitChannelHandler: ChannelDuplexHandler, RemovableChann
                 context.fireChannelRead(data)
             }
         }
+    }
+
+    /// A request that is not HTTP/1.1 (a head past the decoder's 80 KiB, a bad
+    /// byte): Hummingbird answers 400 with no body and closes. Here, when nothing
+    /// is pending on the connection, the 400 says what was wrong, in the JSON the
+    /// endpoint's other errors use; then the connection closes as Hummingbird's would.
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parseError = error as? HTTPParserError, passedOn == 0, held == nil else {
+            return context.fireErrorCaught(error)
+        }
+        let message = switch parseError {
+        case .headerOverflow: "the request's line and header fields are longer than this server reads (80 KiB)"
+        default: "the request is not valid HTTP/1.1 (\(parseError))"
+        }
+        var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
+        response.status = .badRequest
+        response.headerFields[.connection] = "close"
+        response.headerFields[.date] = fastPath.dates.now()
+        if let serverName = fastPath.serverName { response.headerFields[.server] = serverName }
+        fastPath.metrics.endpoint("NotFound", .get, .badRequest).requests.increment()
+        write(response, context)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     public func channelReadComplete(context: ChannelHandlerContext) {
@@ -122,6 +145,15 @@ public final class MemoryHitChannelHandler: ChannelDuplexHandler, RemovableChann
         // The router's responses pass here; ours are written past this handler.
         if case .end = unwrapOutboundIn(data), passedOn > 0 { passedOn -= 1 }
         context.write(data, promise: promise)
+    }
+
+    /// A response's head and body (the end is the caller's).
+    private func write(_ response: ImageResponse, _ context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(.head(response.head)), promise: nil)
+        guard !response.body.isEmpty else { return }
+        var buffer = context.channel.allocator.buffer(capacity: response.body.count)
+        buffer.writeBytes(response.body)
+        context.write(wrapOutboundOut(.body(buffer)), promise: nil)
     }
 
     private func passOn(_ request: HTTPRequest, _ context: ChannelHandlerContext) {

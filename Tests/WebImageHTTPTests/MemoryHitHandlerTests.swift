@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NIOHTTPTypes
 import Testing
 import WebImage
@@ -160,6 +161,29 @@ struct MemoryHitHandlerTests {
         _ = try channel.finish()
     }
 
+    @Test("a request that is not HTTP/1.1 gets a 400 saying why, as JSON, and the connection closes; behind a pending answer Hummingbird's own")
+    func parseErrors() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let channel = Self.channel(f)
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).get()
+        #expect(channel.isActive)
+        channel.pipeline.fireErrorCaught(HTTPParserError.headerOverflow)
+        let answer = try #require(try Self.answered(channel))
+        #expect(answer.head.status == .badRequest && answer.head.headerFields[.connection] == "close")
+        #expect(answer.head.headerFields[.contentType] == "application/json" && answer.head.headerFields[.contentLength] == String(answer.body.count))
+        let json = try #require(try JSONSerialization.jsonObject(with: answer.body) as? [String: String])
+        #expect(json["error"] == "invalidArgument" && json["message"]?.contains("80 KiB") == true, "\(json)")
+        #expect(!channel.isActive)
+        // With an answer of the router's pending, the error is the router's to answer after it.
+        let second = Self.channel(f)
+        try Self.send(second, Self.request("/info?url=x"))
+        second.pipeline.fireErrorCaught(HTTPParserError.invalidURL)
+        #expect(throws: HTTPParserError.self) { try second.throwIfErrorCaught() }
+        #expect(try second.readOutbound(as: HTTPResponsePart.self) == nil)
+        _ = try? second.finish()
+    }
+
     @Test("over a real socket, pipelined requests are answered in order whichever path answers each, and both paths answer")
     func pipelinedOverHTTP() async throws {
         let f = try await EndpointFixture.make()
@@ -189,6 +213,10 @@ struct MemoryHitHandlerTests {
                     #expect(response.headers["date"] != nil && response.headers["server"] == nil)
                 }
             }
+            // A byte no request target may hold: 400 with the reason, over the wire.
+            let bad = try await RawHTTP.send(port: port, target: "/thumbnail?url=\u{01}")
+            #expect(bad.status == 400 && bad.headers["content-type"] == "application/json", "\(bad)")
+            #expect(String(decoding: bad.body, as: UTF8.self).contains("not valid HTTP/1.1"), "\(String(decoding: bad.body, as: UTF8.self))")
             // Both paths answered: the router's (network or disk) and the handler's (memory).
             #expect(sources.contains("memory") && sources.count > 1, "\(sources)")
         }
