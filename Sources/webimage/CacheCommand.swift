@@ -17,9 +17,14 @@ struct CacheCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON.") var json = false
 
         func run() async throws {
-            let store = try await requireStore(global)
-            let count = try await store.count, size = try await store.totalSize
-            let info: [String: Any?] = ["kind": kind(of: store), "path": location(of: store), "count": count, "totalSize": size]
+            let info: [String: Any?]
+            if let (kind, path) = try await absentStore(global) {
+                info = ["kind": kind, "path": path, "count": 0, "totalSize": 0]
+            } else {
+                let store = try await requireStore(global)
+                let count = try await store.count, size = try await store.totalSize
+                info = ["kind": kind(of: store), "path": location(of: store), "count": count, "totalSize": size]
+            }
             if json { print(jsonLine(info)) } else { for key in info.keys.sorted() { print("\(key): \(info[key]!.map { "\($0)" } ?? "-")") } }
         }
     }
@@ -29,6 +34,7 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
+            if try await absentStore(global) != nil { return print(json ? jsonLine(["removed": 0]) : "removed 0 entries") }
             let store = try await requireStore(global)
             let count = try await store.count
             try await store.removeAll()
@@ -41,6 +47,7 @@ struct CacheCommand: AsyncParsableCommand {
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
+            if try await absentStore(global) != nil { return print(json ? jsonLine(["removed": 0, "count": 0]) : "removed 0 entries, 0 left") }
             let store = try await requireStore(global)
             let before = try await store.count
             try await store.removeExpired()
@@ -55,6 +62,10 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
+            if try await absentStore(global) != nil {
+                print(json ? jsonLine(["key": key, "removed": false]) : "not cached")
+                throw ExitCode.failure
+            }
             let manager = try await global.manager()
             let store = try requireStore(manager)
             let key = resolveKey(key, manager)
@@ -71,6 +82,10 @@ struct CacheCommand: AsyncParsableCommand {
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
+            if try await absentStore(global) != nil {
+                print(json ? jsonLine(["key": key, "path": nil]) : "not cached")
+                throw ExitCode.failure
+            }
             let manager = try await global.manager()
             let store = try requireStore(manager)
             let key = resolveKey(key, manager)
@@ -94,6 +109,23 @@ func resolveKey(_ key: String, _ manager: ImageManager) -> String {
     if key.contains("#webimage(") { return key }
     guard let url = inputURL(key) else { return key }
     return manager.cacheKey(for: url)
+}
+
+/// A local store (`lmdb`, `filesystem`) whose directory does not exist: its kind
+/// and path. The `cache` commands answer it as an empty store without opening
+/// it, since opening creates it (a mistyped `--cache-dir` would leave a new empty
+/// store behind). The rest of the configuration is still checked: the manager is
+/// made without a store.
+func absentStore(_ global: GlobalOptions) async throws -> (kind: String, path: String)? {
+    let values = try await global.values()
+    let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
+    guard kind == "lmdb" || kind == "filesystem" else { return nil }
+    let path = values.text("store.path").map { ($0 as NSString).expandingTildeInPath } ?? WebImageKit.defaultCacheDirectory.path
+    guard !path.trimmingCharacters(in: .whitespaces).isEmpty, !FileManager.default.fileExists(atPath: path) else { return nil }
+    var storeless = global
+    storeless.store = "none"
+    _ = try await storeless.manager()
+    return (kind, URL(fileURLWithPath: path).standardizedFileURL.path)
 }
 
 func requireStore(_ global: GlobalOptions) async throws -> any CacheStore {

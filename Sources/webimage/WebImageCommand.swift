@@ -101,8 +101,17 @@ struct GlobalOptions: ParsableArguments {
 
     /// The manager, or a clear message and exit status 2 for bad configuration.
     func manager() async throws -> ImageManager {
+        try await configured { try ConfigLayers.manager(config: try await reader()) }
+    }
+
+    /// The configuration's values (its layers checked), or the message and exit status 2.
+    func values() async throws -> ConfigValues {
+        try await configured { ConfigValues(try await reader()) }
+    }
+
+    private func configured<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            return try ConfigLayers.manager(config: try await reader())
+            return try await body()
         } catch let error as WebImageError {
             Terminal.error("configuration: \(error.message)")
             throw ExitCode(2)

@@ -207,6 +207,31 @@ struct ToolTests {
         #expect(result.status == 0, "\(result.stderr)")
     }
 
+    @Test("cache commands on a store directory that does not exist answer as for an empty store and create nothing; bad configuration is still exit 2")
+    func absentStore() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let missing = tool.home.appendingPathComponent("no-such-cache").path
+        for kind in ["lmdb", "filesystem"] {
+            let flags = ["--cache-dir", missing, "--store", kind]
+            let stats = try await tool.run(["cache", "stats", "--json"] + flags)
+            let fields = try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any]
+            #expect(stats.status == 0 && fields?["count"] as? Int == 0 && fields?["totalSize"] as? Int == 0, "\(stats.stdout) \(stats.stderr)")
+            #expect(fields?["kind"] as? String == kind && fields?["path"] as? String == missing)
+            #expect(try await tool.run(["cache", "clear"] + flags).stdout == "removed 0 entries\n")
+            #expect(try await tool.run(["cache", "trim"] + flags).stdout == "removed 0 entries, 0 left\n")
+            for command in ["remove", "path"] {
+                let result = try await tool.run(["cache", command, "https://example.com/a.jpg"] + flags)
+                #expect(result.status == 1 && result.stdout == "not cached\n", "\(command): \(result.stdout) \(result.stderr)")
+            }
+            let typo = try await tool.run(["cache", "stats", "--set", "store.maxSise=1GB"] + flags)
+            #expect(typo.status == 2 && typo.stderr.contains("store.maxSize"), "\(typo.stderr)")
+            let badValue = try await tool.run(["cache", "stats", "--set", "store.maxAge=forever"] + flags)
+            #expect(badValue.status == 2 && badValue.stderr.contains("store.maxAge"), "\(badValue.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: missing), "\(kind): the directory was made")
+        }
+    }
+
     @Test("bad configuration: exit status 2 and a message naming the key")
     func badConfiguration() async throws {
         let tool = Tool()
