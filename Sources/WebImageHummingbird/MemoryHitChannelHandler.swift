@@ -85,6 +85,15 @@ public final class MemoryHitChannelHandler: ChannelDuplexHandler, RemovableChann
 
     init(_ fastPath: MemoryHitFastPath) { self.fastPath = fastPath }
 
+    /// One socket read per read event (NIO's default is four, 256 KiB): every
+    /// request in what was read is decoded at once, whoever answers it, so a
+    /// client that pipelines without reading its answers held about 4.5 MiB per
+    /// connection; with one read, about 2.7 MiB (40 such connections, measured
+    /// by RSS). A client that sends one request at a time reads the same.
+    public func handlerAdded(context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.maxMessagesPerRead, value: 1).whenFailure { _ in }
+    }
+
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let request):

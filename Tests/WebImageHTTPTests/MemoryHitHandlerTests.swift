@@ -221,4 +221,30 @@ struct MemoryHitHandlerTests {
             #expect(sources.contains("memory") && sources.count > 1, "\(sources)")
         }
     }
+
+    @Test("a client that sends thousands of pipelined requests before reading any answer gets every one, in order, as the write buffer fills and empties")
+    func backPressure() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        // Answers of about 30 KiB: 1,500 of them are far more than the sockets' buffers hold.
+        let hit = "/thumbnail?url=\(f.source("photo-1.jpg"))&w=600&h=600&format=jpeg"
+        let other = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=500&h=500&format=jpeg"
+        let warmHit = await f.get(hit), warmOther = await f.get(other)
+        #expect(warmHit.status == .ok && warmOther.status == .ok && warmHit.body.count > 10_000, "\(warmHit.body.count)")
+        let router = Router()
+        router.addImageRoutes(f.endpoint)
+        let fastPath = MemoryHitFastPath(endpoint: f.endpoint)
+        let app = Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            // Two sizes alternating, so that an answer out of order shows in its bytes.
+            let targets = (0..<1500).map { $0 % 2 == 0 ? hit : other }
+            let responses = try await RawHTTP.pipelined(port: port, targets: targets)
+            #expect(responses.count == targets.count)
+            let wrong = zip(responses, targets).enumerated().filter { _, pair in
+                pair.0.status != 200 || pair.0.body != (pair.1 == hit ? warmHit.body : warmOther.body)
+            }
+            #expect(wrong.isEmpty, "\(wrong.count) answers wrong, the first at \(wrong.first?.offset ?? -1)")
+        }
+    }
 }
