@@ -19,6 +19,14 @@ struct MemoryHitHandlerTests {
         EmbeddedChannel(handler: MemoryHitFastPath(endpoint: f.endpoint, mountedAt: mountedAt, serverName: "test-server").channelHandler())
     }
 
+    /// The endpoint at the root of a Hummingbird app with the handler before its router.
+    static func app(_ f: EndpointFixture) -> some ApplicationProtocol {
+        let router = Router()
+        router.addImageRoutes(f.endpoint)
+        let fastPath = MemoryHitFastPath(endpoint: f.endpoint)
+        return Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
+    }
+
     static func request(_ path: String, _ method: HTTPRequest.Method = .get, _ fields: HTTPFields = [:]) -> HTTPRequest {
         HTTPRequest(method: method, scheme: "http", authority: "test", path: path, headerFields: fields)
     }
@@ -190,11 +198,7 @@ struct MemoryHitHandlerTests {
         defer { Task { await f.close() } }
         let target: @Sendable (String, Int) -> String = { name, box in "/thumbnail?url=\(f.source(name))&w=\(box)&h=\(box)" }
         _ = await f.get(target("photo-1.jpg", 100))
-        let router = Router()
-        router.addImageRoutes(f.endpoint)
-        let fastPath = MemoryHitFastPath(endpoint: f.endpoint)
-        let app = Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
-        try await app.test(.live) { client in
+        try await Self.app(f).test(.live) { client in
             let port = try #require(client.port)
             // A cold one first (the router's, slow), hits behind it, a second cold
             // one, and hits after it: each answer must be the one asked for. The
@@ -231,11 +235,7 @@ struct MemoryHitHandlerTests {
         let other = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=500&h=500&format=jpeg"
         let warmHit = await f.get(hit), warmOther = await f.get(other)
         #expect(warmHit.status == .ok && warmOther.status == .ok && warmHit.body.count > 10_000, "\(warmHit.body.count)")
-        let router = Router()
-        router.addImageRoutes(f.endpoint)
-        let fastPath = MemoryHitFastPath(endpoint: f.endpoint)
-        let app = Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
-        try await app.test(.live) { client in
+        try await Self.app(f).test(.live) { client in
             let port = try #require(client.port)
             // Two sizes alternating, so that an answer out of order shows in its bytes.
             let targets = (0..<1500).map { $0 % 2 == 0 ? hit : other }
