@@ -88,6 +88,7 @@ def cache_hits(args):
             ("ImageManager disk hit (LMDB pooled, bytes)", [bench, "manager-hit", "lmdb-pooled", lmdb_dir, n, gets]),
             ("ImageManager disk hit (files, bytes)", [bench, "manager-hit", "files", files_dir, n, gets]),
             ("ImageManager memory hit", [bench, "manager-hit", "memory", work, n, gets]),
+            ("ImageManager.memoryResult (synchronous memory hit)", [bench, "manager-hit", "memory-sync", work, n, gets]),
         ]
         results = {name: [] for name, _ in scenarios}
         for _ in range(args.rounds):

@@ -99,7 +99,8 @@ case "store-get", "manager-hit":
         for key in keys { bytes &+= try await store.data(forKey: key)?.count ?? 0 }
     } else {
         var configuration = ImageManager.Configuration()
-        if arguments[2] == "memory" {
+        let memory = arguments[2] == "memory" || arguments[2] == "memory-sync"
+        if memory {
             // Memory hits: images put in the memory cache directly, then loaded through the manager.
             let cache = MemoryImageCache()
             let pixels = PixelBuffer(size: PixelSize(64), channels: 4, bytes: [UInt8](repeating: 0, count: 64 * 64 * 4))
@@ -110,11 +111,20 @@ case "store-get", "manager-hit":
             configuration.memoryCache = nil
         }
         let manager = ImageManager(configuration: configuration)
-        let urls = keys.map { URL(string: arguments[2] == "memory" ? "bench://x/\($0)" : $0)! }
-        let options: ImageOptions = arguments[2] == "memory" ? [] : [.avoidDecode, .fromCacheOnly]
+        let urls = keys.map { URL(string: memory ? "bench://x/\($0)" : $0)! }
+        let options: ImageOptions = memory ? [] : [.avoidDecode, .fromCacheOnly]
         for url in urls.prefix(warm) { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
-        started = ContinuousClock.now
-        for url in urls { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
+        if arguments[2] == "memory-sync" {
+            // The synchronous lookup a server makes where the request arrives (MemoryHitFastPath).
+            started = ContinuousClock.now
+            for url in urls {
+                guard let result = manager.memoryResult(with: url, options: options) else { fail("\(url): not in memory") }
+                bytes &+= result.data?.count ?? 1
+            }
+        } else {
+            started = ContinuousClock.now
+            for url in urls { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
+        }
     }
     let elapsed = seconds(ContinuousClock.now - started)
     printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
