@@ -88,10 +88,13 @@ extension ImageEndpoint {
         headers.append(HTTPField(name: .eTag, value: entityTag))
         headers.append(HTTPField(name: .serverTiming, value: source + ";dur=" + Self.tenths(ContinuousClock.now - started)))
         headers.append(HTTPField(name: .imageSource, value: source))
-        // Never later than the response's Date (RFC 9110 §8.8.2.1). Hummingbird's
-        // Date comes from a cache it refreshes once a second, up to a second
-        // behind, so a thumbnail made in the last second says a second earlier.
-        let modified = result.lastModified.map { min($0, Date(timeIntervalSinceNow: -1)) }
+        // Never later than the response's Date (RFC 9110 §8.8.2.1), and the same
+        // on every answer of the entry (If-Modified-Since compares it). Hummingbird's
+        // Date comes from a cache it refreshes once a second, up to a second behind,
+        // so every entry says the whole second before the one it was made in:
+        // a clamp to the time of the answer made the first answers of an entry
+        // say a second earlier than the later ones.
+        let modified = result.lastModified.map { Date(timeIntervalSince1970: $0.timeIntervalSince1970.rounded(.down) - 1) }
         if let modified { headers.append(HTTPField(name: .lastModified, value: HTTPDate.format(modified))) }
         if let image = result.image { headers.append(HTTPField(name: .imageSize, value: "\(image.pixelSize.width)x\(image.pixelSize.height)")) }
         addVary(query, to: &headers)

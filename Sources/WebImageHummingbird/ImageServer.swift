@@ -16,7 +16,9 @@ public import WebImageHTTP
 /// On SIGTERM or SIGINT the manager's grace period starts at once, beside the
 /// server's own drain: the drain waits on the manager's loads, and when the grace
 /// period (`thumbnail.shutdownGrace`) ends the loads still running are ended
-/// (answered 503), so that a silent origin cannot hold the exit. Then the cache
+/// (answered 503), so that a silent origin cannot hold the exit. A connection
+/// still open a second after that is closed (``QuiesceDeadlineHandler``), so that
+/// a client that does not read its answers cannot hold it either. Then the cache
 /// writes finish and ``run(routes:onServerRunning:)`` returns.
 public struct ImageServer: Sendable {
     public var endpoint: ImageEndpoint
@@ -103,9 +105,14 @@ public struct ImageServer: Sendable {
         routes(router)
         let listening = ListeningFlag()
         let fastPath = answersMemoryHitsOnEventLoop ? MemoryHitFastPath(endpoint: endpoint, serverName: serverName) : nil
+        // A connection still open a second past the grace period is closed: a client
+        // that never reads its answers would otherwise hold the exit (QuiesceDeadlineHandler).
+        let grace = endpoint.settings.shutdownGrace + .seconds(1)
+        let deadline = TimeAmount.nanoseconds(grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000)
         let app = Application(
             router: router,
-            server: .http1(configuration: .init(additionalChannelHandlers: fastPath.map { [$0.channelHandler()] } ?? [])),
+            server: .http1(configuration: .init(additionalChannelHandlers:
+                [QuiesceDeadlineHandler(after: deadline)] + (fastPath.map { [$0.channelHandler()] } ?? []))),
             configuration: .init(address: .hostname(host, port: port), serverName: serverName),
             onServerRunning: { channel in
                 listening.set()

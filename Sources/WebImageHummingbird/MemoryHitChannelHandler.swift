@@ -15,7 +15,7 @@ public import WebImageHTTP
 /// A warm thumbnail is a lookup and a write, but through the router it costs a
 /// hop from the event loop to a task and back, which is most of its time. This
 /// handler sits between the HTTP codec and Hummingbird's handlers and asks
-/// ``WebImageHTTP/ImageEndpoint/respondFromMemory(to:)`` first. What it answers
+/// `ImageEndpoint.respondFromMemory(to:)` first. What it answers
 /// is the endpoint's own answer, with Hummingbird's `Date` and `Server` headers
 /// and its request metrics (`hb_requests`, `http_server_request_duration`,
 /// `http_server_active_requests` under the route `{path}/thumbnail`) and debug

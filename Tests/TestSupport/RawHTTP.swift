@@ -62,6 +62,18 @@ package enum RawHTTP {
         }
     }
 
+    /// Sends `targets` as pipelined GETs on a new connection and returns its
+    /// socket without reading anything: a client that does not read its answers.
+    /// The caller closes it (`close(fd)`).
+    package static func pipelinedWithoutReading(port: Int, targets: [String]) async throws -> Int32 {
+        try await onThread {
+            let fd = try connected(port: port)
+            let request = targets.map { "GET \($0) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\r\n" }.joined()
+            do { try writeAll(fd, Array(request.utf8)) } catch { close(fd); throw error }
+            return fd
+        }
+    }
+
     private static func connected(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }

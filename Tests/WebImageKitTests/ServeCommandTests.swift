@@ -101,12 +101,22 @@ struct ServeCommandTests {
         // A fresh thumbnail's Last-Modified is never later than the response's Date
         // (Hummingbird's Date lags by up to a second; each size is made now, the
         // requests spread over more than a second to meet the lag at any phase).
+        var lastModified: [Int: String] = [:]
         for width in 40..<48 {
             try await Task.sleep(for: .milliseconds(150))
             let fresh = try await RawHTTP.send(port: port, target: "/thumbnail?url=\(encoded("photo-1.jpg"))&w=\(width)")
             let modified = try #require(fresh.headers["last-modified"].flatMap(HTTPDate.parse), "\(fresh.headers)")
             let date = try #require(fresh.headers["date"].flatMap(HTTPDate.parse), "\(fresh.headers)")
             #expect(fresh.status == 200 && modified <= date, "w=\(width): Last-Modified \(modified) after Date \(date)")
+            lastModified[width] = fresh.headers["last-modified"]
+        }
+        // Asked again over a second later (from memory now): the same Last-Modified,
+        // so If-Modified-Since with the first answer's value is 304.
+        try await Task.sleep(for: .milliseconds(1100))
+        for width in 40..<48 {
+            let again = try await RawHTTP.send(port: port, target: "/thumbnail?url=\(encoded("photo-1.jpg"))&w=\(width)",
+                                               headers: ["If-Modified-Since": lastModified[width] ?? ""])
+            #expect(again.status == 304, "w=\(width): \(again.status), Last-Modified \(again.headers["last-modified"] ?? "-") against \(lastModified[width] ?? "-")")
         }
 
         running.signal(SIGTERM)
@@ -329,6 +339,35 @@ struct ServeCommandTests {
         #expect(peak < 512 * 1024, "peak RSS \(peak / 1024) MiB")
         running.signal(SIGTERM)
         #expect(try await running.wait().status == 0)
+    }
+
+    @Test("SIGTERM ends the process a second past the grace period even while a client holds pipelined answers it never reads")
+    func exitsPastUnreadAnswers() async throws {
+        let tool = Tool()
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        origin.serve("/img/photo-1.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg")), contentType: "image/jpeg")
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                      "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)",
+                                      "--set", "loader.blockPrivateAddresses=false", "--set", "thumbnail.shutdownGrace=1s"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        // A PNG of the whole photo: forty of them are far more than the sockets' buffers hold.
+        let url = origin.url("/img/photo-1.jpg").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let target = "/thumbnail?url=\(url)&w=2000&h=2000&format=png"
+        let first = try await RawHTTP.send(port: port, target: target)
+        #expect(first.status == 200 && first.body.count > 100_000, "\(first.status) \(first.body.count)")
+        let fd = try await RawHTTP.pipelinedWithoutReading(port: port, targets: Array(repeating: target, count: 40))
+        defer { close(fd) }
+        // Time for the server to read the requests and fill the socket with answers
+        // (a connection with no request read yet is closed at once on SIGTERM).
+        try await Task.sleep(for: .seconds(1))
+        running.signal(SIGTERM)
+        // Before QuiesceDeadlineHandler the process waited for this client for as long as it held the connection.
+        let result = try await running.wait()
+        #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
     @Test("bad configuration stops start-up with exit status 2 and the key's name")
