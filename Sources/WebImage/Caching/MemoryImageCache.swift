@@ -39,20 +39,28 @@ public final class MemoryImageCache: Sendable {
         Int(Double(SystemMemory.available) * 0.25)
     }
 
-    private final class Node {
+    /// One key's entry. The index holds the only strong reference; the list's links
+    /// are unmanaged, so moving a node to the front on a hit retains and releases
+    /// nothing (a node always leaves the list before it leaves the index). Strong
+    /// or `unowned(unsafe)` links cost a retain and a release per link read, a
+    /// fifth of a memory hit.
+    final class Node {
         let key: String
         let image: Image?
+        /// Whether ``image`` is set, asked without copying the image out.
+        let hasImage: Bool
         let data: Data?
         /// The XXH3 of `data`, when whoever cached it knew it.
         let checksum: UInt64?
         /// When `data` was made or stored, when whoever cached it knew it.
         let madeAt: Date?
         let cost: Int
-        var previous: Node?
-        var next: Node?
+        fileprivate var previous: Link?
+        fileprivate var next: Link?
         init(key: String, image: Image?, data: Data?, checksum: UInt64?, madeAt: Date?) {
             self.key = key
             self.image = image
+            self.hasImage = image != nil
             self.data = data
             self.checksum = data == nil ? nil : checksum
             self.madeAt = data == nil ? nil : madeAt
@@ -60,26 +68,31 @@ public final class MemoryImageCache: Sendable {
         }
     }
 
+    /// A link of the list: a node the index keeps alive.
+    fileprivate typealias Link = Unmanaged<Node>
+
     /// A doubly linked list, most recent at `head`, plus the index.
     private struct State {
         var nodes: [String: Node] = [:]
-        var head: Node?
-        var tail: Node?
+        var head: Link?
+        var tail: Link?
         var totalCost = 0
         var limits: Limits
 
         mutating func unlink(_ node: Node) {
-            if let previous = node.previous { previous.next = node.next } else { head = node.next }
-            if let next = node.next { next.previous = node.previous } else { tail = node.previous }
+            let (previous, next) = (node.previous, node.next)
+            if let previous { previous._withUnsafeGuaranteedRef { $0.next = next } } else { head = next }
+            if let next { next._withUnsafeGuaranteedRef { $0.previous = previous } } else { tail = previous }
             node.previous = nil
             node.next = nil
         }
 
         mutating func pushFront(_ node: Node) {
+            let link = Link.passUnretained(node)
             node.next = head
-            head?.previous = node
-            head = node
-            if tail == nil { tail = node }
+            head?._withUnsafeGuaranteedRef { $0.previous = link }
+            head = link
+            if tail == nil { tail = link }
         }
 
         mutating func remove(_ node: Node) {
@@ -91,7 +104,7 @@ public final class MemoryImageCache: Sendable {
         /// Drops least recently used entries until within `cost` and `count`.
         mutating func trim(cost: Int, count: Int) {
             while let last = tail, totalCost > cost || nodes.count > count {
-                remove(last)
+                remove(last.takeUnretainedValue())
             }
         }
     }
@@ -134,10 +147,12 @@ public final class MemoryImageCache: Sendable {
         touch(key).map { ($0.image, $0.data) }
     }
 
-    private func touch(_ key: String) -> Node? {
+    /// The node under a key, marked most recently used: the pipeline's memory
+    /// lookup, which builds its result from the node's fields (one copy of each).
+    func touch(_ key: String) -> Node? {
         state.withLock { state in
             guard let node = state.nodes[key] else { return nil }
-            if state.head !== node {
+            if state.head?.toOpaque() != Link.passUnretained(node).toOpaque() {
                 state.unlink(node)
                 state.pushFront(node)
             }
@@ -206,8 +221,7 @@ public final class MemoryImageCache: Sendable {
     /// Removes every image (a purge, for memory pressure).
     public func removeAll() {
         state.withLock { state in
-            // Unlink explicitly so that long lists do not free recursively.
-            while let node = state.tail { state.remove(node) }
+            while let node = state.tail { state.remove(node.takeUnretainedValue()) }
         }
     }
 
@@ -231,8 +245,8 @@ public final class MemoryImageCache: Sendable {
             var keys: [String] = []
             var node = state.head
             while let current = node {
-                keys.append(current.key)
-                node = current.next
+                keys.append(current.takeUnretainedValue().key)
+                node = current.takeUnretainedValue().next
             }
             return keys
         }

@@ -79,6 +79,10 @@ public final class FailedURLBlocklist: Sendable {
         self.clock = clock
     }
 
+    /// Whether no URL is blocked: one atomic load, asked before a load works out
+    /// the URL's text to look it up.
+    var holdsNone: Bool { held.load(ordering: .acquiring) == 0 }
+
     /// The error a URL failed with, if it is blocked now.
     public func blockingError(for url: String) -> WebImageError? {
         guard held.load(ordering: .acquiring) > 0 else { return nil }

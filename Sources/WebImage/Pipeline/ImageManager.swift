@@ -148,7 +148,8 @@ public final class ImageManager: Sendable {
     /// (by default the URL without its fragment), each `#` in it written `#!` so
     /// that no plain key can pass for a derived one (``CacheKeyFilter``).
     public func cacheKey(for url: URL, context: ImageContext = ImageContext()) -> String {
-        CacheKey.plain((context.cacheKeyFilter ?? configuration.cacheKeyFilter).key(url))
+        let filter = context.cacheKeyFilter ?? configuration.cacheKeyFilter
+        return filter.dropsFragment ? filter.key(url) : CacheKey.plain(filter.key(url))
     }
 
     /// The key a load's result is cached under: the plain key, or a derived one
@@ -231,7 +232,7 @@ public final class ImageManager: Sendable {
     /// The URL policy and the blocklist, before any tier.
     private func admit(_ url: URL, _ options: ImageOptions, _ context: ImageContext) throws {
         try judge(url, context)
-        if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
+        if !options.contains(.retryFailed), !blocklist.holdsNone, let failure = blocklist.blockingError(for: url.absoluteString) {
             throw OriginalStage.blocked(url, by: failure, elsewhere: false)
         }
     }

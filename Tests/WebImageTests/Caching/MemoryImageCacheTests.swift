@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebImage
+import WebImageTesting
 
 @Suite("MemoryImageCache")
 struct MemoryImageCacheTests {
@@ -51,6 +52,54 @@ struct MemoryImageCacheTests {
         for index in 0..<100_000 { cache.setImage(image(bytes: 0), forKey: "z\(index)") }
         cache.removeAll()  // must not overflow the stack freeing a long list
         #expect(cache.count == 0 && cache.totalCost == 0)
+    }
+
+    @Test("keeps the order of a reference LRU through random sets, hits, removals, trims and purges")
+    func matchesReferenceLRU() {
+        // The list's links are unmanaged (the index owns the nodes): a link left
+        // to a freed node would show here as a wrong order, a wrong count, or a crash.
+        let cache = MemoryImageCache(limits: .init(costLimit: 2_000, countLimit: 12, entryCostLimit: 400))
+        var model: [(key: String, cost: Int)] = []  // most recent first
+        var generator = SplitMix(seed: 7)
+        func trimModel(cost: Int, count: Int) {
+            while !model.isEmpty, model.reduce(0, { $0 + $1.cost }) > cost || model.count > count { model.removeLast() }
+        }
+        for step in 0..<20_000 {
+            let key = "k\(generator.next() % 30)"
+            switch generator.next() % 10 {
+            case 0...3:
+                let cost = Int(generator.next() % 5) * 100 + 1
+                model.removeAll { $0.key == key }
+                if cache.setImage(image(bytes: cost), forKey: key) {
+                    model.insert((key, cost), at: 0)
+                    trimModel(cost: 2_000, count: 12)
+                }
+            case 4...7:
+                let hit = cache.image(forKey: key) != nil
+                if let index = model.firstIndex(where: { $0.key == key }) {
+                    #expect(hit, "step \(step): \(key) should be cached")
+                    model.insert(model.remove(at: index), at: 0)
+                } else {
+                    #expect(!hit, "step \(step): \(key) should not be cached")
+                }
+            case 8:
+                cache.removeImage(forKey: key)
+                model.removeAll { $0.key == key }
+            default:
+                if step % 7 == 0 {
+                    cache.removeAll()
+                    model.removeAll()
+                } else {
+                    cache.trim(toCount: 6)
+                    trimModel(cost: .max, count: 6)
+                }
+            }
+            guard cache.keys == model.map(\.key) else {
+                Issue.record("step \(step): order \(cache.keys) against \(model.map(\.key))")
+                return
+            }
+        }
+        #expect(cache.totalCost == model.reduce(0) { $0 + $1.cost })
     }
 
     @Test("stays within limits under heavy concurrency")

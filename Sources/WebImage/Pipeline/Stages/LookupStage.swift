@@ -52,16 +52,19 @@ struct LookupStage: Sendable {
         guard let cache = services.configuration.memoryCache, context.queryCacheTiers.contains(.memory),
               options.isDisjoint(with: [.fromLoaderOnly, .refreshCached])
         else { return .miss }
+        // The node itself, not a tuple of its fields: each field is copied once,
+        // into the result (an `Image` holds an existential, copied by witness).
+        guard let node = cache.touch(key) else { return .miss }
         if options.contains(.avoidDecode) {
-            guard let (data, checksum, madeAt) = cache.dataEntry(forKey: key) else { return .miss }
+            guard let data = node.data else { return .miss }
             services.metrics.hit(.memory)
             return .hit(ImageResult(image: nil, data: data, cacheType: .memory, key: key, url: url,
-                                    checksum: checksum, lastModified: madeAt))
+                                    checksum: node.checksum, lastModified: node.madeAt))
         }
-        guard let (image, data) = cache.entry(forKey: key), let image else { return .miss }
+        guard node.hasImage else { return .miss }
         services.metrics.hit(.memory)
-        let result = ImageResult(image: image, data: data, cacheType: .memory, key: key, url: url)
-        return data == nil && options.contains(.queryMemoryData) ? .needsStoredBytes(result) : .hit(result)
+        let result = ImageResult(image: node.image, data: node.data, cacheType: .memory, key: key, url: url)
+        return node.data == nil && options.contains(.queryMemoryData) ? .needsStoredBytes(result) : .hit(result)
     }
 
     /// The result of an answer: a hit as it is, a hit that needs its bytes with them
