@@ -46,3 +46,14 @@ package func hummingbirdApp() async throws {
     try await services.run()
 // snippet-end
 }
+
+/// MemoryHitFastPath's DocC example (its doc comment shows the region below).
+package func memoryHitFastPathApp(endpoint: ImageEndpoint, router: Router<BasicRequestContext>) -> some ApplicationProtocol {
+// snippet-begin: memory-hit-fast-path
+    let fastPath = MemoryHitFastPath(endpoint: endpoint, mountedAt: "/img", serverName: "my-service")
+    let app = Application(
+        router: router,  // with router.addImageRoutes(endpoint, at: "/img")
+        server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
+// snippet-end
+    return app
+}

@@ -62,6 +62,35 @@ struct DocSnippetsTests {
         _ = hummingbirdApp as () async throws -> Void
     }
 
+    /// The bodies of the ```swift blocks in a source file's doc comments.
+    static func docCommentBlocks(in source: URL) throws -> [String] {
+        var blocks: [String] = []
+        var lines: [String]?
+        for line in try String(contentsOf: source, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false) {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            guard text.hasPrefix("///") else { continue }
+            let body = text.dropFirst(3).hasPrefix(" ") ? String(text.dropFirst(4)) : String(text.dropFirst(3))
+            if body == "```swift" {
+                lines = []
+            } else if body == "```", let block = lines {
+                blocks.append(block.joined(separator: "\n"))
+                lines = nil
+            } else if lines != nil {
+                lines?.append(body)
+            }
+        }
+        return blocks
+    }
+
+    @Test("MemoryHitFastPath's DocC example is the compiled one")
+    func memoryHitFastPathExample() throws {
+        let snippets = try Self.snippets(in: Self.root.appendingPathComponent("Tests/DocSnippets/ServingSnippets.swift"))
+        let example = try #require(snippets["memory-hit-fast-path"])
+        let blocks = try Self.docCommentBlocks(in: Self.root.appendingPathComponent("Sources/WebImageHummingbird/MemoryHitChannelHandler.swift"))
+        #expect(blocks.contains(example), "MemoryHitFastPath's doc comment shows ServingSnippets.swift's memory-hit-fast-path region verbatim")
+        _ = memoryHitFastPathApp  // the compiled function this test reads
+    }
+
     @Test("ImageEndpoint.configured(file:) reads the file's presets, the flags over the file, and names the key of a bad value")
     func configuredFromFile() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("configured-\(UUID().uuidString)")
