@@ -51,6 +51,13 @@ struct EndpointThumbnailTests {
         #expect(await f.get(path, [.ifModifiedSince: "Sat, 01 Jan 2000 00:00:00 GMT"]).status == .ok)
         #expect(await f.get(path, [.ifModifiedSince: "not a date"]).status == .ok)
         #expect(await f.get(path, [.ifNoneMatch: "\"other\"", .ifModifiedSince: modified]).status == .ok)
+        // The same instant in asctime form ("Sun, 06 Nov 1994 08:49:37 GMT" as "Sun Nov  6 08:49:37 1994"),
+        // and an RFC 850 date before it: HTTP's obsolete forms, which a recipient must read.
+        let parts = Array(modified)
+        let day = parts[5] == "0" ? " \(parts[6])" : String(parts[5...6])
+        let asctime = "\(String(parts[0..<3])) \(String(parts[8..<11])) \(day) \(String(parts[17..<25])) \(String(parts[12..<16]))"
+        #expect(await f.get(path, [.ifModifiedSince: asctime]).status == .notModified, "If-Modified-Since: \(asctime)")
+        #expect(await f.get(path, [.ifModifiedSince: "Saturday, 01-Jan-00 00:00:00 GMT"]).status == .ok)
     }
 
     @Test("HEAD: the GET's status and headers, Content-Length included, and no body")

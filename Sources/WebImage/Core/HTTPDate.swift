@@ -7,8 +7,7 @@ import Glibc
 /// `Last-Modified`, `If-Modified-Since` and a dated `Retry-After`. Formatted and
 /// parsed with `gmtime_r` and `timegm`: a `DateFormatter` per call is costly on
 /// Linux, and this format has no locale in it. The obsolete RFC 850 and asctime
-/// forms are not read: an origin that sends them gets no pause from its
-/// `Retry-After`, which is the safe side.
+/// forms are read too, as RFC 9110 asks of a recipient; only IMF-fixdate is written.
 package enum HTTPDate {
     private static let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
@@ -53,39 +52,98 @@ package enum HTTPDate {
         }
     }
 
-    /// The date an IMF-fixdate names, or nil for any other text (or an impossible
-    /// date, such as 31 February).
-    package static func parse(_ text: String) -> Date? {
+    private static let longDays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+
+    /// A date's fields as a timestamp writes them.
+    private struct Fields {
+        var year: Int32, month: Int32, day: Int32, hour: Int32, minute: Int32, second: Int32
+    }
+
+    /// The date an HTTP-date names (RFC 9110 section 5.6.7: a recipient accepts all
+    /// three forms), or nil for any other text or an impossible date (31 February):
+    /// - IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`;
+    /// - RFC 850, `Sunday, 06-Nov-94 08:49:37 GMT`, whose two-digit year is the
+    ///   most recent one with those digits that is not more than 50 years after `now`;
+    /// - asctime, `Sun Nov  6 08:49:37 1994`.
+    package static func parse(_ text: String) -> Date? { parse(text, now: Date()) }
+
+    /// ``parse(_:)`` with the present given (for an RFC 850 date's century).
+    package static func parse(_ text: String, now: Date) -> Date? {
         let bytes = Array(text.utf8)
-        // "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes at fixed places.
-        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 32, bytes[7] == 32, bytes[11] == 32,
-              bytes[16] == 32, bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 32,
-              String(decoding: bytes[26...], as: UTF8.self) == "GMT",
-              days.contains(String(decoding: bytes[0..<3], as: UTF8.self)),
-              let month = months.firstIndex(of: String(decoding: bytes[8..<11], as: UTF8.self))
-        else { return nil }
-        func number(_ range: Range<Int>) -> Int32? {
-            var value: Int32 = 0
-            for byte in bytes[range] {
-                guard (48...57).contains(byte) else { return nil }
-                value = value * 10 + Int32(byte - 48)
-            }
-            return value
-        }
-        guard let day = number(5..<7), let year = number(12..<16), let hour = number(17..<19),
-              let minute = number(20..<22), let second = number(23..<25),
-              (1...31).contains(day), hour < 24, minute < 60, second < 61
-        else { return nil }
+        guard let fields = imfFixdate(bytes) ?? rfc850(bytes, now: now) ?? asctime(bytes) else { return nil }
+        guard (1...31).contains(fields.day), fields.hour < 24, fields.minute < 60, fields.second < 61 else { return nil }
         var parts = tm()
-        parts.tm_year = year - 1900
-        parts.tm_mon = Int32(month)
-        parts.tm_mday = day
-        parts.tm_hour = hour
-        parts.tm_min = minute
-        parts.tm_sec = second
+        parts.tm_year = fields.year - 1900
+        parts.tm_mon = fields.month
+        parts.tm_mday = fields.day
+        parts.tm_hour = fields.hour
+        parts.tm_min = fields.minute
+        parts.tm_sec = fields.second
         let seconds = timegm(&parts)
         // timegm normalises 31 February into March: refuse what it had to move.
-        guard parts.tm_mday == day, parts.tm_mon == Int32(month) else { return nil }
+        guard parts.tm_mday == fields.day, parts.tm_mon == fields.month else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    /// The digits in `range`, or nil if any byte there is not one.
+    private static func number(_ bytes: [UInt8], _ range: Range<Int>) -> Int32? {
+        var value: Int32 = 0
+        for byte in bytes[range] {
+            guard (48...57).contains(byte) else { return nil }
+            value = value * 10 + Int32(byte - 48)
+        }
+        return value
+    }
+
+    private static func text(_ bytes: [UInt8], _ range: Range<Int>) -> String { String(decoding: bytes[range], as: UTF8.self) }
+
+    /// `hh:mm:ss` at `index`: (hour, minute, second).
+    private static func time(_ bytes: [UInt8], at index: Int) -> (Int32, Int32, Int32)? {
+        guard bytes.count >= index + 8, bytes[index + 2] == UInt8(ascii: ":"), bytes[index + 5] == UInt8(ascii: ":"),
+              let hour = number(bytes, index..<index + 2), let minute = number(bytes, index + 3..<index + 5),
+              let second = number(bytes, index + 6..<index + 8) else { return nil }
+        return (hour, minute, second)
+    }
+
+    /// "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes at fixed places.
+    private static func imfFixdate(_ bytes: [UInt8]) -> Fields? {
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 32, bytes[7] == 32, bytes[11] == 32,
+              bytes[16] == 32, bytes[25] == 32, text(bytes, 26..<29) == "GMT", days.contains(text(bytes, 0..<3)),
+              let month = months.firstIndex(of: text(bytes, 8..<11)),
+              let day = number(bytes, 5..<7), let year = number(bytes, 12..<16), let (hour, minute, second) = time(bytes, at: 17)
+        else { return nil }
+        return Fields(year: year, month: Int32(month), day: day, hour: hour, minute: minute, second: second)
+    }
+
+    /// "Sunday, 06-Nov-94 08:49:37 GMT": the long day name, then 24 bytes at fixed places.
+    private static func rfc850(_ bytes: [UInt8], now: Date) -> Fields? {
+        guard let comma = bytes.firstIndex(of: UInt8(ascii: ",")), longDays.contains(text(bytes, 0..<comma)),
+              bytes.count == comma + 24 else { return nil }
+        let at = comma + 1  // " 06-Nov-94 08:49:37 GMT"
+        guard bytes[at] == 32, bytes[at + 3] == UInt8(ascii: "-"), bytes[at + 7] == UInt8(ascii: "-"), bytes[at + 10] == 32,
+              bytes[at + 19] == 32, text(bytes, at + 20..<at + 23) == "GMT",
+              let month = months.firstIndex(of: text(bytes, at + 4..<at + 7)),
+              let day = number(bytes, at + 1..<at + 3), let twoDigits = number(bytes, at + 8..<at + 10),
+              let (hour, minute, second) = time(bytes, at: at + 11)
+        else { return nil }
+        // RFC 9110: a year that appears more than 50 years in the future is the
+        // most recent past year with the same last two digits.
+        var current = tm()
+        var seconds = time_t(now.timeIntervalSince1970.rounded(.down))
+        gmtime_r(&seconds, &current)
+        let thisYear = Int32(current.tm_year) + 1900
+        var year = thisYear - thisYear % 100 + twoDigits
+        if year > thisYear + 50 { year -= 100 }
+        return Fields(year: year, month: Int32(month), day: day, hour: hour, minute: minute, second: second)
+    }
+
+    /// "Sun Nov  6 08:49:37 1994": 24 bytes at fixed places, the day padded with a space.
+    private static func asctime(_ bytes: [UInt8]) -> Fields? {
+        guard bytes.count == 24, bytes[3] == 32, bytes[7] == 32, bytes[10] == 32, bytes[19] == 32,
+              days.contains(text(bytes, 0..<3)), let month = months.firstIndex(of: text(bytes, 4..<7)),
+              let day = bytes[8] == 32 ? number(bytes, 9..<10) : number(bytes, 8..<10),
+              let year = number(bytes, 20..<24), let (hour, minute, second) = time(bytes, at: 11)
+        else { return nil }
+        return Fields(year: year, month: Int32(month), day: day, hour: hour, minute: minute, second: second)
     }
 }
