@@ -229,6 +229,7 @@ let package = Package(
             name: "WebImageHummingbird",
             dependencies: ["WebImageHTTP", "WebImage",
                            .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HummingbirdCore", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),

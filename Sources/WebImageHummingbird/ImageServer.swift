@@ -1,5 +1,6 @@
 import Foundation
 public import Hummingbird
+import HummingbirdCore
 import HTTPTypes
 public import Logging
 import NIOCore
@@ -33,6 +34,16 @@ public struct ImageServer: Sendable {
     /// event loop, before the router (``MemoryHitFastPath``). On by default: the
     /// same answer without a hop to a task and back (docs/performance.md gives the rates).
     public var answersMemoryHitsOnEventLoop = true
+    /// The most connections open at once (`http.maxConnections`); past it the
+    /// server stops accepting until one closes (new clients wait in the kernel's
+    /// listen queue). Nil: no bound. Each connection can hold a few MiB (the
+    /// requests read and the answers written that its client has not read), so
+    /// this with ``idleTimeout`` bounds what clients can make the server hold.
+    public var maxConnections: Int? = 1024
+    /// How long a connection may wait for its next request, or for its client to
+    /// read an answer, before it is closed (`http.idleTimeout`;
+    /// ``ConnectionTimeoutHandler``). Nil: forever.
+    public var idleTimeout: Duration? = .seconds(60)
 
     public init(endpoint: ImageEndpoint, host: String = "127.0.0.1", port: Int = 8080,
                 metrics: (@Sendable () -> [UInt8])? = nil, logger: Logger = Logger(label: "webimage.serve"),
@@ -107,13 +118,17 @@ public struct ImageServer: Sendable {
         let fastPath = answersMemoryHitsOnEventLoop ? MemoryHitFastPath(endpoint: endpoint, serverName: serverName) : nil
         // A connection still open a second past the grace period is closed: a client
         // that never reads its answers would otherwise hold the exit (QuiesceDeadlineHandler).
-        let grace = endpoint.settings.shutdownGrace + .seconds(1)
-        let deadline = TimeAmount.nanoseconds(grace.components.seconds * 1_000_000_000 + grace.components.attoseconds / 1_000_000_000)
+        let deadline = TimeAmount(endpoint.settings.shutdownGrace + .seconds(1))
+        let idleLimit = idleTimeout.map(TimeAmount.init)
+        // In this order after the codec: the timeouts see every request and answer,
+        // the fast path's and the router's alike.
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers:
-                [QuiesceDeadlineHandler(after: deadline)] + (fastPath.map { [$0.channelHandler()] } ?? []))),
-            configuration: .init(address: .hostname(host, port: port), serverName: serverName),
+                [QuiesceDeadlineHandler(after: deadline)] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
+                    + (fastPath.map { [$0.channelHandler()] } ?? []))),
+            configuration: .init(address: .hostname(host, port: port), serverName: serverName,
+                                 availableConnectionsDelegate: maxConnections.map { MaximumAvailableConnections($0, logger: logger) }),
             onServerRunning: { channel in
                 listening.set()
                 await onServerRunning(channel.localAddress?.port ?? 0)

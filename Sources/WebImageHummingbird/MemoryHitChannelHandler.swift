@@ -41,9 +41,11 @@ public import WebImageHTTP
 ///     server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
 /// ```
 ///
-/// Requests it answers bypass the router's middleware. With an `idleTimeout` on
-/// the HTTP/1 channel, Hummingbird's idle timer does not see them, so a
-/// connection busy only with memory hits is closed when the timeout passes.
+/// Requests it answers bypass the router's middleware. Hummingbird's own
+/// `idleTimeout` on the HTTP/1 channel does not see them (its handler comes after
+/// this one), so a connection busy only with memory hits would be closed when the
+/// timeout passes; ``ConnectionTimeoutHandler`` placed before this handler, as
+/// ``ImageServer`` places it, sees every request and answer.
 public struct MemoryHitFastPath: Sendable {
     let endpoint: ImageEndpoint
     /// The exact path it answers (`/img/thumbnail`); any other goes to the router.

@@ -17,7 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Serve thumbnails over HTTP: /thumbnail, /placeholder, /info, /health, /metrics.",
         discussion: """
         Configured like every command (--config, --set, WEBIMAGE_*): http.host (127.0.0.1), \
-        http.port (8080), and the thumbnail.* keys in docs/serving.md. thumbnail.allowedHosts \
+        http.port (8080), http.maxConnections (1024), http.idleTimeout (60s), and the \
+        thumbnail.* keys in docs/serving.md. thumbnail.allowedHosts \
         is empty by default: every image is refused until it names the hosts to fetch from. \
         Stops gracefully on SIGTERM or SIGINT (thumbnail.shutdownGrace).
         """
@@ -27,7 +28,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// `allocator` is read before the command runs (``ServeAllocator``); it is
     /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
-    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "allocator"]
+    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "http.maxConnections", "http.idleTimeout", "allocator"]
 
     func run() async throws {
         let registry = PrometheusCollectorRegistry()
@@ -56,6 +57,9 @@ struct ServeCommand: AsyncParsableCommand {
             var configured = ImageServer(endpoint: endpoint,
                                          host: host, port: port, metrics: { registry.emitToBuffer() }, logger: logger)
             configured.answersMemoryHitsOnEventLoop = try values.bool("http.memoryHitsOnEventLoop") ?? true
+            // 0 turns either bound off.
+            if let most = try values.int("http.maxConnections", minimum: 0) { configured.maxConnections = most == 0 ? nil : most }
+            if let idle = try values.duration("http.idleTimeout") { configured.idleTimeout = idle == .zero ? nil : idle }
             server = configured
         } catch let error as WebImageError {
             Terminal.error("configuration: \(error.message)")

@@ -74,6 +74,49 @@ package enum RawHTTP {
         }
     }
 
+    /// Opens a connection and writes `bytes` (a request, part of one, or nothing),
+    /// reading nothing. The caller closes it (`close(fd)`).
+    package static func open(port: Int, sending bytes: String = "") async throws -> Int32 {
+        try await onThread {
+            let fd = try connected(port: port)
+            do { try writeAll(fd, Array(bytes.utf8)) } catch { close(fd); throw error }
+            return fd
+        }
+    }
+
+    /// What a connection reads until the server closes it, or nil if it was still
+    /// open after `bound` (a generous bound: the event is the close).
+    package static func readUntilClosed(_ fd: Int32, bound: Duration = .seconds(120)) async -> Data? {
+        try? await onThread { () -> Data? in
+            var timeout = timeval(tv_sec: Int(bound.components.seconds), tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n == 0 { return received }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return nil  // the bound passed (EAGAIN), or the socket failed
+                }
+                received.append(contentsOf: buffer[0..<n])
+            }
+        }
+    }
+
+    /// Whatever a connection reads within `wait`, without waiting for a close: empty
+    /// if nothing came (a check that something did not happen, so `wait` can only
+    /// make it pass, never fail, on a slow machine).
+    package static func readAvailable(_ fd: Int32, within wait: Duration) async -> Data {
+        (try? await onThread { () -> Data in
+            var timeout = timeval(tv_sec: Int(wait.components.seconds), tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let n = read(fd, &buffer, buffer.count)
+            return n > 0 ? Data(buffer[0..<n]) : Data()
+        }) ?? Data()
+    }
+
     private static func connected(port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }

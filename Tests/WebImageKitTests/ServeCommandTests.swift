@@ -370,12 +370,44 @@ struct ServeCommandTests {
         #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
+    @Test("http.idleTimeout closes a connection that sends half a head or nothing; http.maxConnections holds the next client until one closes")
+    func connectionBounds() async throws {
+        let tool = Tool()
+        let timed = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s"])
+        defer { timed.signal(SIGKILL) }
+        let port = try #require(URL(string: try await timed.listeningAddress())?.port)
+        // A slow-header client: part of a head, then nothing.
+        let slow = try await RawHTTP.open(port: port, sending: "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        defer { close(slow) }
+        let silent = try await RawHTTP.open(port: port)
+        defer { close(silent) }
+        #expect(await RawHTTP.readUntilClosed(slow) == Data(), "closed by the server, with nothing written")
+        #expect(await RawHTTP.readUntilClosed(silent) == Data(), "closed by the server, with nothing written")
+        #expect(try await RawHTTP.send(port: port, target: "/health").status == 200, "the server goes on")
+
+        let capped = try tool.start(["serve", "--cache-dir", tool.cache.path + "-capped", "--set", "http.port=0",
+                                     "--set", "http.maxConnections=1", "--set", "http.idleTimeout=0"])
+        defer { capped.signal(SIGKILL) }
+        let cappedPort = try #require(URL(string: try await capped.listeningAddress())?.port)
+        let health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let first = try await RawHTTP.open(port: cappedPort, sending: health)
+        let answered = await RawHTTP.readAvailable(first, within: .seconds(60))
+        #expect(String(decoding: answered, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "the first connection is answered and kept open")
+        let second = try await RawHTTP.open(port: cappedPort, sending: health)
+        defer { close(second) }
+        #expect(await RawHTTP.readAvailable(second, within: .seconds(1)).isEmpty, "not accepted while the first is open")
+        close(first)
+        let later = await RawHTTP.readAvailable(second, within: .seconds(60))
+        #expect(String(decoding: later, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "accepted and answered once the first closed")
+    }
+
     @Test("bad configuration stops start-up with exit status 2 and the key's name")
     func badConfiguration() async throws {
         let tool = Tool()
         for (setting, word) in [("thumbnail.onlyPresets=true", "thumbnail.onlyPresets"), ("thumbnail.presets.x=w=0", "thumbnail.presets.x"),
                                 ("thumbnail.maxDimenson=10", "thumbnail.maxDimension"), ("thumbnail.maxDimension=70000", "1 to 65535"),
-                                ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port")] {
+                                ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port"),
+                                ("http.maxConnections=-1", "http.maxConnections"), ("http.idleTimeout=soon", "http.idleTimeout")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")

@@ -1,0 +1,81 @@
+import HTTPTypes
+import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
+import Testing
+import WebImageHummingbird
+
+@Suite("Connections that wait too long are closed")
+struct ConnectionTimeoutHandlerTests {
+    static let limit = TimeAmount.seconds(60)
+
+    static func channel() throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel(handler: ConnectionTimeoutHandler(limit: limit))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        return channel
+    }
+
+    static func head(_ path: String = "/thumbnail") -> HTTPRequestPart {
+        .head(HTTPRequest(method: .get, scheme: "http", authority: "test", path: path))
+    }
+
+    static func answer(_ channel: EmbeddedChannel) throws {
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+    }
+
+    @Test("a connection that sends no request, or not a whole head, is closed at the limit and not before")
+    func noRequest() throws {
+        let channel = try Self.channel()
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive, "idle for the whole limit")
+    }
+
+    @Test("a request being answered is never timed out; the clock starts again when the last answer ends")
+    func answering() throws {
+        let channel = try Self.channel()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(30))
+        try channel.writeInbound(Self.head())
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        try channel.writeInbound(Self.head("/second"))  // pipelined
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        channel.embeddedEventLoop.advanceTime(by: Self.limit * 3)
+        #expect(channel.isActive, "two answers pending")
+        try Self.answer(channel)
+        channel.embeddedEventLoop.advanceTime(by: Self.limit * 3)
+        #expect(channel.isActive, "one answer still pending")
+        try Self.answer(channel)
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        #expect(channel.isActive)
+        try channel.writeInbound(Self.head("/third"))  // keep-alive: the next request in time
+        try channel.writeInbound(HTTPRequestPart.end(nil))
+        try Self.answer(channel)
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        #expect(channel.isActive, "the clock started again at the third answer's end")
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive)
+        // What passed through is untouched.
+        var heads = 0
+        while let part = try channel.readInbound(as: HTTPRequestPart.self) { if case .head = part { heads += 1 } }
+        #expect(heads == 3)
+    }
+
+    @Test("a client that stops reading its answers is closed when writes have waited the limit; one that reads again is not")
+    func stalledReader() throws {
+        let channel = try Self.channel()
+        try channel.writeInbound(Self.head())
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.advanceTime(by: Self.limit * 2)
+        #expect(channel.isActive, "it read again in time, and a request is still being answered")
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(!channel.isActive, "writes waited the whole limit")
+    }
+}
