@@ -277,8 +277,12 @@ let package = Package(
         // checks that the page shows them as they are here).
         .target(
             name: "WebImageDocSnippets",
-            dependencies: ["WebImageKit", "WebImageHTTP", "WebImageHummingbird",
+            dependencies: ["WebImageKit", "WebImageHTTP", "WebImageHummingbird", "WebImageConfiguration", "WebImageTesting",
+                           "WebImageLMDB", "WebImageVips", "WebImageTurboJPEG", "WebImageCurl", "WebImageRedis", "WebImageS3",
                            .product(name: "Hummingbird", package: "hummingbird"),
+                           .product(name: "HTTPTypes", package: "swift-http-types"),
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "Prometheus", package: "swift-prometheus"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],

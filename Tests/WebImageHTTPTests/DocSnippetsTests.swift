@@ -8,7 +8,7 @@ import WebImageKit
 
 /// docs/serving.md shows its Swift snippets as Tests/DocSnippets compiles them:
 /// a page's example that does not build is a new user's first error.
-@Suite("serving.md's and writing-plugins.md's snippets are the compiled ones")
+@Suite("serving.md's, writing-plugins.md's and the doc comments' snippets are the compiled ones")
 struct DocSnippetsTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -82,13 +82,27 @@ struct DocSnippetsTests {
         return blocks
     }
 
-    @Test("MemoryHitFastPath's DocC example is the compiled one")
-    func memoryHitFastPathExample() throws {
-        let snippets = try Self.snippets(in: Self.root.appendingPathComponent("Tests/DocSnippets/ServingSnippets.swift"))
-        let example = try #require(snippets["memory-hit-fast-path"])
-        let blocks = try Self.docCommentBlocks(in: Self.root.appendingPathComponent("Sources/WebImageHummingbird/MemoryHitChannelHandler.swift"))
-        #expect(blocks.contains(example), "MemoryHitFastPath's doc comment shows ServingSnippets.swift's memory-hit-fast-path region verbatim")
-        _ = memoryHitFastPathApp  // the compiled function this test reads
+    @Test("every ```swift example in a doc comment of Sources/ and Plugins/ is a region of Tests/DocSnippets, which the tests compile")
+    func docCommentExamples() throws {
+        let folder = Self.root.appendingPathComponent("Tests/DocSnippets")
+        var regions = Set<String>()
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".swift") {
+            regions.formUnion(try Self.snippets(in: folder.appendingPathComponent(name)).values)
+        }
+        var examples = 0
+        for top in ["Sources", "Plugins"] {
+            let base = Self.root.appendingPathComponent(top)
+            let files = FileManager.default.enumerator(atPath: base.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+            for file in files.sorted() {
+                for block in try Self.docCommentBlocks(in: base.appendingPathComponent(file)) {
+                    examples += 1
+                    let compiled = regions.contains(block)
+                    #expect(compiled, "\(top)/\(file): its example is not a compiled region of Tests/DocSnippets:\n\(block)")
+                }
+            }
+        }
+        #expect(examples >= 45, "the examples were found (\(examples))")
+        _ = memoryHitFastPathApp  // a compiled function of the regions this test reads
     }
 
     @Test("ImageEndpoint.configured(file:) reads the file's presets, the flags over the file, and names the key of a bad value")

@@ -8,7 +8,7 @@ public import Foundation
 ///
 /// ```swift
 /// do { _ = try await manager.loadImage(with: url) }
-/// catch let error as WebImageError where error.code == .notFound { ... }
+/// catch let error as WebImageError where error.code == .notFound { print("gone:", error.message) }
 /// ```
 public struct WebImageError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is.
