@@ -82,27 +82,72 @@ struct DocSnippetsTests {
         return blocks
     }
 
-    @Test("every ```swift example in a doc comment of Sources/ and Plugins/ is a region of Tests/DocSnippets, which the tests compile")
-    func docCommentExamples() throws {
-        let folder = Self.root.appendingPathComponent("Tests/DocSnippets")
+    /// Every region of the files in Tests/DocSnippets.
+    static func compiledRegions() throws -> Set<String> {
+        let folder = root.appendingPathComponent("Tests/DocSnippets")
         var regions = Set<String>()
         for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name.hasSuffix(".swift") {
-            regions.formUnion(try Self.snippets(in: folder.appendingPathComponent(name)).values)
+            regions.formUnion(try snippets(in: folder.appendingPathComponent(name)).values)
         }
+        return regions
+    }
+
+    /// The Swift files under `top` (Sources, Plugins), or its Markdown pages.
+    static func files(under top: String, suffix: String) -> [String] {
+        let base = root.appendingPathComponent(top)
+        return (FileManager.default.enumerator(atPath: base.path)?.compactMap { $0 as? String } ?? [])
+            .filter { $0.hasSuffix(suffix) && !$0.contains(".build/") }.sorted().map { "\(top)/\($0)" }
+    }
+
+    @Test("every ```swift example in a doc comment of Sources/ and Plugins/ is a region of Tests/DocSnippets, which the tests compile")
+    func docCommentExamples() throws {
+        let regions = try Self.compiledRegions()
         var examples = 0
-        for top in ["Sources", "Plugins"] {
-            let base = Self.root.appendingPathComponent(top)
-            let files = FileManager.default.enumerator(atPath: base.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
-            for file in files.sorted() {
-                for block in try Self.docCommentBlocks(in: base.appendingPathComponent(file)) {
-                    examples += 1
-                    let compiled = regions.contains(block)
-                    #expect(compiled, "\(top)/\(file): its example is not a compiled region of Tests/DocSnippets:\n\(block)")
-                }
+        for file in Self.files(under: "Sources", suffix: ".swift") + Self.files(under: "Plugins", suffix: ".swift") {
+            for block in try Self.docCommentBlocks(in: Self.root.appendingPathComponent(file)) {
+                examples += 1
+                let compiled = regions.contains(block)
+                #expect(compiled, "\(file): its example is not a compiled region of Tests/DocSnippets:\n\(block)")
             }
         }
         #expect(examples >= 45, "the examples were found (\(examples))")
         _ = memoryHitFastPathApp  // a compiled function of the regions this test reads
+    }
+
+    /// The pages' Swift blocks that are not compiled here, by their first lines, and why.
+    static let notCompiled: [(page: String, start: String, why: String)] = [
+        ("docs/serving.md", "// Package.swift", "a manifest's lines"),
+        ("Sources/WebImage/WebImage.docc/GettingStarted.md", "// swift-tools-version:6.1", "a whole manifest"),
+        ("docs/serving.md", "import HTTPTypes\nimport Vapor", "Vapor is not a dependency of the package"),
+        ("docs/serving.md", "import OTel", "swift-otel is not a dependency of the package"),
+        ("docs/writing-plugins.md", "import WebImage\n\nstruct QOICoder", "a sketch: `...` stands for the decoder"),
+        ("docs/writing-plugins.md", "@Test func conforms() async throws {\n    try await ImageCoderConformance", "the sketch's conformance test"),
+        ("docs/testing.md", "let box: Box", "a data race on purpose, for ThreadSanitizer"),
+    ]
+
+    @Test("every ```swift block of README.md, docs/ and the DocC articles is a compiled region, or one named as not compilable here with its reason")
+    func pageExamples() throws {
+        let regions = try Self.compiledRegions()
+        let pages = ["README.md"] + Self.files(under: "docs", suffix: ".md")
+            + Self.files(under: "Sources", suffix: ".md").filter { $0.contains(".docc/") }
+            + Self.files(under: "Plugins", suffix: ".md").filter { $0.contains(".docc/") }
+        var blocks = 0
+        var exempted = Set<Int>()
+        for page in pages {
+            for block in try Self.swiftBlocks(in: Self.root.appendingPathComponent(page)) {
+                blocks += 1
+                if regions.contains(block) { continue }
+                if let index = Self.notCompiled.firstIndex(where: { $0.page == page && block.hasPrefix($0.start) }) {
+                    exempted.insert(index)
+                    continue
+                }
+                Issue.record("\(page): a Swift block that is not a compiled region of Tests/DocSnippets:\n\(block)")
+            }
+        }
+        #expect(blocks >= 25, "the pages' blocks were found (\(blocks))")
+        for (index, entry) in Self.notCompiled.enumerated() where !exempted.contains(index) {
+            Issue.record("\(entry.page): no block starts with \"\(entry.start)\" any more: take it off the list")
+        }
     }
 
     @Test("ImageEndpoint.configured(file:) reads the file's presets, the flags over the file, and names the key of a bad value")
