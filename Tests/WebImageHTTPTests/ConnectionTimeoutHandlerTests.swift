@@ -1,7 +1,9 @@
 import HTTPTypes
 import NIOCore
 import NIOEmbedded
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import Testing
 import WebImageHummingbird
 
@@ -77,5 +79,27 @@ struct ConnectionTimeoutHandlerTests {
         channel.pipeline.fireChannelWritabilityChanged()
         channel.embeddedEventLoop.advanceTime(by: Self.limit)
         #expect(!channel.isActive, "writes waited the whole limit")
+    }
+}
+
+@Suite("HTTP/1.0 requests close their connection after the answer")
+struct HTTP1KeepAliveHandlerTests {
+    /// The connection header the request reaches Hummingbird with.
+    static func connection(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> String? {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+        try channel.pipeline.syncOperations.addHandler(HTTP1KeepAliveHandler())
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
+        guard case .head(let request)? = try channel.readInbound(as: HTTPRequestPart.self) else { return "no head" }
+        return request.headerFields[.connection]
+    }
+
+    @Test("HTTP/1.0 without keep-alive gets Connection: close; keep-alive and HTTP/1.1 are left as they came")
+    func marks() throws {
+        #expect(try Self.connection(.http1_0) == "close")
+        #expect(try Self.connection(.http1_0, ["Connection": "keep-alive"]) == "keep-alive")
+        #expect(try Self.connection(.http1_0, ["Connection": "Upgrade"]) == "close")
+        #expect(try Self.connection(.http1_1) == nil)
+        #expect(try Self.connection(.http1_1, ["Connection": "close"]) == "close")
     }
 }

@@ -370,7 +370,7 @@ struct ServeCommandTests {
         #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
-    @Test("http.idleTimeout closes a connection that sends half a head or nothing; http.maxConnections holds the next client until one closes")
+    @Test("http.idleTimeout closes a connection that sends half a head or nothing; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
     func connectionBounds() async throws {
         let tool = Tool()
         let timed = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s"])
@@ -389,6 +389,11 @@ struct ServeCommandTests {
                                      "--set", "http.maxConnections=1", "--set", "http.idleTimeout=0"])
         defer { capped.signal(SIGKILL) }
         let cappedPort = try #require(URL(string: try await capped.listeningAddress())?.port)
+        // HTTP/1.0 without keep-alive: the answer, then the server closes (no idle timeout on this one).
+        let old = try await RawHTTP.open(port: cappedPort, sending: "GET /health HTTP/1.0\r\n\r\n")
+        let oldAnswer = await RawHTTP.readUntilClosed(old).map { String(decoding: $0, as: UTF8.self) }
+        close(old)  // as a client does at the end of the stream: the slot is free again
+        #expect(oldAnswer?.hasPrefix("HTTP/1.1 200") == true && oldAnswer?.hasSuffix("ok\n") == true, "\(oldAnswer ?? "still open")")
         let health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         let first = try await RawHTTP.open(port: cappedPort, sending: health)
         let answered = await RawHTTP.readAvailable(first, within: .seconds(60))
