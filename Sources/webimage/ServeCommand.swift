@@ -59,7 +59,13 @@ struct ServeCommand: AsyncParsableCommand {
             configured.answersMemoryHitsOnEventLoop = try values.bool("http.memoryHitsOnEventLoop") ?? true
             // 0 turns either bound off.
             if let most = try values.int("http.maxConnections", minimum: 0) { configured.maxConnections = most == 0 ? nil : most }
-            if let idle = try values.duration("http.idleTimeout") { configured.idleTimeout = idle == .zero ? nil : idle }
+            if let idle = try values.duration("http.idleTimeout") {
+                // Under a second a client's next request on a kept connection would find it closed.
+                guard idle == .zero || idle >= .seconds(1) else {
+                    throw values.invalid("http.idleTimeout", values.text("http.idleTimeout") ?? "", "at least 1s, or 0 for no limit")
+                }
+                configured.idleTimeout = idle == .zero ? nil : idle
+            }
             server = configured
         } catch let error as WebImageError {
             Terminal.error("configuration: \(error.message)")

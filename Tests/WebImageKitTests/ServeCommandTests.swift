@@ -412,7 +412,8 @@ struct ServeCommandTests {
         for (setting, word) in [("thumbnail.onlyPresets=true", "thumbnail.onlyPresets"), ("thumbnail.presets.x=w=0", "thumbnail.presets.x"),
                                 ("thumbnail.maxDimenson=10", "thumbnail.maxDimension"), ("thumbnail.maxDimension=70000", "1 to 65535"),
                                 ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port"),
-                                ("http.maxConnections=-1", "http.maxConnections"), ("http.idleTimeout=soon", "http.idleTimeout")] {
+                                ("http.maxConnections=-1", "http.maxConnections"), ("http.idleTimeout=soon", "http.idleTimeout"),
+                                ("http.idleTimeout=500ms", "at least 1s")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
