@@ -82,24 +82,60 @@ struct ConnectionTimeoutHandlerTests {
     }
 }
 
-@Suite("HTTP/1.0 requests close their connection after the answer")
+@Suite("A request that does not keep its connection closes it after the answer")
 struct HTTP1KeepAliveHandlerTests {
-    /// The connection header the request reaches Hummingbird with.
-    static func connection(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> String? {
+    static func channel() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         try channel.pipeline.syncOperations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
         try channel.pipeline.syncOperations.addHandler(HTTP1KeepAliveHandler())
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        return channel
+    }
+
+    /// The connection field the request reaches Hummingbird with.
+    static func connection(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> String? {
+        let channel = try channel()
         try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
         guard case .head(let request)? = try channel.readInbound(as: HTTPRequestPart.self) else { return "no head" }
         return request.headerFields[.connection]
     }
 
-    @Test("HTTP/1.0 without keep-alive gets Connection: close; keep-alive and HTTP/1.1 are left as they came")
+    @Test("what reaches Hummingbird: `close` for HTTP/1.0 without keep-alive and for any close option in any case; keep-alive and plain HTTP/1.1 as they came")
     func marks() throws {
         #expect(try Self.connection(.http1_0) == "close")
         #expect(try Self.connection(.http1_0, ["Connection": "keep-alive"]) == "keep-alive")
         #expect(try Self.connection(.http1_0, ["Connection": "Upgrade"]) == "close")
         #expect(try Self.connection(.http1_1) == nil)
         #expect(try Self.connection(.http1_1, ["Connection": "close"]) == "close")
+        #expect(try Self.connection(.http1_1, ["Connection": "Close"]) == "close")
+        #expect(try Self.connection(.http1_1, ["Connection": "keep-alive, CLOSE"]) == "close")
+        var twice = HTTPHeaders()
+        twice.add(name: "Connection", value: "keep-alive")
+        twice.add(name: "Connection", value: "close")
+        #expect(try Self.connection(.http1_1, twice) == "close")
+    }
+
+    /// Answers one request of `version` with `headers` and returns the answer's
+    /// connection field and whether the channel is still open after it.
+    static func answer(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> (connection: String?, open: Bool) {
+        let channel = try channel()
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        guard case .head(let head)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else { return ("no head", channel.isActive) }
+        return (head.headers.first(name: "connection"), channel.isActive)
+    }
+
+    @Test("the answer says what happens to the connection, and a closing answer closes it fully once written")
+    func answers() throws {
+        let old = try Self.answer(.http1_0)
+        #expect(old.connection == "close" && !old.open)
+        let kept = try Self.answer(.http1_0, ["Connection": "keep-alive"])
+        #expect(kept.connection == "keep-alive" && kept.open)
+        let closing = try Self.answer(.http1_1, ["Connection": "Close"])
+        #expect(closing.connection == "close" && !closing.open)
+        let plain = try Self.answer(.http1_1)
+        #expect(plain.connection == nil && plain.open)
     }
 }

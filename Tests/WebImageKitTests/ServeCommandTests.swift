@@ -390,9 +390,10 @@ struct ServeCommandTests {
         defer { capped.signal(SIGKILL) }
         let cappedPort = try #require(URL(string: try await capped.listeningAddress())?.port)
         // HTTP/1.0 without keep-alive: the answer, then the server closes (no idle timeout on this one).
+        // The client keeps its end open: the server's close is a full one, so the slot is free all the same.
         let old = try await RawHTTP.open(port: cappedPort, sending: "GET /health HTTP/1.0\r\n\r\n")
+        defer { close(old) }
         let oldAnswer = await RawHTTP.readUntilClosed(old).map { String(decoding: $0, as: UTF8.self) }
-        close(old)  // as a client does at the end of the stream: the slot is free again
         #expect(oldAnswer?.hasPrefix("HTTP/1.1 200") == true && oldAnswer?.hasSuffix("ok\n") == true, "\(oldAnswer ?? "still open")")
         let health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         let first = try await RawHTTP.open(port: cappedPort, sending: health)

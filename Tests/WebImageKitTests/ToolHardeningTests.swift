@@ -406,6 +406,9 @@ struct FuzzFindingTests {
         for text in ["inf", "nan", "1e300GB", "infKB", "-1", "1e30"] { #expect(ByteCount.parse(text) == nil, "\(text)") }
         for text in ["inf", "nan", "1e300d", "infs", "-5s", "1e30"] { #expect(ConfigValues.parseDuration(text) == nil, "\(text)") }
         #expect(ByteCount.parse("64MiB") == 64 << 20 && ConfigValues.parseDuration("1.5s") == .milliseconds(1500))
+        // A positive duration is never zero (which turns some settings off); zero stays zero.
+        #expect(ConfigValues.parseDuration("0.0001s") == .milliseconds(1) && ConfigValues.parseDuration("1e-9") == .milliseconds(1))
+        #expect(ConfigValues.parseDuration("0") == .zero && ConfigValues.parseDuration("0ms") == .zero)
     }
 }
 

@@ -137,12 +137,17 @@ public struct ConfigValues: Sendable {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
         let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         // Int64(exactly:) after rounding: "inf", "nan" and "1e300d" are not durations (a plain Int64() trapped).
-        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0,
-                  let milliseconds = Int64(exactly: (number * factor * 1000).rounded(.down)) else { continue }
-            return .milliseconds(milliseconds)
+        // Whole milliseconds, rounded down, except that a positive value is never
+        // zero: 0.0001s is 1ms, not the 0 that turns some settings off.
+        func milliseconds(_ value: Double) -> Duration? {
+            guard let whole = Int64(exactly: (value * 1000).rounded(.down)) else { return nil }
+            return .milliseconds(whole == 0 && value > 0 ? 1 : whole)
         }
-        guard let seconds = Double(trimmed), seconds >= 0, let milliseconds = Int64(exactly: (seconds * 1000).rounded(.down)) else { return nil }
-        return .milliseconds(milliseconds)
+        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0, let value = milliseconds(number * factor) else { continue }
+            return value
+        }
+        guard let seconds = Double(trimmed), seconds >= 0 else { return nil }
+        return milliseconds(seconds)
     }
 }
