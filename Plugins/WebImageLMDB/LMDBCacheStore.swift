@@ -142,16 +142,20 @@ public final class LMDBCacheStore: CacheStore {
         let outcome = try await read { [environment] () throws -> ReadOutcome in
             try environment.read { txn in
                 guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }
-                let decoded = LMDBRecord.decode(value)
-                if withData, let reason = LMDBRecord.damage(value, decoded) { return .damaged(reason) }
-                guard let decoded else { return .damaged("not a record of format version \(LMDBRecord.version)") }
+                guard let decoded = LMDBRecord.decode(value) else { return .damaged("not a record of format version \(LMDBRecord.version)") }
                 if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return .miss }
                 var metadata = decoded.metadata
                 // A hit with data sets accessedAt to now itself: skip the second lookup.
                 if !withData, let stamp = try txn.get(environment.access, databaseKey) {
                     metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
                 }
-                let data = withData ? Data(UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])) : Data()
+                var data = Data()
+                if withData {
+                    // The payload is copied out as it is checked: one read of the mapped pages.
+                    let (copy, reason) = LMDBRecord.verifiedPayload(value, decoded)
+                    if let reason { return .damaged(reason) }
+                    data = copy
+                }
                 // An entry of format 2 carries an XXH64: the ETag is hashed from the bytes instead.
                 return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData && !decoded.isLegacy ? decoded.checksum : nil))
             }

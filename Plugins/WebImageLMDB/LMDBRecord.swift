@@ -91,12 +91,11 @@ enum LMDBRecord {
         return Decoded(fullKey: fullKey, metadata: metadata, dataOffset: offset, checksum: uint64(value, at: 9), isLegacy: value[0] == legacyVersion)
     }
 
-    /// Why a value is damaged (it does not parse, or its payload fails its
-    /// checksum), or nil when it is sound.
-    static func damage(_ value: UnsafeRawBufferPointer, _ decoded: Decoded?) -> String? {
-        guard let decoded else { return "not a record of format version \(version)" }
+    /// The payload of a decoded value, copied out and checked against its
+    /// checksum in the same pass (``XXH3/hashCopying(_:)``), or why it is damaged.
+    static func verifiedPayload(_ value: UnsafeRawBufferPointer, _ decoded: Decoded) -> (data: Data, damage: String?) {
         let payload = UnsafeRawBufferPointer(rebasing: value[decoded.dataOffset...])
-        let actual = decoded.isLegacy ? XXH64.hash(payload) : XXH3.hash(payload)
-        return actual == decoded.checksum ? nil : XXH64.mismatch(decoded.checksum, actual)
+        let (data, actual) = decoded.isLegacy ? (Data(payload), XXH64.hash(payload)) : XXH3.hashCopying(payload)
+        return actual == decoded.checksum ? (data, nil) : (Data(), XXH64.mismatch(decoded.checksum, actual))
     }
 }

@@ -23,4 +23,19 @@ public enum XXH3 {
     public static func hash(_ bytes: some ContiguousBytes) -> UInt64 {
         bytes.withUnsafeBytes { hash($0) }
     }
+
+    /// A copy of `bytes` as `Data`, and their hash (the value `hash(_:)` gives).
+    ///
+    /// The hash reads the bytes first, so the copy reads them from the CPU's
+    /// cache rather than from RAM; the copy goes into storage the `Data` takes
+    /// over, which measured 3 to 10 % faster per LMDB hit than `Data`'s copying
+    /// initialiser. (A single pass that stores each 32 bytes as AVX2 hashes them
+    /// was tried: no faster than this, within the machine's noise.)
+    package static func hashCopying(_ bytes: UnsafeRawBufferPointer) -> (data: Data, hash: UInt64) {
+        let hash = hash(bytes)
+        guard let source = bytes.baseAddress, bytes.count > 0 else { return (Data(), hash) }
+        let destination = UnsafeMutableRawPointer.allocate(byteCount: bytes.count, alignment: 16)
+        destination.copyMemory(from: source, byteCount: bytes.count)
+        return (Data(bytesNoCopy: destination, count: bytes.count, deallocator: .custom { pointer, _ in pointer.deallocate() }), hash)
+    }
 }

@@ -27,6 +27,10 @@ struct IntegrityTests {
         ]
         for (length, value) in expected {
             #expect(XXH3.hash(bytes.prefix(length)) == value, "\(length) bytes")
+            // The LMDB store's hit: the copy and the same value, made together.
+            let (copy, hash) = bytes.prefix(length).withUnsafeBytes { XXH3.hashCopying($0) }
+            #expect(hash == value, "\(length) bytes copied")
+            #expect(copy == bytes.prefix(length), "\(length) bytes copied")
         }
     }
 
