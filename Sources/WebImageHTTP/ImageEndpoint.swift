@@ -102,7 +102,9 @@ public struct ImageEndpoint: Sendable {
     /// metrics, for a `GET` or `HEAD` of `thumbnail` whose query parses, whose
     /// signature holds, and whose URL the allow-list and the manager admit. It
     /// takes no place under `thumbnail.maxInFlight`: a memory hit holds nothing
-    /// while it is answered. Nil as well with a tracer, whose request is a span.
+    /// while it is answered (``respond(to:)`` too answers one at the ceiling,
+    /// where any other request gets 503). Nil as well with a tracer, whose
+    /// request is a span.
     ///
     /// A server calls it where the request arrives (`MemoryHitChannelHandler`
     /// does, on a NIO event loop) and hands a nil to ``respond(to:)``.
@@ -134,7 +136,12 @@ public struct ImageEndpoint: Sendable {
         }
         var response: ImageResponse
         switch Self.lastSegment(path) {
-        case "thumbnail": response = await guarded(path, query) { try await thumbnail(query: query ?? "", request) }
+        case "thumbnail":
+            // At the ceiling a memory hit is still answered, as the fast path answers it:
+            // it holds nothing, so a warm URL's answer does not depend on the door it came in by.
+            response = await guarded(path, query, atCeiling: { respondFromMemory(to: request) }) {
+                try await thumbnail(query: query ?? "", request)
+            }
         case "placeholder": response = await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }
         case "info": response = await guarded(path, query) { try await info(QueryParameters(query ?? "")) }
         default:
@@ -155,8 +162,10 @@ public struct ImageEndpoint: Sendable {
     }
 
     /// The ceiling, the signature, and the answer to a failure, around a handler.
-    private func guarded(_ path: String, _ query: String?, _ handler: () async throws -> ImageResponse) async -> ImageResponse {
-        guard ceiling.enter() else { return shed() }
+    /// At the ceiling, `atCeiling`'s answer when it has one (a memory hit), else 503.
+    private func guarded(_ path: String, _ query: String?, atCeiling: () -> ImageResponse? = { nil },
+                         _ handler: () async throws -> ImageResponse) async -> ImageResponse {
+        guard ceiling.enter() else { return atCeiling() ?? shed() }
         defer { ceiling.leave() }
         do {
             if let signer = settings.signer, !signer.verify(path: path, query: query) {

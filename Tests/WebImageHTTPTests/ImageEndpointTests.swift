@@ -491,16 +491,26 @@ struct EndpointFailureTests {
         #expect(f.origin.requestCount(path: "/img/photo-1.jpg") == 1)
     }
 
-    @Test("past thumbnail.maxInFlight a request is 503 with Retry-After: 1 at once")
+    @Test("past thumbnail.maxInFlight a request is 503 with Retry-After: 1 at once; a memory hit is still answered, as the fast path answers it")
     func ceiling() async throws {
         let f = try await EndpointFixture.make(["thumbnail.maxInFlight": "1"])
         defer { Task { await f.close() } }
+        let warm = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=12"
+        #expect(await f.get(warm).status == .ok)
         f.origin.serve("/img/slow.jpg", try #require(f.samples["photo-1.jpg"]), contentType: "image/jpeg", delay: 3000)
         let held = Task { await f.get("/thumbnail?url=\(f.source("slow.jpg"))&w=10") }
         #expect(await eventually { f.endpoint.requestsInFlight > 0 })
         let shed = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=10")
         #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1")
         #expect(EndpointFixture.json(shed)["error"] as? String == "overloaded")
+        // The warm URL through respond(to:), the router's door: 200 from memory, HEAD without its body.
+        let hit = await f.get(warm)
+        #expect(hit.status == .ok && hit.headerFields[.imageSource] == "memory" && !hit.body.isEmpty)
+        let head = await f.get(warm, method: .head)
+        #expect(head.status == .ok && head.body.isEmpty && head.headerFields[.contentLength] == hit.headerFields[.contentLength])
+        // Only a memory hit: the same URL at another size is work, and is shed.
+        #expect(await f.get("/thumbnail?url=\(f.source("photo-2.jpg"))&w=13").status == .serviceUnavailable)
+        #expect(f.endpoint.requestsInFlight == 1)
         #expect(await held.value.status == .ok)
     }
 }
