@@ -125,7 +125,7 @@ public struct ImageServer: Sendable {
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers:
-                [HTTP1KeepAliveHandler(), QuiesceDeadlineHandler(after: deadline)] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
+                [HTTP1KeepAliveHandler(serverName: serverName), QuiesceDeadlineHandler(after: deadline)] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
                     + (fastPath.map { [$0.channelHandler()] } ?? []))),
             configuration: .init(address: .hostname(host, port: port), serverName: serverName,
                                  availableConnectionsDelegate: maxConnections.map { MaximumAvailableConnections($0, logger: logger) }),

@@ -92,10 +92,17 @@ struct HTTP1KeepAliveHandlerTests {
         return channel
     }
 
+    /// A request's head with a `Host` field, as every HTTP/1.1 request has.
+    static func head(_ version: HTTPVersion, _ headers: HTTPHeaders, uri: String = "/health") -> HTTPServerRequestPart {
+        var headers = headers
+        if !headers.contains(name: "host") { headers.add(name: "Host", value: "test") }
+        return .head(HTTPRequestHead(version: version, method: .GET, uri: uri, headers: headers))
+    }
+
     /// The connection field the request reaches Hummingbird with.
     static func connection(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> String? {
         let channel = try channel()
-        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
+        try channel.writeInbound(head(version, headers))
         guard case .head(let request)? = try channel.readInbound(as: HTTPRequestPart.self) else { return "no head" }
         return request.headerFields[.connection]
     }
@@ -119,7 +126,7 @@ struct HTTP1KeepAliveHandlerTests {
     /// connection field and whether the channel is still open after it.
     static func answer(_ version: HTTPVersion, _ headers: HTTPHeaders = [:]) throws -> (connection: String?, open: Bool) {
         let channel = try channel()
-        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
+        try channel.writeInbound(head(version, headers))
         try channel.writeInbound(HTTPServerRequestPart.end(nil))
         try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
         try channel.writeOutbound(HTTPResponsePart.end(nil))
@@ -137,5 +144,70 @@ struct HTTP1KeepAliveHandlerTests {
         #expect(closing.connection == "close" && !closing.open)
         let plain = try Self.answer(.http1_1)
         #expect(plain.connection == nil && plain.open)
+    }
+
+    /// What a request with these fields gets: the status written (nil when the
+    /// request was passed on) and whether the connection is still open.
+    static func refused(_ version: HTTPVersion, _ headers: HTTPHeaders) throws -> (status: Int?, body: String, open: Bool) {
+        let channel = try channel()
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: version, method: .GET, uri: "/health", headers: headers)))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        guard case .head(let head)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else {
+            let passedOn = try channel.readInbound(as: HTTPRequestPart.self)
+            return (nil, passedOn == nil ? "nothing passed on" : "", channel.isActive)
+        }
+        var body = ""
+        while case .body(.byteBuffer(let buffer))? = try channel.readOutbound(as: HTTPServerResponsePart.self) { body += String(buffer: buffer) }
+        #expect(head.headers.first(name: "connection") == "close" && head.headers.first(name: "date") != nil)
+        #expect(head.headers.first(name: "content-length") == String(body.utf8.count))
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == nil, "a refused request reaches no handler after")
+        return (Int(head.status.code), body, channel.isActive)
+    }
+
+    @Test("a wrong Host is 400 with the JSON error, and the connection closes: none in HTTP/1.1, two, or a value that is not host[:port]; sound ones pass on")
+    func host() throws {
+        func fields(_ pairs: (String, String)...) -> HTTPHeaders { HTTPHeaders(pairs) }
+        let missing = try Self.refused(.http1_1, [:])
+        #expect(missing.status == 400 && !missing.open)
+        #expect(missing.body.contains("\"error\":\"invalidArgument\"") && missing.body.contains("no Host field"), "\(missing.body)")
+        let twice = try Self.refused(.http1_1, fields(("Host", "a.example"), ("Host", "b.example")))
+        #expect(twice.status == 400 && twice.body.contains("2 Host fields") && !twice.open)
+        for bad in ["a b", "a.example/path", "user@a.example", "a.example:80:80", "a.example:http", "a.example:123456", "[::1", "[]", "é.example", "a.example?x"] {
+            let answer = try Self.refused(.http1_1, fields(("Host", bad)))
+            #expect(answer.status == 400 && answer.body.contains("not a host with an optional port") && !answer.open, "\(bad)")
+        }
+        for good in ["a.example", "a.example:8080", "127.0.0.1:80", "[::1]:8080", "[2001:db8::1]", "xn--bcher-kva.example", "a-b_c~d.example", ""] {
+            let answer = try Self.refused(.http1_1, fields(("Host", good)))
+            #expect(answer.status == nil && answer.open, "good host \(good): \(answer.status ?? 0) \(answer.body)")
+        }
+        // HTTP/1.0 need not send one; two are wrong in any version.
+        #expect(try Self.refused(.http1_0, [:]).status == nil)
+        #expect(try Self.refused(.http1_0, fields(("Host", "a"), ("Host", "b"))).status == 400)
+    }
+
+    @Test("the 400 for a wrong Host comes after the answers to the requests before it, and nothing after it is read")
+    func hostInTurn() throws {
+        let channel = try Self.channel()
+        try channel.writeInbound(Self.head(.http1_1, [:]))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/health", headers: [:])))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        try channel.writeInbound(Self.head(.http1_1, [:], uri: "/after"))
+        try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        // Only the first request reached Hummingbird, and nothing is written yet.
+        guard case .head(let first)? = try channel.readInbound(as: HTTPRequestPart.self) else { Issue.record("no first request"); return }
+        #expect(first.path == "/health")
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == .end(nil))
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == nil, "the refused request and the one after it are not passed on")
+        #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == nil)
+        // The first answer, then the 400, then the close.
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        guard case .head(let ok)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else { Issue.record("no first answer"); return }
+        #expect(ok.status == .ok)
+        #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == .end(nil))
+        guard case .head(let refused)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else { Issue.record("no 400"); return }
+        #expect(refused.status == .badRequest)
+        #expect(!channel.isActive)
     }
 }

@@ -370,7 +370,7 @@ struct ServeCommandTests {
         #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
-    @Test("http.idleTimeout closes a connection that sends half a head or nothing; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
+    @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
     func connectionBounds() async throws {
         let tool = Tool()
         let timed = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s"])
@@ -384,6 +384,12 @@ struct ServeCommandTests {
         #expect(await RawHTTP.readUntilClosed(slow) == Data(), "closed by the server, with nothing written")
         #expect(await RawHTTP.readUntilClosed(silent) == Data(), "closed by the server, with nothing written")
         #expect(try await RawHTTP.send(port: port, target: "/health").status == 200, "the server goes on")
+        // An HTTP/1.1 request with no Host, pipelined behind a sound one: that one's answer, a 400 saying why, the close.
+        let hostless = try await RawHTTP.open(port: port, sending: "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+        defer { close(hostless) }
+        let refused = await RawHTTP.readUntilClosed(hostless).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
+        #expect(refused.hasPrefix("HTTP/1.1 200") && refused.contains("HTTP/1.1 400 Bad Request") && refused.hasSuffix("which HTTP/1.1 requires\"}"),
+                "\(refused)")
 
         let capped = try tool.start(["serve", "--cache-dir", tool.cache.path + "-capped", "--set", "http.port=0",
                                      "--set", "http.maxConnections=1", "--set", "http.idleTimeout=0"])
