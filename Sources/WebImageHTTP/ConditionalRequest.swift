@@ -28,6 +28,59 @@ public enum ConditionalRequest {
         }
     }
 
+    /// What the conditions of a `GET` or `HEAD` say about its answer.
+    public enum Outcome: Sendable, Equatable {
+        /// Answer in full.
+        case proceed
+        /// `304 Not Modified`: the client's copy is current.
+        case notModified
+        /// `412 Precondition Failed`: the client asked for a representation this is not.
+        case preconditionFailed
+    }
+
+    /// The conditions of a `GET` or `HEAD` in the order RFC 9110 §13.2.2 gives:
+    /// `If-Match` (a list of strong tags, or `*`), else `If-Unmodified-Since`,
+    /// deciding ``Outcome/preconditionFailed``; then ``isNotModified(_:entityTag:lastModified:)``.
+    ///
+    /// ```swift
+    /// switch ConditionalRequest.evaluate(request.headerFields, entityTag: "\"v1\"", lastModified: nil) {
+    /// case .proceed: print("200 with the body")
+    /// case .notModified: print("304")
+    /// case .preconditionFailed: print("412")
+    /// }
+    /// ```
+    public static func evaluate(_ fields: HTTPFields, entityTag: String?, lastModified: Date?) -> Outcome {
+        if let header = fields.value(.ifMatch) {
+            // `*`: any current representation; a list needs the tag.
+            guard ifMatch(header, matches: entityTag ?? "") else { return .preconditionFailed }
+        } else if let header = fields.value(.ifUnmodifiedSince), let lastModified, let since = HTTPDate.parse(header),
+                  lastModified.timeIntervalSince1970.rounded(.down) > since.timeIntervalSince1970 {
+            return .preconditionFailed
+        }
+        return isNotModified(fields, entityTag: entityTag, lastModified: lastModified) ? .notModified : .proceed
+    }
+
+    /// Whether `If-Match` names `entityTag`, by the strong comparison the RFC gives
+    /// for it: a weak tag on either side never matches; `*` matches any.
+    public static func ifMatch(_ header: String, matches entityTag: String) -> Bool {
+        guard !entityTag.hasPrefix("W/") else { return header.trimmingCharacters(in: .whitespaces) == "*" }
+        var rest = Substring(header)
+        while true {
+            rest = rest.drop { $0 == " " || $0 == "\t" || $0 == "," }
+            guard !rest.isEmpty else { return false }
+            if rest.first == "*" { return true }
+            let weak = rest.hasPrefix("W/")
+            if weak { rest = rest.dropFirst(2) }
+            guard rest.first == "\"", let close = rest.dropFirst().firstIndex(of: "\"") else {
+                guard let comma = rest.firstIndex(of: ",") else { return false }
+                rest = rest[comma...]
+                continue
+            }
+            if !weak, rest[rest.startIndex...close] == entityTag { return true }
+            rest = rest[rest.index(after: close)...]
+        }
+    }
+
     /// Whether the client's copy is current: `If-None-Match` against
     /// `entityTag` when the request has one (it then decides alone, as the RFC
     /// says), else `If-Modified-Since` against `lastModified` (whole seconds).

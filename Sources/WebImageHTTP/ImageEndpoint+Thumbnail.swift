@@ -99,8 +99,15 @@ extension ImageEndpoint {
         if let image = result.image { headers.append(HTTPField(name: .imageSize, value: "\(image.pixelSize.width)x\(image.pixelSize.height)")) }
         addVary(query, to: &headers)
         responses.increment(source)
-        if ConditionalRequest.isNotModified(request.headerFields, entityTag: entityTag, lastModified: modified) {
-            return ImageResponse(status: .notModified, headerFields: headers)
+        switch ConditionalRequest.evaluate(request.headerFields, entityTag: entityTag, lastModified: modified) {
+        case .proceed: break
+        case .notModified: return ImageResponse(status: .notModified, headerFields: headers)
+        case .preconditionFailed:
+            // No body, and no freshness: a shared cache must not answer the URL with it.
+            headers[.contentType] = nil
+            headers[.cacheControl] = "no-store"
+            headers[.contentLength] = "0"
+            return ImageResponse(status: .preconditionFailed, headerFields: headers)
         }
         headers[.contentLength] = String(bytes.count)
         return ImageResponse(status: .ok, headerFields: headers, body: bytes)

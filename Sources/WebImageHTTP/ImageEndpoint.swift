@@ -15,7 +15,8 @@ public import WebImage
 ///   the format `Accept` allows (`Vary: Accept`) unless the query names one, with
 ///   a strong `ETag` from the stored entry, `Last-Modified`, `Cache-Control`,
 ///   `Server-Timing` and `X-Image-Source`; `304` for `If-None-Match` or
-///   `If-Modified-Since`;
+///   `If-Modified-Since`; `412` for an `If-Match` or `If-Unmodified-Since` that
+///   fails (``ConditionalRequest/evaluate(_:entityTag:lastModified:)``);
 /// - `placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}`;
 /// - `info?url=…`: the image's header as JSON (`webimage info --json`'s fields),
 ///   no pixels decoded; `&placeholder=1` adds the placeholders.
@@ -97,7 +98,7 @@ public struct ImageEndpoint: Sendable {
     /// calling thread without suspending; nil for any other request, which
     /// ``respond(to:)`` answers.
     ///
-    /// It is the answer ``respond(to:)`` would give (a `200`, or a `304` for a
+    /// It is the answer ``respond(to:)`` would give (a `200`, or a `304` or `412` for a
     /// conditional request; `HEAD` without the body), with the same headers and
     /// metrics, for a `GET` or `HEAD` of `thumbnail` whose query parses, whose
     /// signature holds, and whose URL the allow-list and the manager admit. It

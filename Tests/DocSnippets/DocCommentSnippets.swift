@@ -186,6 +186,16 @@ package func errorExample(manager: ImageManager, url: URL) async throws {
 // snippet-end
 }
 
+package func conditionalRequestExample(request: HTTPRequest) {
+// snippet-begin: ConditionalRequest.evaluate
+    switch ConditionalRequest.evaluate(request.headerFields, entityTag: "\"v1\"", lastModified: nil) {
+    case .proceed: print("200 with the body")
+    case .notModified: print("304")
+    case .preconditionFailed: print("412")
+    }
+// snippet-end
+}
+
 package func xxh3Example(bytes: Data) {
 // snippet-begin: XXH3
     let etag = String(XXH3.hash(bytes), radix: 16)

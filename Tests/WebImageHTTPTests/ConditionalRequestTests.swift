@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import WebImage
 import WebImageHTTP
 
 @Suite("ConditionalRequest, QueryParameters, HostAllowList, URLSigner")
@@ -18,6 +19,37 @@ struct HTTPPartsTests {
         #expect(!ConditionalRequest.ifNoneMatch("\"abc-12", matches: tag))
         #expect(!ConditionalRequest.ifNoneMatch("", matches: tag))
         #expect(ConditionalRequest.ifNoneMatch("junk, \"abc-12\"", matches: tag))
+    }
+
+    @Test("If-Match: strong comparison (a weak tag never matches), lists, *; then If-Unmodified-Since; 412 before 304, in RFC 9110's order")
+    func preconditions() {
+        let tag = "\"abc-12\""
+        #expect(ConditionalRequest.ifMatch(tag, matches: tag))
+        #expect(ConditionalRequest.ifMatch(" \"x\" ,\t\"abc-12\"", matches: tag))
+        #expect(ConditionalRequest.ifMatch("*", matches: tag))
+        #expect(!ConditionalRequest.ifMatch("W/\"abc-12\"", matches: tag), "weak never matches strongly")
+        #expect(!ConditionalRequest.ifMatch(tag, matches: "W/" + tag))
+        #expect(ConditionalRequest.ifMatch("*", matches: "W/" + tag))
+        #expect(!ConditionalRequest.ifMatch("\"abc-1\"", matches: tag))
+        #expect(!ConditionalRequest.ifMatch("abc-12", matches: tag), "unquoted is not a tag")
+        #expect(!ConditionalRequest.ifMatch("", matches: tag))
+
+        let modified = Date(timeIntervalSince1970: 1_700_000_000)
+        func outcome(_ fields: HTTPFields) -> ConditionalRequest.Outcome {
+            ConditionalRequest.evaluate(fields, entityTag: tag, lastModified: modified)
+        }
+        let before = HTTPDate.format(modified.addingTimeInterval(-60)), after = HTTPDate.format(modified.addingTimeInterval(60))
+        #expect(outcome([:]) == .proceed)
+        #expect(outcome([.ifMatch: tag]) == .proceed)
+        #expect(outcome([.ifMatch: "\"other\""]) == .preconditionFailed)
+        #expect(outcome([.ifMatch: "\"other\"", .ifNoneMatch: tag]) == .preconditionFailed, "If-Match is evaluated first")
+        #expect(outcome([.ifMatch: tag, .ifNoneMatch: tag]) == .notModified)
+        #expect(outcome([.ifUnmodifiedSince: before]) == .preconditionFailed)
+        #expect(outcome([.ifUnmodifiedSince: after]) == .proceed)
+        #expect(outcome([.ifUnmodifiedSince: "not a date"]) == .proceed, "an invalid date is ignored")
+        #expect(outcome([.ifMatch: tag, .ifUnmodifiedSince: before]) == .proceed, "If-Unmodified-Since only without If-Match")
+        #expect(ConditionalRequest.evaluate([.ifMatch: "*"], entityTag: nil, lastModified: nil) == .proceed, "any representation")
+        #expect(ConditionalRequest.evaluate([.ifMatch: tag], entityTag: nil, lastModified: nil) == .preconditionFailed, "no tag to match")
     }
 
     @Test("query parameters: percent-decoding, + kept, first of a repeated name, bad escapes as written; a request's values over a preset's")

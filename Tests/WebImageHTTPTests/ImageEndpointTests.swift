@@ -60,6 +60,29 @@ struct EndpointThumbnailTests {
         #expect(await f.get(path, [.ifModifiedSince: "Saturday, 01-Jan-00 00:00:00 GMT"]).status == .ok)
     }
 
+    @Test("412 for If-Match that names another tag (or only the weak one) and for If-Unmodified-Since before Last-Modified: no body, not to be cached; a matching If-Match is answered")
+    func preconditionFailed() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let path = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=120&format=jpeg"
+        let first = await f.get(path)
+        try #require(first.status == .ok)
+        let etag = try #require(first.headerFields[.eTag])
+        for fields: HTTPFields in [[.ifMatch: "\"other\""], [.ifMatch: "W/\(etag)"], [.ifUnmodifiedSince: "Sat, 01 Jan 2000 00:00:00 GMT"],
+                                   [.ifMatch: "\"other\"", .ifNoneMatch: etag]] {
+            for method in [HTTPRequest.Method.get, .head] {
+                let answer = await f.get(path, method: method, fields)
+                #expect(answer.status == .preconditionFailed && answer.body.isEmpty, "\(method) \(fields)")
+                #expect(answer.headerFields[.cacheControl] == "no-store" && answer.headerFields[.eTag] == etag)
+                #expect(answer.headerFields[.contentLength] == "0" && answer.headerFields[.contentType] == nil)
+            }
+        }
+        let matched = await f.get(path, [.ifMatch: "\"x\", \(etag)"])
+        #expect(matched.status == .ok && matched.body == first.body)
+        #expect(await f.get(path, [.ifMatch: "*"]).status == .ok)
+        #expect(await f.get(path, [.ifUnmodifiedSince: try #require(first.headerFields[.lastModified])]).status == .ok)
+    }
+
     @Test("HEAD: the GET's status and headers, Content-Length included, and no body")
     func head() async throws {
         let f = try await EndpointFixture.make()
