@@ -63,6 +63,7 @@ public struct ImageServer: Sendable {
         // Not Hummingbird's MetricsMiddleware: see RequestMetricsMiddleware.
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
+        router.add(middleware: UnknownMethodMiddleware())
         router.addImageRoutes(endpoint)
         let healthy = "ok\n"
         router.get("/health") { _, _ in healthy }
@@ -171,4 +172,22 @@ private final class ListeningFlag: Sendable {
     private let value = Atomic<Bool>(false)
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
+}
+
+/// `501 Not Implemented` for a method HTTP does not define (RFC 9110 §9.1: "An
+/// origin server that receives a request method that is unrecognized or not
+/// implemented SHOULD respond with the 501"), on any path, with the endpoint's
+/// JSON error; the router alone answers such a method 404. The nine methods of
+/// RFC 9110 and RFC 5789 pass on: on the service's paths, `GET` and `HEAD` are
+/// answered and the rest get `405` with `Allow`.
+struct UnknownMethodMiddleware<Context: RequestContext>: RouterMiddleware {
+    static var known: Set<HTTPRequest.Method> { [.get, .head, .post, .put, .delete, .patch, .options, .trace, .connect] }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard !Self.known.contains(request.method) else { return try await next(request, context) }
+        let message = "the method \(request.method.rawValue) is not one this service implements: only GET and HEAD are answered"
+        var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
+        response.status = .notImplemented
+        return Response(response)
+    }
 }

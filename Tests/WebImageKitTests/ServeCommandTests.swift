@@ -268,7 +268,7 @@ struct ServeCommandTests {
         }
     }
 
-    @Test("over HTTP: any other method on the endpoint's paths is 405 with Allow; a query that tries to forge a log line, or to hide in NUL and ESC, yields one escaped record")
+    @Test("over HTTP: any other method on the endpoint's paths is 405 with Allow, one HTTP does not define is 501; a query that tries to forge a log line, or to hide in NUL and ESC, yields one escaped record")
     func methodsAndLogs() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -279,6 +279,16 @@ struct ServeCommandTests {
             for path in ["/thumbnail?url=x", "/info?url=x", "/placeholder?url=x"] {
                 let response = try await RawHTTP.send(port: port, method: method, target: path)
                 #expect(response.status == 405 && response.headers["allow"] == "GET, HEAD", "\(method) \(path): \(response.status) \(response.headers)")
+            }
+        }
+        // A method HTTP does not define: 501, on any path, saying which. (One NIO's
+        // parser does not know at all, BREW, is a request that is not HTTP/1.1: 400.)
+        #expect(try await RawHTTP.send(port: port, method: "BREW", target: "/health").status == 400)
+        for method in ["PROPFIND", "QUERY", "PURGE"] {
+            for path in ["/thumbnail?url=x", "/health", "/nowhere"] {
+                let response = try await RawHTTP.send(port: port, method: method, target: path)
+                #expect(response.status == 501 && String(decoding: response.body, as: UTF8.self).contains("the method \(method) is not"),
+                        "\(method) \(path): \(response.status)")
             }
         }
         let forged = "/thumbnail?url=https%3A%2F%2Fimages.invalid%2Fa.jpg&w=100%0A2026-01-01T00:00:00%20FORGED%20admin%20logged%20in%00%1B%5B2J"
