@@ -63,7 +63,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     private var answered = 0
     /// Why a request was refused here: nothing from then on is read, and its 400
     /// is written once the answers before it have ended.
-    private var refusal: String?
+    private var refusal: (message: String, method: HTTPMethod)?
     private let serverName: String?
     private static let dates = HTTPDateCache()
     private static let metrics = RequestMetricsCache()
@@ -74,7 +74,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         guard refusal == nil else { return }
         guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
         if let problem = Self.hostProblem(head) {
-            refusal = problem
+            refusal = (problem, head.method)
             context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
             if answered == asked.count { refuse(context) }
             return
@@ -118,7 +118,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
 
     /// The 400 for ``refusal``, then a full close once it is written.
     private func refuse(_ context: ChannelHandlerContext) {
-        guard let message = refusal else { return }
+        guard let (message, method) = refusal else { return }
         var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
         response.status = .badRequest
         var head = HTTPResponseHead(version: .http1_1, status: .badRequest)
@@ -127,7 +127,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         head.headers.replaceOrAdd(name: "Connection", value: "close")
         head.headers.replaceOrAdd(name: "Date", value: Self.dates.now())
         if let serverName { head.headers.replaceOrAdd(name: "Server", value: serverName) }
-        Self.metrics.endpoint("NotFound", .get, .badRequest).requests.increment()
+        Self.metrics.endpoint("NotFound", HTTPRequest.Method(method.rawValue) ?? .get, .badRequest).requests.increment()
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         let channel = context.channel
@@ -154,7 +154,8 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         if rest.first == UInt8(ascii: "[") {
             guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
             let literal = rest[rest.index(after: rest.startIndex)..<close]
-            guard !literal.isEmpty, literal.allSatisfy({ isHexDigit($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") || isUnreservedOrSubDelimiter($0) }) else { return false }
+            // IPv6 (hex digits, colons, dots) or IPvFuture (`v1.…`): unreserved, sub-delimiters, colons.
+            guard !literal.isEmpty, literal.allSatisfy({ $0 == UInt8(ascii: ":") || isUnreservedOrSubDelimiter($0) }) else { return false }
             rest = rest[rest.index(after: close)...]
         } else {
             let end = rest.firstIndex(of: UInt8(ascii: ":")) ?? rest.endIndex
@@ -164,10 +165,6 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         guard let colon = rest.first else { return true }
         let port = rest.dropFirst()
         return colon == UInt8(ascii: ":") && port.count <= 5 && port.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-    }
-
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
     }
 
     /// RFC 3986's unreserved characters and sub-delimiters: what a reg-name holds besides `%XX`.
