@@ -1,3 +1,4 @@
+import Foundation
 public import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
@@ -26,18 +27,26 @@ import WebImageHTTP
 /// - closes the connection once that answer is written. Hummingbird's own close is
 ///   a half-close, which held the connection until the client closed its end.
 ///
-/// It also answers `400` to a request whose `Host` is wrong (RFC 9112 §3.2): none
-/// in an HTTP/1.1 request, more than one, or a value that is not a host with an
-/// optional port. Hummingbird passes such a request on as if it were sound. The
-/// `400` comes in its turn, after the answers to the requests before it on the
-/// connection, with the JSON error the endpoint uses; the connection then closes,
-/// and nothing sent after that request is read.
+/// It also answers some requests itself, each in its turn after the answers to
+/// the requests before it on the connection, with the JSON error the endpoint
+/// uses; the connection then closes, and nothing sent after that request is read:
+/// - `400` for a wrong `Host` (RFC 9112 §3.2): none in an HTTP/1.1 request, more
+///   than one, or a value that is not a host with an optional port. Hummingbird
+///   passes such a request on as if it were sound.
+/// - `400` for a `Transfer-Encoding` whose last coding is not `chunked` (RFC 9112
+///   §6.1), which Hummingbird answered and then answered again with a bare `400`.
+/// - `405` for `CONNECT`, after which Hummingbird read nothing more.
+/// - `400` for a request the decoder cannot read (a head past 80 KiB, a byte no
+///   request may hold), which Hummingbird answers with an empty body, at once,
+///   even behind answers still pending. When the body of a request already passed
+///   on breaks (a bad chunk), that request's own answer is the last one and
+///   Hummingbird's bare `400` after it is not sent.
 public final class HTTP1KeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler {
     public typealias InboundIn = NIOAny
     let serverName: String?
 
     /// - Parameter serverName: the `Server` header of the answers this handler
-    ///   makes itself (a `400` for a wrong `Host`), as
+    ///   makes itself (a `400` for a wrong `Host`...), as
     ///   `ApplicationConfiguration.serverName`.
     public init(serverName: String? = nil) { self.serverName = serverName }
 
@@ -50,7 +59,8 @@ public final class HTTP1KeepAliveHandler: ChannelInboundHandler, RemovableChanne
 }
 
 /// Before the HTTP codec: what each request asked of its connection, applied to
-/// the request, to its answer and to the connection.
+/// the request, to its answer and to the connection; and the requests refused
+/// here, each answered in its turn.
 final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -61,24 +71,43 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     /// One per request whose answer has not ended, in order (answers keep the requests' order).
     private var asked: [Asked] = []
     private var answered = 0
-    /// Why a request was refused here: nothing from then on is read, and its 400
-    /// is written once the answers before it have ended.
-    private var refusal: (message: String, method: HTTPMethod)?
+    /// A request answered here instead of being passed on: nothing from then on is
+    /// read, and its answer is written once the answers before it have ended.
+    struct Refusal {
+        var status: HTTPResponseStatus
+        var message: String
+        var method: HTTPMethod
+        var allow: String?
+    }
+    private var refusal: Refusal?
+    /// A request whose head was passed on and whose end was not yet.
+    private var insideRequest = false
+    /// The request being read could not be read to its end (its body's framing is
+    /// broken): its answer is the last, then the connection closes.
+    private var closingAfterAnswers = false
+    /// Dropping a response no request is waiting for (Hummingbird's bare 400 after a
+    /// body it could not read), until its end.
+    private var droppingUnasked = false
     private let serverName: String?
     private static let dates = HTTPDateCache()
     private static let metrics = RequestMetricsCache()
 
     init(serverName: String?) { self.serverName = serverName }
 
+    private var nothingPending: Bool { answered == asked.count }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard refusal == nil else { return }
-        guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
-        if let problem = Self.hostProblem(head) {
-            refusal = (problem, head.method)
-            context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
-            if answered == asked.count { refuse(context) }
+        guard refusal == nil, !closingAfterAnswers else { return }
+        let part = unwrapInboundIn(data)
+        guard case .head(var head) = part else {
+            if case .end = part { insideRequest = false }
+            return context.fireChannelRead(data)
+        }
+        if let refusal = Self.refusal(of: head) {
+            refuse(refusal, context)
             return
         }
+        insideRequest = true
         if !head.isKeepAlive {
             asked.append(.close)
             head.headers.replaceOrAdd(name: "Connection", value: "close")
@@ -89,22 +118,57 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         }
     }
 
+    /// A request the decoder could not read (a head past 80 KiB, a byte no request
+    /// may hold, a broken chunk). Between requests, it is refused in its turn with a
+    /// 400 that says why. Within a request whose head was passed on, that request
+    /// is answered as its handler answers it (which hears of the error), and then
+    /// the connection closes; Hummingbird's own bare 400 after it is not sent.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        guard refusal == nil, !closingAfterAnswers else { return }  // this connection already ends here
+        guard insideRequest else {
+            return refuse(Refusal(status: .badRequest, message: Self.message(for: parseError), method: .GET), context)
+        }
+        closingAfterAnswers = true
+        stopReading(context)
+        context.fireErrorCaught(error)
+        if nothingPending { context.close(promise: nil) }
+    }
+
+    static func message(for error: HTTPParserError) -> String {
+        switch error {
+        case .headerOverflow: "the request's line and header fields are longer than this server reads (80 KiB)"
+        default: "the request is not valid HTTP/1.1 (\(error))"
+        }
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let part = unwrapOutboundIn(data)
+        if droppingUnasked || (nothingPending && closingAfterAnswers) {
+            // No request waits for this answer: not sent.
+            droppingUnasked = true
+            promise?.succeed(())
+            if case .end = part {
+                droppingUnasked = false
+                context.close(promise: nil)
+            }
+            return
+        }
         let current = answered < asked.count ? asked[answered] : .nothing
-        switch unwrapOutboundIn(data) {
+        switch part {
         case .head(var head) where head.status.code >= 200 && current != .nothing:
             head.headers.replaceOrAdd(name: "Connection", value: current == .close ? "close" : "keep-alive")
             context.write(wrapOutboundOut(.head(head)), promise: promise)
         case .end:
             answered += 1
-            let last = answered == asked.count
+            let last = nothingPending
             if last {
                 asked.removeAll(keepingCapacity: true)
                 answered = 0
             }
-            guard current == .close else {
+            guard current == .close || (last && closingAfterAnswers) else {
                 context.write(data, promise: promise)
-                if last, refusal != nil { refuse(context) }
+                if last, refusal != nil { writeRefusal(context) }
                 return
             }
             let written = promise ?? context.eventLoop.makePromise()
@@ -116,55 +180,130 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         }
     }
 
-    /// The 400 for ``refusal``, then a full close once it is written.
-    private func refuse(_ context: ChannelHandlerContext) {
-        guard let (message, method) = refusal else { return }
-        var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
-        response.status = .badRequest
-        var head = HTTPResponseHead(version: .http1_1, status: .badRequest)
-        for field in response.headerFields { head.headers.add(name: field.name.canonicalName, value: field.value) }
+    private func stopReading(_ context: ChannelHandlerContext) {
+        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+    }
+
+    /// Refuses a request: nothing after it is read, and its answer goes now or
+    /// after the answers before it.
+    private func refuse(_ refusal: Refusal, _ context: ChannelHandlerContext) {
+        self.refusal = refusal
+        stopReading(context)
+        if nothingPending { writeRefusal(context) }
+    }
+
+    /// The answer to ``refusal``: the endpoint's JSON error, then a full close once written.
+    private func writeRefusal(_ context: ChannelHandlerContext) {
+        guard let refusal else { return }
+        var response = ImageResponse.error(WebImageError(.invalidArgument, refusal.message), message: refusal.message)
+        response.status = HTTPResponse.Status(code: Int(refusal.status.code))
+        var head = HTTPResponseHead(version: .http1_1, status: refusal.status)
+        for field in response.headerFields { head.headers.add(name: field.name.rawName, value: field.value) }
         head.headers.replaceOrAdd(name: "Content-Length", value: String(response.body.count))
         head.headers.replaceOrAdd(name: "Connection", value: "close")
         head.headers.replaceOrAdd(name: "Date", value: Self.dates.now())
+        if let allow = refusal.allow { head.headers.replaceOrAdd(name: "Allow", value: allow) }
         if let serverName { head.headers.replaceOrAdd(name: "Server", value: serverName) }
-        Self.metrics.endpoint("NotFound", HTTPRequest.Method(method.rawValue) ?? .get, .badRequest).requests.increment()
+        let method = HTTPRequest.Method(refusal.method.rawValue) ?? .get
+        Self.metrics.endpoint("NotFound", method, response.status).requests.increment()
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        // No body after HEAD, nor after CONNECT, whose answer NIO's encoder frames without one
+        // (the close that follows ends it).
+        if refusal.method != .HEAD, refusal.method != .CONNECT {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
-    /// What is wrong with a request's `Host` (RFC 9112 §3.2), or nil: an HTTP/1.1
-    /// request must have exactly one, any request at most one, and its value must
-    /// be a host (a name, an IPv4 address or a bracketed IP literal) with an
-    /// optional port, or empty.
-    static func hostProblem(_ head: HTTPRequestHead) -> String? {
+    /// Why a request is answered here rather than passed on, or nil:
+    /// - a wrong `Host` (RFC 9112 §3.2): none in an HTTP/1.1 request, more than
+    ///   one in any, or a value that is not a host with an optional port;
+    /// - a `Transfer-Encoding` whose last coding is not `chunked` (RFC 9112 §6.1:
+    ///   the body's length cannot be known, so nothing after it can be read);
+    /// - `CONNECT`: this is not a proxy, and the decoder would read nothing after it
+    ///   (`405` with `Allow`, and no body: NIO's encoder frames any answer to
+    ///   `CONNECT` without one).
+    static func refusal(of head: HTTPRequestHead) -> Refusal? {
+        func refused(_ message: String) -> Refusal { Refusal(status: .badRequest, message: message, method: head.method) }
         let hosts = head.headers["host"]
-        if hosts.count > 1 { return "the request has \(hosts.count) Host fields; HTTP/1.1 allows one" }
-        guard let host = hosts.first else {
-            return head.version.major == 1 && head.version.minor == 0 ? nil : "the request has no Host field, which HTTP/1.1 requires"
+        if hosts.count > 1 { return refused("the request has \(hosts.count) Host fields; HTTP/1.1 allows one") }
+        if let host = hosts.first {
+            // Optional whitespace around a field's value is not part of it (RFC 9112 §5).
+            let value = Substring(host).drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
+            guard isHostAndPort(Substring(String(value)).utf8) else { return refused("the request's Host field is not a host with an optional port") }
+        } else if !(head.version.major == 1 && head.version.minor == 0) {
+            return refused("the request has no Host field, which HTTP/1.1 requires")
         }
-        return isHostAndPort(Substring(host).utf8) ? nil : "the request's Host field is not a host with an optional port"
+        let codings = head.headers["transfer-encoding"].flatMap { $0.split(separator: ",") }
+        if let last = codings.last, last.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" {
+            return refused("the request's Transfer-Encoding does not end in chunked, so where its body ends cannot be known")
+        }
+        if head.method == .CONNECT {
+            return Refusal(status: .methodNotAllowed, message: "CONNECT is not answered here: this service is not a proxy",
+                           method: head.method, allow: "GET, HEAD")
+        }
+        return nil
     }
 
-    /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2): reg-name characters, or an IP
-    /// literal in brackets, then digits after one colon.
+    /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2): a reg-name (unreserved
+    /// characters, sub-delimiters and `%XX`), or an IPv6 address or IPvFuture
+    /// literal in brackets; then an optional port of at most 65535.
     static func isHostAndPort(_ value: Substring.UTF8View) -> Bool {
         var rest = value[...]
         if rest.first == UInt8(ascii: "[") {
             guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
-            let literal = rest[rest.index(after: rest.startIndex)..<close]
-            // IPv6 (hex digits, colons, dots) or IPvFuture (`v1.…`): unreserved, sub-delimiters, colons.
-            guard !literal.isEmpty, literal.allSatisfy({ $0 == UInt8(ascii: ":") || isUnreservedOrSubDelimiter($0) }) else { return false }
+            guard isIPLiteral(rest[rest.index(after: rest.startIndex)..<close]) else { return false }
             rest = rest[rest.index(after: close)...]
         } else {
             let end = rest.firstIndex(of: UInt8(ascii: ":")) ?? rest.endIndex
-            guard rest[..<end].allSatisfy({ isUnreservedOrSubDelimiter($0) || $0 == UInt8(ascii: "%") }) else { return false }
+            guard isRegName(rest[..<end]) else { return false }
             rest = rest[end...]
         }
         guard let colon = rest.first else { return true }
         let port = rest.dropFirst()
-        return colon == UInt8(ascii: ":") && port.count <= 5 && port.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        guard colon == UInt8(ascii: ":"), port.count <= 5, port.allSatisfy(isDigit) else { return false }
+        return port.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) } <= 65535
+    }
+
+    /// Unreserved characters, sub-delimiters, and `%` followed by two hex digits.
+    private static func isRegName(_ name: Substring.UTF8View.SubSequence) -> Bool {
+        var index = name.startIndex
+        while index < name.endIndex {
+            let byte = name[index]
+            if byte == UInt8(ascii: "%") {
+                let first = name.index(after: index)
+                guard first < name.endIndex, isHexDigit(name[first]) else { return false }
+                let second = name.index(after: first)
+                guard second < name.endIndex, isHexDigit(name[second]) else { return false }
+                index = name.index(after: second)
+                continue
+            }
+            guard isUnreservedOrSubDelimiter(byte) else { return false }
+            index = name.index(after: index)
+        }
+        return true
+    }
+
+    /// An IPv6 address as `inet_pton` reads it (a zone identifier is not allowed in
+    /// a Host), or `v<hex>.<unreserved, sub-delimiters, colons>` (IPvFuture).
+    private static func isIPLiteral(_ literal: Substring.UTF8View.SubSequence) -> Bool {
+        if let v = literal.first, v | 0x20 == UInt8(ascii: "v") {
+            let body = literal.dropFirst()
+            guard let dot = body.firstIndex(of: UInt8(ascii: ".")), dot > body.startIndex,
+                  body[..<dot].allSatisfy(isHexDigit) else { return false }
+            let tail = body[body.index(after: dot)...]
+            return !tail.isEmpty && tail.allSatisfy { $0 == UInt8(ascii: ":") || isUnreservedOrSubDelimiter($0) }
+        }
+        guard literal.count <= 45 else { return false }
+        var address = in6_addr()
+        return inet_pton(AF_INET6, String(decoding: literal, as: UTF8.self), &address) == 1
+    }
+
+    private static func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        isDigit(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte | 0x20)
     }
 
     /// RFC 3986's unreserved characters and sub-delimiters: what a reg-name holds besides `%XX`.

@@ -172,17 +172,77 @@ struct HTTP1KeepAliveHandlerTests {
         #expect(missing.body.contains("\"error\":\"invalidArgument\"") && missing.body.contains("no Host field"), "\(missing.body)")
         let twice = try Self.refused(.http1_1, fields(("Host", "a.example"), ("Host", "b.example")))
         #expect(twice.status == 400 && twice.body.contains("2 Host fields") && !twice.open)
-        for bad in ["a b", "a.example/path", "user@a.example", "a.example:80:80", "a.example:http", "a.example:123456", "[::1", "[]", "é.example", "a.example?x"] {
+        for bad in ["a b", "a.example/path", "user@a.example", "a.example:80:80", "a.example:http", "a.example:123456", "a.example:65536",
+                    "[::1", "[]", "[zz::1]", "[1:2:3:4:5:6:7:8:9]", "[v1.]", "[vx.a]", "%", "a%zz", "a%2", "é.example", "a.example?x"] {
             let answer = try Self.refused(.http1_1, fields(("Host", bad)))
             #expect(answer.status == 400 && answer.body.contains("not a host with an optional port") && !answer.open, "\(bad)")
         }
-        for good in ["a.example", "a.example:8080", "127.0.0.1:80", "[::1]:8080", "[2001:db8::1]", "xn--bcher-kva.example", "a-b_c~d.example", ""] {
+        for good in ["a.example", "a.example:8080", "a.example:65535", "127.0.0.1:80", "[::1]:8080", "[2001:db8::1]", "[::ffff:127.0.0.1]",
+                     "[v1.fe80::a+en1]", "xn--bcher-kva.example", "a-b_c~d.example", "a%2Eexample", "", "a.example ", " a.example:80\t"] {
             let answer = try Self.refused(.http1_1, fields(("Host", good)))
             #expect(answer.status == nil && answer.open, "good host \(good): \(answer.status ?? 0) \(answer.body)")
         }
         // HTTP/1.0 need not send one; two are wrong in any version.
         #expect(try Self.refused(.http1_0, [:]).status == nil)
         #expect(try Self.refused(.http1_0, fields(("Host", "a"), ("Host", "b"))).status == 400)
+    }
+
+    @Test("CONNECT is 405 with Allow; a Transfer-Encoding not ending in chunked is 400; each closes, and neither reaches a handler")
+    func connectAndFraming() throws {
+        let channel = try Self.channel()
+        try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .CONNECT, uri: "a.example:443", headers: ["Host": "a.example:443"])))
+        guard case .head(let head)? = try channel.readOutbound(as: HTTPServerResponsePart.self) else { Issue.record("no answer"); return }
+        #expect(head.status == .methodNotAllowed && head.headers.first(name: "allow") == "GET, HEAD")
+        #expect(head.headers.contains(name: "Content-Type") && head.headers.first(name: "connection") == "close")
+        #expect(try channel.readOutbound(as: HTTPServerResponsePart.self) == .end(nil), "no body: NIO's encoder frames an answer to CONNECT without one")
+        #expect(try channel.readInbound(as: HTTPRequestPart.self) == nil && !channel.isActive)
+        for codings in [["identity"], ["chunked, gzip"], ["gzip", "x"], ["chunked", "identity"]] {
+            var fields = HTTPHeaders([("Host", "a")])
+            for coding in codings { fields.add(name: "Transfer-Encoding", value: coding) }
+            let answer = try Self.refused(.http1_1, fields)
+            #expect(answer.status == 400 && answer.body.contains("does not end in chunked") && !answer.open, "\(codings)")
+        }
+        let chunked = try Self.refused(.http1_1, HTTPHeaders([("Host", "a"), ("Transfer-Encoding", "gzip, Chunked")]))
+        #expect(chunked.status == nil && chunked.open)
+    }
+
+    static func status(_ part: HTTPServerResponsePart?) -> UInt? {
+        guard case .head(let head)? = part else { return nil }
+        return head.status.code
+    }
+
+    @Test("a request the decoder cannot read is 400 in its turn; within a request already passed on, its answer is the last, and no second answer is sent")
+    func parseErrors() throws {
+        // Between requests, behind a pending answer: the answer, then the 400 saying why, then the close.
+        let between = try Self.channel()
+        try between.writeInbound(Self.head(.http1_1, [:]))
+        try between.writeInbound(HTTPServerRequestPart.end(nil))
+        between.pipeline.fireErrorCaught(HTTPParserError.headerOverflow)
+        #expect(try between.readOutbound(as: HTTPServerResponsePart.self) == nil, "nothing before the pending answer")
+        try between.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try between.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(Self.status(try between.readOutbound(as: HTTPServerResponsePart.self)) == 200)
+        _ = try between.readOutbound(as: HTTPServerResponsePart.self)
+        guard case .head(let refused)? = try between.readOutbound(as: HTTPServerResponsePart.self),
+              case .body(.byteBuffer(let body))? = try between.readOutbound(as: HTTPServerResponsePart.self) else { Issue.record("no 400"); return }
+        #expect(refused.status == .badRequest && String(buffer: body).contains("80 KiB"))
+        #expect(!between.isActive)
+        // Within a request (a broken chunk after its head): the handler's answer, then the close;
+        // an answer no request waits for (Hummingbird's bare 400 after it) is not sent.
+        let within = try Self.channel()
+        try within.writeInbound(Self.head(.http1_1, HTTPHeaders([("Transfer-Encoding", "chunked")])))
+        within.pipeline.fireErrorCaught(HTTPParserError.invalidChunkSize)
+        #expect(throws: HTTPParserError.self) { try within.throwIfErrorCaught() }
+        // Hummingbird writes its answer, then its bare 400 when it reads on and meets the error, before a flush.
+        within.write(HTTPResponsePart.head(HTTPResponse(status: .methodNotAllowed)), promise: nil)
+        within.write(HTTPResponsePart.end(nil), promise: nil)
+        within.write(HTTPResponsePart.head(HTTPResponse(status: .badRequest)), promise: nil)
+        within.write(HTTPResponsePart.end(nil), promise: nil)
+        within.flush()
+        #expect(Self.status(try within.readOutbound(as: HTTPServerResponsePart.self)) == 405)
+        #expect(try within.readOutbound(as: HTTPServerResponsePart.self) == .end(nil))
+        #expect(try within.readOutbound(as: HTTPServerResponsePart.self) == nil, "no second answer")
+        #expect(!within.isActive)
     }
 
     @Test("the 400 for a wrong Host comes after the answers to the requests before it, and nothing after it is read")

@@ -380,7 +380,7 @@ struct ServeCommandTests {
         #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
-    @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
+    @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; CONNECT, a bad Transfer-Encoding and a broken chunk get one answer and a close; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
     func connectionBounds() async throws {
         let tool = Tool()
         let timed = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s"])
@@ -412,6 +412,18 @@ struct ServeCommandTests {
         let oldAnswer = await RawHTTP.readUntilClosed(old).map { String(decoding: $0, as: UTF8.self) }
         #expect(oldAnswer?.hasPrefix("HTTP/1.1 200") == true && oldAnswer?.hasSuffix("ok\n") == true, "\(oldAnswer ?? "still open")")
         let health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        // One answer each, then the close (this server has no idle timeout: a connection
+        // left open would hold the test): CONNECT, a Transfer-Encoding the length cannot
+        // be known from, and a body whose chunk is broken after its head was answered.
+        for (request, status, says) in [("CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n" + health, "405", "Allow: GET, HEAD"),
+                                        ("GET /health HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n" + health, "400", "chunked"),
+                                        ("POST /health HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + health, "405", "Allow: GET, HEAD")] {
+            let connection = try await RawHTTP.open(port: cappedPort, sending: request)
+            defer { close(connection) }
+            let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)") && answer.contains(says), "\(answer.debugDescription)")
+            #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(answer)")
+        }
         let first = try await RawHTTP.open(port: cappedPort, sending: health)
         let answered = await RawHTTP.readAvailable(first, within: .seconds(60))
         #expect(String(decoding: answered, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "the first connection is answered and kept open")
