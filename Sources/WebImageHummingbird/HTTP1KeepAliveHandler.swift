@@ -221,6 +221,8 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     ///   one in any, or a value that is not a host with an optional port;
     /// - a `Transfer-Encoding` whose last coding is not `chunked` (RFC 9112 §6.1:
     ///   the body's length cannot be known, so nothing after it can be read);
+    /// - an absolute-form target with userinfo (`http://user@host/…`, RFC 9110
+    ///   §4.2.4);
     /// - `CONNECT`: this is not a proxy, and the decoder would read nothing after it
     ///   (`405` with `Allow`, and no body: NIO's encoder frames any answer to
     ///   `CONNECT` without one).
@@ -239,11 +241,25 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         if let last = codings.last, last.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" {
             return refused("the request's Transfer-Encoding does not end in chunked, so where its body ends cannot be known")
         }
+        if hasUserinfo(absoluteTarget: head.uri) {
+            return refused("the request's target names a user (user@host), which an http URI must not (RFC 9110 §4.2.4)")
+        }
         if head.method == .CONNECT {
             return Refusal(status: .methodNotAllowed, message: "CONNECT is not answered here: this service is not a proxy",
                            method: head.method, allow: "GET, HEAD")
         }
         return nil
+    }
+
+    /// Whether an absolute-form target (`http://user@host/…`) has userinfo: the
+    /// `@` before the authority ends (at `/`, `?`, `#` or the end).
+    static func hasUserinfo(absoluteTarget target: String) -> Bool {
+        let utf8 = Substring(target).utf8
+        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
+              String(Substring(utf8[..<colon])).lowercased().allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }),
+              utf8[colon...].starts(with: "://".utf8) else { return false }
+        let authority = utf8[utf8.index(colon, offsetBy: 3)...].prefix { ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains($0) }
+        return authority.contains(UInt8(ascii: "@"))
     }
 
     /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2): a reg-name (unreserved
