@@ -226,22 +226,33 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     /// - `CONNECT`: this is not a proxy, and the decoder would read nothing after it
     ///   (`405` with `Allow`, and no body: NIO's encoder frames any answer to
     ///   `CONNECT` without one).
+    ///
+    /// Every request passes here, so a sound one costs one pass over its fields and
+    /// no allocation.
     static func refusal(of head: HTTPRequestHead) -> Refusal? {
         func refused(_ message: String) -> Refusal { Refusal(status: .badRequest, message: message, method: head.method) }
-        let hosts = head.headers["host"]
-        if hosts.count > 1 { return refused("the request has \(hosts.count) Host fields; HTTP/1.1 allows one") }
-        if let host = hosts.first {
-            // Optional whitespace around a field's value is not part of it (RFC 9112 §5).
-            let value = Substring(host).drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed()
-            guard isHostAndPort(Substring(String(value)).utf8) else { return refused("the request's Host field is not a host with an optional port") }
-        } else if !(head.version.major == 1 && head.version.minor == 0) {
+        var hosts = 0
+        var hostIsSound = true
+        var lastCoding: Substring?
+        for (name, value) in head.headers {
+            if name.utf8.count == 4, name.lowercased() == "host" {
+                hosts += 1
+                // Optional whitespace around a field's value is not part of it (RFC 9112 §5).
+                hostIsSound = hostIsSound && isHostAndPort(trimmed(Substring(value).utf8))
+            } else if name.utf8.count == 17, name.lowercased() == "transfer-encoding" {
+                lastCoding = value.split(separator: ",").last ?? ""
+            }
+        }
+        if hosts > 1 { return refused("the request has \(hosts) Host fields; HTTP/1.1 allows one") }
+        if !hostIsSound { return refused("the request's Host field is not a host with an optional port") }
+        if hosts == 0, !(head.version.major == 1 && head.version.minor == 0) {
             return refused("the request has no Host field, which HTTP/1.1 requires")
         }
-        let codings = head.headers["transfer-encoding"].flatMap { $0.split(separator: ",") }
-        if let last = codings.last, last.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" {
+        if let lastCoding, lastCoding.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" {
             return refused("the request's Transfer-Encoding does not end in chunked, so where its body ends cannot be known")
         }
-        if hasUserinfo(absoluteTarget: head.uri) {
+        // Origin-form (`/path?query`), nearly every request, has no authority to look at.
+        if head.uri.utf8.first != UInt8(ascii: "/"), hasUserinfo(absoluteTarget: head.uri) {
             return refused("the request's target names a user (user@host), which an http URI must not (RFC 9110 §4.2.4)")
         }
         if head.method == .CONNECT {
@@ -251,12 +262,21 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         return nil
     }
 
+    /// A field's value without the spaces and tabs around it.
+    private static func trimmed(_ value: Substring.UTF8View) -> Substring.UTF8View {
+        let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+        guard let first = value.firstIndex(where: { !isSpace($0) }), let last = value.lastIndex(where: { !isSpace($0) }) else {
+            return value[value.endIndex...]
+        }
+        return value[first...last]
+    }
+
     /// Whether an absolute-form target (`http://user@host/…`) has userinfo: the
     /// `@` before the authority ends (at `/`, `?`, `#` or the end).
     static func hasUserinfo(absoluteTarget target: String) -> Bool {
         let utf8 = Substring(target).utf8
         guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
-              String(Substring(utf8[..<colon])).lowercased().allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+-.".contains($0)) }),
+              utf8[..<colon].allSatisfy({ isUnreservedOrSubDelimiter($0) && $0 != UInt8(ascii: "_") }),
               utf8[colon...].starts(with: "://".utf8) else { return false }
         let authority = utf8[utf8.index(colon, offsetBy: 3)...].prefix { ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains($0) }
         return authority.contains(UInt8(ascii: "@"))
