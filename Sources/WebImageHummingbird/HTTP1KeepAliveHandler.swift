@@ -36,6 +36,13 @@ import WebImageHTTP
 /// - `400` for a `Transfer-Encoding` whose last coding is not `chunked` (RFC 9112
 ///   §6.1), which Hummingbird answered and then answered again with a bare `400`.
 /// - `405` for `CONNECT`, after which Hummingbird read nothing more.
+/// - `400` for a target that is not a path or an `http(s)` URL with a host.
+///
+/// A request asking to upgrade (`Connection: upgrade` with `Upgrade`) is passed on
+/// as one asking to close: NIO's decoder reads nothing after it. Every close after
+/// an answer is staged (RFC 9112 §9.6): the sending side first, then the whole
+/// connection when the client closes or 2 seconds later, so answers already
+/// written are not cut off by a reset.
 /// - `400` for a request the decoder cannot read (a head past 80 KiB, a byte no
 ///   request may hold), which Hummingbird answers with an empty body, at once,
 ///   even behind answers still pending. When the body of a request already passed
@@ -108,7 +115,10 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             return
         }
         insideRequest = true
-        if !head.isKeepAlive {
+        // `Connection: upgrade` with `Upgrade`: NIO's decoder reads nothing after such a
+        // request (it leaves the bytes to an upgrader, and Hummingbird has none), so
+        // the upgrade is declined by closing after the answer, as `close` would.
+        if !head.isKeepAlive || Self.asksToUpgrade(head) {
             asked.append(.close)
             head.headers.replaceOrAdd(name: "Connection", value: "close")
             context.fireChannelRead(wrapInboundOut(.head(head)))
@@ -130,9 +140,8 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             return refuse(Refusal(status: .badRequest, message: Self.message(for: parseError), method: .GET), context)
         }
         closingAfterAnswers = true
-        stopReading(context)
         context.fireErrorCaught(error)
-        if nothingPending { context.close(promise: nil) }
+        if nothingPending { closeLingering(context) }
     }
 
     static func message(for error: HTTPParserError) -> String {
@@ -150,11 +159,13 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             promise?.succeed(())
             if case .end = part {
                 droppingUnasked = false
-                context.close(promise: nil)
+                closeLingering(context)
             }
             return
         }
-        let current = answered < asked.count ? asked[answered] : .nothing
+        var current = answered < asked.count ? asked[answered] : .nothing
+        // The last answer before a close for a broken body says so.
+        if closingAfterAnswers, answered == asked.count - 1 { current = .close }
         switch part {
         case .head(var head) where head.status.code >= 200 && current != .nothing:
             head.headers.replaceOrAdd(name: "Connection", value: current == .close ? "close" : "keep-alive")
@@ -171,24 +182,41 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
                 if last, refusal != nil { writeRefusal(context) }
                 return
             }
+            // Nothing after this request is read (a client that sent more is done with).
+            closingAfterAnswers = true
             let written = promise ?? context.eventLoop.makePromise()
             let channel = context.channel
-            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+            written.futureResult.whenComplete { _ in Self.closeLingering(channel) }
             context.write(data, promise: written)
         default:
             context.write(data, promise: promise)
         }
     }
 
-    private func stopReading(_ context: ChannelHandlerContext) {
-        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+    /// How long a closing connection goes on reading (and dropping) what its client
+    /// sends after the last answer.
+    static let linger = TimeAmount.seconds(2)
+
+    /// Closes in stages (RFC 9112 §9.6): the sending side first, so the answers
+    /// already written all arrive; then the whole connection once the client
+    /// closes its side or ``linger`` has passed. Closing at once while the
+    /// client's next requests sit unread makes the kernel send a reset, which
+    /// throws away answers the client had not read yet. Meanwhile what arrives is
+    /// read and dropped (``channelRead(context:data:)`` passes nothing on).
+    private func closeLingering(_ context: ChannelHandlerContext) { Self.closeLingering(context.channel) }
+
+    private static func closeLingering(_ channel: any Channel) {
+        guard channel.isActive else { return }
+        channel.close(mode: .output).whenComplete { result in
+            guard case .success = result else { return channel.close(promise: nil) }
+            channel.eventLoop.scheduleTask(in: Self.linger) { channel.close(promise: nil) }
+        }
     }
 
-    /// Refuses a request: nothing after it is read, and its answer goes now or
-    /// after the answers before it.
+    /// Refuses a request: nothing after it is passed on, and its answer goes now
+    /// or after the answers before it.
     private func refuse(_ refusal: Refusal, _ context: ChannelHandlerContext) {
         self.refusal = refusal
-        stopReading(context)
         if nothingPending { writeRefusal(context) }
     }
 
@@ -213,7 +241,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
         }
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in Self.closeLingering(channel) }
     }
 
     /// Why a request is answered here rather than passed on, or nil:
@@ -221,8 +249,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     ///   one in any, or a value that is not a host with an optional port;
     /// - a `Transfer-Encoding` whose last coding is not `chunked` (RFC 9112 §6.1:
     ///   the body's length cannot be known, so nothing after it can be read);
-    /// - an absolute-form target with userinfo (`http://user@host/…`, RFC 9110
-    ///   §4.2.4);
+    /// - a target that is not one (``targetProblem(_:)``);
     /// - `CONNECT`: this is not a proxy, and the decoder would read nothing after it
     ///   (`405` with `Allow`, and no body: NIO's encoder frames any answer to
     ///   `CONNECT` without one).
@@ -251,10 +278,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         if let lastCoding, lastCoding.trimmingCharacters(in: .whitespaces).lowercased() != "chunked" {
             return refused("the request's Transfer-Encoding does not end in chunked, so where its body ends cannot be known")
         }
-        // Origin-form (`/path?query`), nearly every request, has no authority to look at.
-        if head.uri.utf8.first != UInt8(ascii: "/"), hasUserinfo(absoluteTarget: head.uri) {
-            return refused("the request's target names a user (user@host), which an http URI must not (RFC 9110 §4.2.4)")
-        }
+        if let problem = targetProblem(head) { return refused(problem) }
         if head.method == .CONNECT {
             return Refusal(status: .methodNotAllowed, message: "CONNECT is not answered here: this service is not a proxy",
                            method: head.method, allow: "GET, HEAD")
@@ -271,15 +295,41 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         return value[first...last]
     }
 
-    /// Whether an absolute-form target (`http://user@host/…`) has userinfo: the
-    /// `@` before the authority ends (at `/`, `?`, `#` or the end).
-    static func hasUserinfo(absoluteTarget target: String) -> Bool {
-        let utf8 = Substring(target).utf8
-        guard let colon = utf8.firstIndex(of: UInt8(ascii: ":")),
-              utf8[..<colon].allSatisfy({ isUnreservedOrSubDelimiter($0) && $0 != UInt8(ascii: "_") }),
-              utf8[colon...].starts(with: "://".utf8) else { return false }
-        let authority = utf8[utf8.index(colon, offsetBy: 3)...].prefix { ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains($0) }
-        return authority.contains(UInt8(ascii: "@"))
+    /// What is wrong with a request's target (RFC 9112 §3.2), or nil: a `#`
+    /// (a fragment is never sent); `*` for any method but `OPTIONS`; an
+    /// absolute-form target that is not an `http` or `https` URL with a host and
+    /// an optional port (the host the request names: RFC 9112 §3.2.2), or that
+    /// names a user (RFC 9110 §4.2.4). `CONNECT`'s authority-form is refused as
+    /// `CONNECT`.
+    static func targetProblem(_ head: HTTPRequestHead) -> String? {
+        let target = Substring(head.uri).utf8
+        if target.contains(UInt8(ascii: "#")) { return "the request's target has a fragment (#), which is never sent" }
+        // Origin-form (`/path?query`), nearly every request: nothing more to check.
+        guard let first = target.first, first != UInt8(ascii: "/"), head.method != .CONNECT else { return nil }
+        if target.elementsEqual("*".utf8) {
+            return head.method == .OPTIONS ? nil : "the target * is for OPTIONS only"
+        }
+        let scheme = target.prefix { $0 != UInt8(ascii: ":") }
+        let lowered = String(decoding: scheme, as: UTF8.self).lowercased()
+        guard lowered == "http" || lowered == "https", target[scheme.endIndex...].starts(with: "://".utf8) else {
+            return "the request's target is neither a path nor an http URL"
+        }
+        let authority = target[target.index(scheme.endIndex, offsetBy: 3)...]
+            .prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+        if authority.contains(UInt8(ascii: "@")) {
+            return "the request's target names a user (user@host), which an http URI must not (RFC 9110 §4.2.4)"
+        }
+        let host = authority.prefix { $0 != UInt8(ascii: ":") || authority.first == UInt8(ascii: "[") }
+        guard !host.isEmpty, host.first != UInt8(ascii: ":"), isHostAndPort(authority) else {
+            return "the request's target does not name a host with an optional port"
+        }
+        return nil
+    }
+
+    /// Whether a request asks to upgrade its connection: an `upgrade` option in
+    /// `Connection` and an `Upgrade` field.
+    static func asksToUpgrade(_ head: HTTPRequestHead) -> Bool {
+        head.headers.contains(name: "upgrade") && head.headers[canonicalForm: "connection"].contains { $0.lowercased() == "upgrade" }
     }
 
     /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2): a reg-name (unreserved

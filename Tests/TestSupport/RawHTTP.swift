@@ -84,6 +84,11 @@ package enum RawHTTP {
         }
     }
 
+    /// Writes more `bytes` on a connection `open(port:sending:)` made.
+    package static func send(_ fd: Int32, _ bytes: String) async throws {
+        try await onThread { try writeAll(fd, Array(bytes.utf8)) }
+    }
+
     /// What a connection reads until the server closes it, or nil if it was still
     /// open after `bound` (a generous bound: the event is the close).
     package static func readUntilClosed(_ fd: Int32, bound: Duration = .seconds(120)) async -> Data? {

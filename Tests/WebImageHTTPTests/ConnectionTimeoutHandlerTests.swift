@@ -187,7 +187,7 @@ struct HTTP1KeepAliveHandlerTests {
         #expect(try Self.refused(.http1_0, fields(("Host", "a"), ("Host", "b"))).status == 400)
     }
 
-    @Test("CONNECT is 405 with Allow; a Transfer-Encoding not ending in chunked is 400, as is userinfo in an absolute-form target; each closes, and neither reaches a handler")
+    @Test("CONNECT is 405 with Allow; a Transfer-Encoding not ending in chunked is 400, as is a target that is not a path or an http URL with a host (no user, no fragment); each closes, and neither reaches a handler")
     func connectAndFraming() throws {
         let channel = try Self.channel()
         try channel.writeInbound(HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .CONNECT, uri: "a.example:443", headers: ["Host": "a.example:443"])))
@@ -206,7 +206,10 @@ struct HTTP1KeepAliveHandlerTests {
         #expect(chunked.status == nil && chunked.open)
         // Userinfo in an absolute-form target; an @ in the path or query is not userinfo.
         for (target, refused) in [("http://u:p@a/health", true), ("HTTPS://u@a", true), ("http://a/health?x=u@b", false),
-                                  ("http://a/u@b", false), ("/health?url=http://u@a", false), ("/x:y@z", false)] {
+                                  ("http://a/u@b", false), ("/health?url=http://u@a", false), ("/x:y@z", false),
+                                  ("http:///health", true), ("http://[::1/health", true), ("http://a:65536/x", true), ("http://%zz/x", true),
+                                  ("http://[::1]:80/health", false), ("HTTP://a.example", false), ("ftp://a/x", true), ("a.example/x", true),
+                                  ("/health#x", true), ("*", true), ("http://a:/x", false)] {
             let channel = try Self.channel()
             try channel.writeInbound(Self.head(.http1_1, [:], uri: target))
             let answered = try channel.readOutbound(as: HTTPServerResponsePart.self) != nil

@@ -424,6 +424,27 @@ struct ServeCommandTests {
             #expect(answer.hasPrefix("HTTP/1.1 \(status)") && answer.contains(says), "\(answer.debugDescription)")
             #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer: \(answer)")
         }
+        // A client that goes on sending after a refusal, before it reads: every answer
+        // written before the refusal and the refusal itself arrive whole, then the
+        // close, a normal one. (The server reads and drops what comes after: a close
+        // with the client's bytes unread is a reset, which throws away answers still
+        // on their way, as a stranger saw a 360 KB answer cut. These answers are too
+        // small to be on their way still; this checks that the staged close keeps them.)
+        let metrics = "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n"
+        let eager = try await RawHTTP.open(port: cappedPort, sending: metrics + metrics + "GET /health HTTP/1.1\r\n\r\n")
+        defer { close(eager) }
+        try await Task.sleep(for: .milliseconds(300))
+        try? await RawHTTP.send(eager, String(repeating: health, count: 100))
+        try await Task.sleep(for: .milliseconds(300))
+        let eagerAnswers = await RawHTTP.readUntilClosed(eager).map { String(decoding: $0, as: UTF8.self) }
+        #expect(eagerAnswers?.components(separatedBy: "HTTP/1.1 200 OK").count == 3, "\(eagerAnswers?.prefix(300) ?? "reset or still open")")
+        #expect(eagerAnswers?.contains("HTTP/1.1 400 Bad Request") == true && eagerAnswers?.hasSuffix("which HTTP/1.1 requires\"}") == true)
+        // Connection: Upgrade leaves NIO's decoder reading nothing more: the answer says close, and the connection closes.
+        let upgrade = try await RawHTTP.open(port: cappedPort, sending: "GET /health HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n" + health)
+        defer { close(upgrade) }
+        let upgraded = await RawHTTP.readUntilClosed(upgrade).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
+        #expect(upgraded.hasPrefix("HTTP/1.1 200") && upgraded.lowercased().contains("connection: close") && upgraded.components(separatedBy: "HTTP/1.1 ").count == 2,
+                "\(upgraded.debugDescription)")
         let first = try await RawHTTP.open(port: cappedPort, sending: health)
         let answered = await RawHTTP.readAvailable(first, within: .seconds(60))
         #expect(String(decoding: answered, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "the first connection is answered and kept open")
