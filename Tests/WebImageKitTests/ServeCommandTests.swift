@@ -186,6 +186,43 @@ struct ServeCommandTests {
         #expect(try await running.wait().status == 0)
     }
 
+    @Test("a client that pipelines on after a refused request gets the large, slow answer before it whole and the refusal, then a normal close, never a reset")
+    func refusalWithoutReset() async throws {
+        let tool = Tool()
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        let photo = try Data(contentsOf: samples.appendingPathComponent("photo-2.jpg"))
+        for index in 0..<3 { origin.serve("/slow/\(index).jpg", photo, contentType: "image/jpeg", delay: 500) }
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=0",
+                                      "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        for index in 0..<3 {
+            // A PNG of a few hundred KB, more than the sockets' buffers hold, answered
+            // after the origin's delay; then a request with no Host; then more requests
+            // while the answer is on its way. A close with those unread was a reset that
+            // cut the answer short.
+            let target = "/thumbnail?url=" + origin.url("/slow/\(index).jpg").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                + "&w=\(901 + index)&format=png"  // not a DCT scale of the 1200 px photo: a resampled, noisy PNG
+            let connection = try await RawHTTP.open(port: port, sending: "GET \(target) HTTP/1.1\r\nHost: a\r\n\r\nGET /health HTTP/1.1\r\n\r\n")
+            defer { close(connection) }
+            try? await RawHTTP.send(connection, String(repeating: "GET /health HTTP/1.1\r\nHost: a\r\n\r\n", count: 200))
+            let received = try #require(await RawHTTP.readUntilClosed(connection), "a reset, or still open")
+            let end = try #require(received.firstRange(of: Data("\r\n\r\n".utf8)))
+            let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+            let length = try #require(head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) })
+            #expect(head.hasPrefix("HTTP/1.1 200") && length > 200_000, "\(length): \(head)")
+            let rest = received[end.upperBound...]
+            #expect(rest.count > length && ImageFormat.sniff(Data(rest.prefix(length))) == .png)
+            #expect(String(decoding: rest.dropFirst(length), as: UTF8.self).hasPrefix("HTTP/1.1 400 Bad Request"))
+        }
+        running.signal(SIGTERM)
+        #expect(try await running.wait().status == 0)
+    }
+
     @Test("SIGTERM with requests in flight: ImageManagerService and the HTTP server in one ServiceGroup; every request is answered, exit 0, and their thumbnails are on disk after a restart")
     func sigtermInFlight() async throws {
         let tool = Tool()
