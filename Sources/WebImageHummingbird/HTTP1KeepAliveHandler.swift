@@ -265,7 +265,9 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             if name.utf8.count == 4, name.lowercased() == "host" {
                 hosts += 1
                 // Optional whitespace around a field's value is not part of it (RFC 9112 §5).
-                hostIsSound = hostIsSound && isHostAndPort(trimmed(Substring(value).utf8))
+                // Read in place: a native string's bytes are contiguous.
+                hostIsSound = hostIsSound && (value.utf8.withContiguousStorageIfAvailable { isHostAndPort(trimmed($0[...])) }
+                    ?? isHostAndPort(trimmed(Substring(value).utf8)))
             } else if name.utf8.count == 17, name.lowercased() == "transfer-encoding" {
                 lastCoding = value.split(separator: ",").last ?? ""
             }
@@ -287,7 +289,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     }
 
     /// A field's value without the spaces and tabs around it.
-    private static func trimmed(_ value: Substring.UTF8View) -> Substring.UTF8View {
+    private static func trimmed<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes) -> Bytes where Bytes.SubSequence == Bytes {
         let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
         guard let first = value.firstIndex(where: { !isSpace($0) }), let last = value.lastIndex(where: { !isSpace($0) }) else {
             return value[value.endIndex...]
@@ -302,8 +304,10 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     /// names a user (RFC 9110 §4.2.4). `CONNECT`'s authority-form is refused as
     /// `CONNECT`.
     static func targetProblem(_ head: HTTPRequestHead) -> String? {
+        let hasFragment = head.uri.utf8.withContiguousStorageIfAvailable { $0.count > 0 && memchr($0.baseAddress!, Int32(UInt8(ascii: "#")), $0.count) != nil }
+            ?? head.uri.utf8.contains(UInt8(ascii: "#"))
+        if hasFragment { return "the request's target has a fragment (#), which is never sent" }
         let target = Substring(head.uri).utf8
-        if target.contains(UInt8(ascii: "#")) { return "the request's target has a fragment (#), which is never sent" }
         // Origin-form (`/path?query`), nearly every request: nothing more to check.
         guard let first = target.first, first != UInt8(ascii: "/"), head.method != .CONNECT else { return nil }
         if target.elementsEqual("*".utf8) {
@@ -335,7 +339,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     /// `uri-host [ ":" port ]` (RFC 3986 §3.2.2): a reg-name (unreserved
     /// characters, sub-delimiters and `%XX`), or an IPv6 address or IPvFuture
     /// literal in brackets; then an optional port of at most 65535.
-    static func isHostAndPort(_ value: Substring.UTF8View) -> Bool {
+    static func isHostAndPort<Bytes: BidirectionalCollection<UInt8>>(_ value: Bytes) -> Bool where Bytes.SubSequence == Bytes {
         var rest = value[...]
         if rest.first == UInt8(ascii: "[") {
             guard let close = rest.firstIndex(of: UInt8(ascii: "]")) else { return false }
@@ -353,7 +357,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     }
 
     /// Unreserved characters, sub-delimiters, and `%` followed by two hex digits.
-    private static func isRegName(_ name: Substring.UTF8View.SubSequence) -> Bool {
+    private static func isRegName<Bytes: BidirectionalCollection<UInt8>>(_ name: Bytes) -> Bool where Bytes.SubSequence == Bytes {
         var index = name.startIndex
         while index < name.endIndex {
             let byte = name[index]
@@ -373,7 +377,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
 
     /// An IPv6 address as `inet_pton` reads it (a zone identifier is not allowed in
     /// a Host), or `v<hex>.<unreserved, sub-delimiters, colons>` (IPvFuture).
-    private static func isIPLiteral(_ literal: Substring.UTF8View.SubSequence) -> Bool {
+    private static func isIPLiteral<Bytes: BidirectionalCollection<UInt8>>(_ literal: Bytes) -> Bool where Bytes.SubSequence == Bytes {
         if let v = literal.first, v | 0x20 == UInt8(ascii: "v") {
             let body = literal.dropFirst()
             guard let dot = body.firstIndex(of: UInt8(ascii: ".")), dot > body.startIndex,
