@@ -129,10 +129,7 @@ public final class MemoryHitChannelHandler: ChannelDuplexHandler, RemovableChann
         guard let parseError = error as? HTTPParserError, passedOn == 0, held == nil else {
             return context.fireErrorCaught(error)
         }
-        let message = switch parseError {
-        case .headerOverflow: "the request's line and header fields are longer than this server reads (80 KiB)"
-        default: "the request is not valid HTTP/1.1 (\(parseError))"
-        }
+        let message = ConnectionOptionsHandler.message(for: parseError)
         var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
         response.status = .badRequest
         response.headerFields[.connection] = "close"
