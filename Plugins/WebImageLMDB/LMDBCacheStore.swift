@@ -28,7 +28,7 @@ import Synchronization
 ///   ``Options/maxMapSize``; at the maximum the store trims and retries. A map
 ///   grown by another process is adopted (`MDB_MAP_RESIZED`).
 /// - Readers left by crashed processes are cleared at open (`mdb_reader_check`).
-public final class LMDBCacheStore: CacheStore {
+public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
     /// Settings beyond the common `CacheLimits`.
     public struct Options: Sendable {
         /// The initial map size. Default 256 MiB (address space, not disk).
@@ -124,7 +124,23 @@ public final class LMDBCacheStore: CacheStore {
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
         let databaseKey = LMDBRecord.databaseKey(key)
-        guard var found = try await readEntry(forKey: key, databaseKey: databaseKey, withData: true) else { return nil }
+        guard let found = try await readEntry(forKey: key, databaseKey: databaseKey, withData: true) else { return nil }
+        return accessed(found, databaseKey)
+    }
+
+    /// A hit read on the calling thread (``Options/readsOnCallingThread``, the
+    /// default); nil for a miss, a damaged entry or a failure, which
+    /// ``entry(forKey:)`` reports and removes.
+    package func immediateEntry(forKey key: String) -> CacheEntry? {
+        guard readsOnCallingThread else { return nil }
+        let databaseKey = LMDBRecord.databaseKey(key)
+        guard case .hit(let found)? = try? lookUp(key, databaseKey, withData: true) else { return nil }
+        return accessed(found, databaseKey)
+    }
+
+    /// A hit's access date, now, batched for the next write (`flushAccessDates`).
+    private func accessed(_ found: CacheEntry, _ databaseKey: [UInt8]) -> CacheEntry {
+        var found = found
         let now = clock()
         found.metadata.accessedAt = now
         pendingAccess.withLock { $0[PendingAccessKey(databaseKey)] = LMDBRecord.milliseconds(now) }
@@ -139,27 +155,11 @@ public final class LMDBCacheStore: CacheStore {
     /// their checksum) and its access date. A damaged entry is removed, reported
     /// and read as a miss: never served as wrong bytes.
     private func readEntry(forKey key: String, databaseKey: [UInt8], withData: Bool) async throws -> CacheEntry? {
-        let outcome = try await read { [environment] () throws -> ReadOutcome in
-            try environment.read { txn in
-                guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }
-                guard let decoded = LMDBRecord.decode(value) else { return .damaged("not a record of format version \(LMDBRecord.version)") }
-                if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return .miss }
-                var metadata = decoded.metadata
-                // A hit with data sets accessedAt to now itself: skip the second lookup.
-                if !withData, let stamp = try txn.get(environment.access, databaseKey) {
-                    metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
-                }
-                var data = Data()
-                if withData {
-                    // The payload is copied out as it is checked: one read of the mapped pages.
-                    let (copy, reason) = LMDBRecord.verifiedPayload(value, decoded)
-                    if let reason { return .damaged(reason) }
-                    data = copy
-                }
-                // An entry of format 2 carries an XXH64: the ETag is hashed from the bytes instead.
-                return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData && !decoded.isLegacy ? decoded.checksum : nil))
-            }
-        }
+        // On the calling thread, a direct call: no closure context to allocate, no
+        // async frame (a warm hit is a lookup in mapped memory).
+        let outcome = readsOnCallingThread
+            ? try lookUp(key, databaseKey, withData: withData)
+            : try await readers.run { [self] in try lookUp(key, databaseKey, withData: withData) }
         switch outcome {
         case .hit(let entry): return entry
         case .miss: return nil
@@ -167,6 +167,28 @@ public final class LMDBCacheStore: CacheStore {
             damaged.report(key: key, reason: reason)
             try? await removeData(forKey: key)
             return nil
+        }
+    }
+
+    private func lookUp(_ key: String, _ databaseKey: [UInt8], withData: Bool) throws -> ReadOutcome {
+        try environment.read { txn in
+            guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }
+            guard let decoded = LMDBRecord.decode(value) else { return .damaged("not a record of format version \(LMDBRecord.version)") }
+            if LMDBRecord.isHashed(databaseKey), decoded.fullKey != key { return .miss }
+            var metadata = decoded.metadata
+            // A hit with data sets accessedAt to now itself: skip the second lookup.
+            if !withData, let stamp = try txn.get(environment.access, databaseKey) {
+                metadata.accessedAt = LMDBRecord.date(LMDBRecord.uint64(stamp))
+            }
+            var data = Data()
+            if withData {
+                // The payload is copied out as it is checked: one read of the mapped pages.
+                let (copy, reason) = LMDBRecord.verifiedPayload(value, decoded)
+                if let reason { return .damaged(reason) }
+                data = copy
+            }
+            // An entry of format 2 carries an XXH64: the ETag is hashed from the bytes instead.
+            return .hit(CacheEntry(data: data, metadata: metadata, checksum: withData && !decoded.isLegacy ? decoded.checksum : nil))
         }
     }
 

@@ -68,6 +68,21 @@ extension CacheStore {
     }
 }
 
+/// A store whose warm read costs no wait (LMDB's mapped memory): it answers on
+/// the calling thread, synchronously.
+///
+/// The manager asks it first for a load of bytes (``ImageOptions/avoidDecode``)
+/// that the memory tier missed, before it makes the load's plan or enters any
+/// async call: a hit then costs what the store's lookup costs. Anything but a
+/// hit goes the usual way, through ``CacheStore/entry(forKey:)``, which reports
+/// errors and removes damaged entries.
+package protocol ImmediateCacheReading: CacheStore {
+    /// The entry under `key`, read on the calling thread, with its access date
+    /// updated as ``CacheStore/entry(forKey:)`` does; nil for "ask `entry(forKey:)`":
+    /// a miss, a damaged entry, a failure, or a store that reads on a pool.
+    func immediateEntry(forKey key: String) -> CacheEntry?
+}
+
 /// Bytes and their metadata, as a store returns them.
 public struct CacheEntry: Sendable {
     /// Which tier of a ``TieredCacheStore`` an entry came from.

@@ -29,7 +29,7 @@ import Synchronization
 /// Metrics: `webimage_tier_hits_total{tier=local|shared}`,
 /// `webimage_tier_misses_total`, `webimage_tier_errors_total{tier=shared}`,
 /// `webimage_tier_writes_dropped_total`.
-public final class TieredCacheStore: CacheStore {
+public final class TieredCacheStore: CacheStore, ImmediateCacheReading {
     /// Bounds on the background work of the shared tier.
     public struct Limits: Sendable, Hashable {
         /// Shared writes (and local copies of shared hits) in flight at once. Default 256.
@@ -44,6 +44,8 @@ public final class TieredCacheStore: CacheStore {
 
     /// This host's store; nil for a shared tier alone.
     public let local: (any CacheStore)?
+    /// ``local`` when it reads without waiting (``ImmediateCacheReading``).
+    private let immediateLocal: (any ImmediateCacheReading)?
     /// The store the fleet shares.
     public let shared: any CacheStore
     private let logger: Logger
@@ -61,6 +63,7 @@ public final class TieredCacheStore: CacheStore {
     public init(local: (any CacheStore)?, shared: any CacheStore, limits: Limits = Limits(),
                 logger: Logger = Logger(label: "webimage.tiers")) {
         self.local = local
+        self.immediateLocal = local as? any ImmediateCacheReading
         self.shared = shared
         self.logger = logger
         self.work = BackgroundWork(maxPending: limits.maxPendingWrites, maxPendingBytes: limits.maxPendingBytes)
@@ -86,6 +89,14 @@ public final class TieredCacheStore: CacheStore {
                 try await local.setData(data, forKey: key, metadata: metadata)
             }
         }
+        return entry
+    }
+
+    /// A hit of the local tier when it reads without waiting; nil otherwise (the
+    /// shared tier is a request).
+    package func immediateEntry(forKey key: String) -> CacheEntry? {
+        guard let entry = immediateLocal?.immediateEntry(forKey: key) else { return nil }
+        localHits.increment()
         return entry
     }
 

@@ -9,7 +9,10 @@ import Metrics
 ///   `webimage_store_writes_dropped_total` (background writes past the bound)
 ///
 /// Every metric also carries the configuration's ``ImageManager/Configuration/metricsDimensions``.
-struct PipelineMetrics: Sendable {
+///
+/// A class: a hit reads it through the manager, and a struct of ten references
+/// was copied there (ten retains and releases, a tenth of a warm disk hit).
+final class PipelineMetrics: Sendable {
     private let dimensions: [(String, String)]
     private let memoryHits: Counter
     private let diskHits: Counter

@@ -47,10 +47,14 @@ public final class ImageManager: Sendable {
     let loads = InFlightCounter()
     /// The deadlines of loads in flight (``ImageContext/deadline``), one timer for all.
     let deadlines = DeadlineTimer()
+    /// The configured store when it reads a warm hit without waiting (LMDB):
+    /// asked first for a load of bytes, on the caller's thread.
+    let immediateStore: (any ImmediateCacheReading)?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         self.stages = LoadStages(configuration: configuration)
+        self.immediateStore = configuration.store as? any ImmediateCacheReading
     }
 
     var services: StageServices { stages.services }
@@ -188,7 +192,9 @@ public final class ImageManager: Sendable {
             case .needsStoredBytes(let result):
                 // The store only here: copying the optional existential on every hit cost a tenth of it.
                 return await stages.lookup.completed(.needsStoredBytes(result), key: keys.key, url: url, store: context.store ?? store) ?? result
-            case .miss: return try await loadPastMemory(plan(url: url, options: options, context: context, keys: keys), progress: progress)
+            case .miss:
+                if options.contains(.avoidDecode), let hit = try immediateDiskHit(url, options, context, keys) { return hit }
+                return try await loadPastMemory(plan(url: url, options: options, context: context, keys: keys), progress: progress)
             }
         }
         let plan = plan(url: url, options: options, context: context)
@@ -237,6 +243,29 @@ public final class ImageManager: Sendable {
         }
     }
 
+    /// A load of bytes that the store answers on the calling thread
+    /// (``ImmediateCacheReading``): the hit ``loadPastMemory(_:progress:)`` would
+    /// return, with no plan made (it copies the context) and no async call. Nil
+    /// for anything else, which goes on as before.
+    private func immediateDiskHit(_ url: URL, _ options: ImageOptions, _ context: ImageContext,
+                                  _ keys: (plainKey: String, key: String, derivesBytes: Bool)) throws -> ImageResult? {
+        guard let store = immediateStore, context.store == nil, context.queryCacheTiers.contains(.disk),
+              options.isDisjoint(with: [.fromLoaderOnly, .refreshCached]) else { return nil }
+        // A job of this key may be about to replace the entry: the load joins it.
+        if images.hasJobs, images.isRunning(LoadPlan.jobKey(key: keys.key, options: options)) { return nil }
+        guard let entry = store.immediateEntry(forKey: keys.derivesBytes ? keys.key : keys.plainKey) else { return nil }
+        try services.judge(stored: entry, url: url, context: context)
+        return storedBytes(entry, key: keys.key, url: url, context: context)
+    }
+
+    /// A disk hit returned as bytes: counted, remembered in the memory tier.
+    private func storedBytes(_ entry: CacheEntry, key: String, url: URL, context: ImageContext) -> ImageResult {
+        metrics.hit(entry.cacheType)
+        stages.publish.rememberData(entry.data, key: key, context: context, checksum: entry.checksum, madeAt: entry.metadata.storedAt)
+        return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: key, url: url,
+                           checksum: entry.checksum, lastModified: entry.metadata.storedAt)
+    }
+
     /// A load the memory tier did not answer: the disk tier on the caller's task,
     /// else the coalesced job.
     private func loadPastMemory(_ plan: LoadPlan, progress: (@Sendable (LoadProgress) -> Void)?) async throws -> ImageResult {
@@ -251,13 +280,7 @@ public final class ImageManager: Sendable {
         if plan.readsDisk, let store = plan.store, !(images.hasJobs && images.isRunning(plan.jobKey)) {
             let entry = await stages.lookup.read(store, plan.diskKey)
             if let entry { try services.judge(stored: entry, plan) }
-            if let entry, plan.bytesOnly {
-                metrics.hit(entry.cacheType)
-                stages.publish.rememberData(entry.data, key: plan.key, context: plan.context, checksum: entry.checksum,
-                                            madeAt: entry.metadata.storedAt)
-                return ImageResult(image: nil, data: entry.data, cacheType: entry.cacheType, key: plan.key, url: url,
-                                   checksum: entry.checksum, lastModified: entry.metadata.storedAt)
-            }
+            if let entry, plan.bytesOnly { return storedBytes(entry, key: plan.key, url: url, context: plan.context) }
             firstRead = LookupStage.DiskRead(key: plan.diskKey, entry: entry)
         }
         let jobKey = plan.jobKey

@@ -26,7 +26,11 @@ struct LoadPlan: Sendable {
     /// The coalescer's key: the result key and the options that change the work.
     /// Built each time it is read: a hit never reads it (and a warm disk hit only
     /// when a job is running); a job reads it a few times, beside its decode.
-    var jobKey: String { key + "|" + String(options.intersection(ImageManager.jobFlags).rawValue) }
+    var jobKey: String { Self.jobKey(key: key, options: options) }
+
+    static func jobKey(key: String, options: ImageOptions) -> String {
+        key + "|" + String(options.intersection(ImageManager.jobFlags).rawValue)
+    }
 
     /// Where the disk tier holds what this load returns.
     var diskKey: String { derivesBytes ? key : plainKey }

@@ -32,9 +32,13 @@ final class StageServices: Sendable {
     /// redirect took the load elsewhere (``CacheMetadata/originalURL``): a host
     /// taken off an allow-list is not served from the cache through a redirect either.
     func judge(stored entry: CacheEntry, _ plan: LoadPlan) throws {
-        guard let text = entry.metadata.originalURL, text != plan.url.absoluteString, let final = URL(string: text),
-              let policy = plan.context.urlPolicy ?? configuration.urlPolicy, let reason = policy(final) else { return }
-        throw WebImageError(.forbidden, "\(plan.url.absoluteString) redirected to \(text), which \(reason)", isTransient: false)
+        try judge(stored: entry, url: plan.url, context: plan.context)
+    }
+
+    func judge(stored entry: CacheEntry, url: URL, context: ImageContext) throws {
+        guard let text = entry.metadata.originalURL, text != url.absoluteString, let final = URL(string: text),
+              let policy = context.urlPolicy ?? configuration.urlPolicy, let reason = policy(final) else { return }
+        throw WebImageError(.forbidden, "\(url.absoluteString) redirected to \(text), which \(reason)", isTransient: false)
     }
 
     /// A store that failed: counted in `webimage_store_errors_total` and logged.
