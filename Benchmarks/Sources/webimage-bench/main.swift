@@ -92,9 +92,12 @@ case "store-get", "manager-hit":
     // A bucket on a network endpoint: fewer warm-up gets (each is a request).
     let warm = arguments[2] == "s3" ? 50 : 1000
     let started: ContinuousClock.Instant
+    // Page faults in the timed loop: a hit that returns its buffer to the kernel pays them again.
+    var faultsBefore = 0
     if arguments[1] == "store-get" {
         let store = try store(arguments[2], arguments[3])
         for key in keys.prefix(warm) { bytes &+= try await store.data(forKey: key)?.count ?? 0 }  // warm
+        faultsBefore = minorFaults()
         started = ContinuousClock.now
         for key in keys { bytes &+= try await store.data(forKey: key)?.count ?? 0 }
     } else {
@@ -116,18 +119,21 @@ case "store-get", "manager-hit":
         for url in urls.prefix(warm) { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
         if arguments[2] == "memory-sync" {
             // The synchronous lookup a server makes where the request arrives (MemoryHitFastPath).
+            faultsBefore = minorFaults()
             started = ContinuousClock.now
             for url in urls {
                 guard let result = manager.memoryResult(with: url, options: options) else { fail("\(url): not in memory") }
                 bytes &+= result.data?.count ?? 1
             }
         } else {
+            faultsBefore = minorFaults()
             started = ContinuousClock.now
             for url in urls { bytes &+= try await manager.loadImage(with: url, options: options).data?.count ?? 1 }
         }
     }
     let elapsed = seconds(ContinuousClock.now - started)
-    printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes])
+    printJSON(["scenario": arguments[1], "store": arguments[2], "gets": gets, "nsPerGet": elapsed / Double(gets) * 1e9, "bytes": bytes,
+               "minorFaultsPerGet": Double(minorFaults() - faultsBefore) / Double(gets)])
 
 case "endpoint-hit":
     guard arguments.count == 5, let gets = Int(arguments[4]) else { fail("endpoint-hit CONFIG TARGETS GETS") }
@@ -198,4 +204,11 @@ case "download":
 default:
     fail("unknown scenario \(arguments[1])")
 }
+}
+
+/// This process's minor page faults so far (getrusage).
+@Sendable func minorFaults() -> Int {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return usage.ru_minflt
 }
