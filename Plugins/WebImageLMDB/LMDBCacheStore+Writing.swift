@@ -169,8 +169,8 @@ extension LMDBCacheStore {
             defer { pending.removeAll() }
             return pending
         }
-        for (pendingKey, stamp) in pending {
-            let databaseKey = pendingKey.bytes
+        for (key, stamp) in pending {
+            let databaseKey = LMDBRecord.databaseKey(key)
             guard let value = try txn.get(environment.entries, databaseKey) else { continue }
             let size = LMDBRecord.decode(value).map { value.count - $0.dataOffset } ?? value.count
             try setAccess(txn, databaseKey, stamp: stamp, size: UInt64(size))
@@ -262,28 +262,6 @@ extension LMDBCacheStore {
                     }
                 }
                 return !stopped && victims.count == 512
-            }
-        }
-    }
-}
-
-
-/// A database key in the batch of access dates, hashed and compared as one run
-/// of bytes: `[UInt8]` hashes element by element, which was most of what
-/// stamping a hit cost.
-struct PendingAccessKey: Hashable {
-    let bytes: [UInt8]
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-    }
-
-    static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.bytes.withUnsafeBytes { left in
-            rhs.bytes.withUnsafeBytes { right in
-                left.count == right.count && (left.count == 0 || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0)
             }
         }
     }

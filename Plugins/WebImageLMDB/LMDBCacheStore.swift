@@ -69,7 +69,7 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
     let readers: BlockingThreadPool
     package let readsOnCallingThread: Bool
     /// Access dates not yet written, by database key.
-    let pendingAccess = Lock<[PendingAccessKey: UInt64]>([:])
+    let pendingAccess = Lock<[String: UInt64]>([:])
     /// Writes waiting for the next transaction, and whether a commit is queued.
     let pendingWrites = Lock<(items: [PendingWrite], queued: Bool)>(([], false))
     private let sweeper = Lock<CacheSweeper?>(nil)
@@ -123,9 +123,8 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
     // MARK: CacheStore
 
     public func entry(forKey key: String) async throws -> CacheEntry? {
-        let databaseKey = LMDBRecord.databaseKey(key)
-        guard let found = try await readEntry(forKey: key, databaseKey: databaseKey, withData: true) else { return nil }
-        return accessed(found, databaseKey)
+        guard let found = try await readEntry(forKey: key, withData: true) else { return nil }
+        return accessed(found, key)
     }
 
     /// A hit read on the calling thread (``Options/readsOnCallingThread``, the
@@ -133,33 +132,33 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
     /// ``entry(forKey:)`` reports and removes.
     package func immediateEntry(forKey key: String) -> CacheEntry? {
         guard readsOnCallingThread else { return nil }
-        let databaseKey = LMDBRecord.databaseKey(key)
-        guard case .hit(let found)? = try? lookUp(key, databaseKey, withData: true) else { return nil }
-        return accessed(found, databaseKey)
+        guard case .hit(let found)? = try? lookUp(key, withData: true) else { return nil }
+        return accessed(found, key)
     }
 
-    /// A hit's access date, now, batched for the next write (`flushAccessDates`).
-    private func accessed(_ found: CacheEntry, _ databaseKey: [UInt8]) -> CacheEntry {
+    /// A hit's access date, now, batched for the next write (`flushAccessDates`),
+    /// by the store's key (the write works out the database key).
+    private func accessed(_ found: CacheEntry, _ key: String) -> CacheEntry {
         var found = found
         let now = clock()
         found.metadata.accessedAt = now
-        pendingAccess.withLock { $0[PendingAccessKey(databaseKey)] = LMDBRecord.milliseconds(now) }
+        pendingAccess.withLock { $0[key] = LMDBRecord.milliseconds(now) }
         return found
     }
 
     public func metadata(forKey key: String) async throws -> CacheMetadata? {
-        try await readEntry(forKey: key, databaseKey: LMDBRecord.databaseKey(key), withData: false)?.metadata
+        try await readEntry(forKey: key, withData: false)?.metadata
     }
 
     /// One read transaction: the entry (its bytes only if asked, checked against
     /// their checksum) and its access date. A damaged entry is removed, reported
     /// and read as a miss: never served as wrong bytes.
-    private func readEntry(forKey key: String, databaseKey: [UInt8], withData: Bool) async throws -> CacheEntry? {
+    private func readEntry(forKey key: String, withData: Bool) async throws -> CacheEntry? {
         // On the calling thread, a direct call: no closure context to allocate, no
         // async frame (a warm hit is a lookup in mapped memory).
         let outcome = readsOnCallingThread
-            ? try lookUp(key, databaseKey, withData: withData)
-            : try await readers.run { [self] in try lookUp(key, databaseKey, withData: withData) }
+            ? try lookUp(key, withData: withData)
+            : try await readers.run { [self] in try lookUp(key, withData: withData) }
         switch outcome {
         case .hit(let entry): return entry
         case .miss: return nil
@@ -170,7 +169,16 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
         }
     }
 
-    private func lookUp(_ key: String, _ databaseKey: [UInt8], withData: Bool) throws -> ReadOutcome {
+    /// The closures take the environment, not the store: the store is held
+    /// weakly by its timers, so each retain of it is counted the slow way.
+    @inline(__always)
+    private func lookUp(_ key: String, withData: Bool) throws -> ReadOutcome {
+        let environment = environment
+        return try LMDBRecord.withDatabaseKey(key) { databaseKey in try Self.lookUp(environment, key, databaseKey, withData: withData) }
+    }
+
+    private static func lookUp(_ environment: LMDBEnvironment, _ key: String, _ databaseKey: UnsafeRawBufferPointer,
+                               withData: Bool) throws -> ReadOutcome {
         try environment.read { txn in
             guard let value = try txn.get(environment.entries, databaseKey) else { return .miss }
             guard let decoded = LMDBRecord.decode(value) else { return .damaged("not a record of format version \(LMDBRecord.version)") }
@@ -235,7 +243,7 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
 
     public func removeData(forKey key: String) async throws {
         let databaseKey = LMDBRecord.databaseKey(key)
-        pendingAccess.withLock { _ = $0.removeValue(forKey: PendingAccessKey(databaseKey)) }
+        pendingAccess.withLock { _ = $0.removeValue(forKey: key) }
         try await writeGrowing { [self] txn in
             // Another key under the same hash is left alone; a value that no longer parses goes.
             if LMDBRecord.isHashed(databaseKey), let value = try txn.get(environment.entries, databaseKey),

@@ -271,10 +271,11 @@ struct Transaction: ~Copyable {
 
 extension MDB_val {
     /// Calls `body` with an `MDB_val` pointing at `bytes` (valid only inside).
+    /// LMDB only reads through it (its `mv_data` is not `const` in C): the bytes
+    /// are not copied, where a mutable view of a shared array would copy them.
     static func with<T>(_ bytes: [UInt8], _ body: (inout MDB_val) throws -> T) rethrows -> T {
-        var copy = bytes
-        return try copy.withUnsafeMutableBytes { raw in
-            var value = MDB_val(mv_size: raw.count, mv_data: raw.baseAddress)
+        try bytes.withUnsafeBytes { raw in
+            var value = MDB_val(mv_size: raw.count, mv_data: UnsafeMutableRawPointer(mutating: raw.baseAddress))
             return try body(&value)
         }
     }
@@ -286,13 +287,17 @@ extension MDB_val {
 /// drop, and the pages the databases occupy.
 extension Transaction {
     borrowing func get(_ dbi: MDB_dbi, _ key: [UInt8]) throws -> UnsafeRawBufferPointer? {
-        try MDB_val.with(key) { k in
-            var value = MDB_val()
-            let rc = mdb_get(pointer, dbi, &k, &value)
-            if rc == MDB_NOTFOUND { return nil }
-            try LMDBEnvironment.check(rc, "mdb_get")
-            return value.bytes
-        }
+        try key.withUnsafeBytes { try get(dbi, $0) }
+    }
+
+    borrowing func get(_ dbi: MDB_dbi, _ key: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer? {
+        // LMDB only reads the key (its `mv_data` is not `const` in C).
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var value = MDB_val()
+        let rc = mdb_get(pointer, dbi, &k, &value)
+        if rc == MDB_NOTFOUND { return nil }
+        try LMDBEnvironment.check(rc, "mdb_get")
+        return value.bytes
     }
 
     borrowing func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: [UInt8]) throws {

@@ -20,7 +20,7 @@ enum LMDBRecord {
     static func databaseKey(_ key: String) -> [UInt8] {
         let count = key.utf8.count
         guard count > 0, count <= 400 else { return [UInt8(ascii: "h")] + SHA256Digest.hash(Array(key.utf8)) }
-        // One allocation: every hit makes this key.
+        // Writes and removals; a read takes the key on the stack (`withDatabaseKey`).
         return [UInt8](unsafeUninitializedCapacity: count + 1) { buffer, initialized in
             buffer[0] = UInt8(ascii: "k")
             _ = UnsafeMutableBufferPointer(rebasing: buffer[1...]).initialize(from: key.utf8)
@@ -28,7 +28,22 @@ enum LMDBRecord {
         }
     }
 
+    /// Calls `body` with `key`'s database key in a buffer on the stack: what a
+    /// read needs, with no array allocated (an array's allocation looks up its
+    /// generic metadata at run time, a twentieth of a warm hit).
+    @inline(__always)
+    static func withDatabaseKey<T>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let count = key.utf8.count
+        guard count > 0, count <= 400 else { return try databaseKey(key).withUnsafeBytes(body) }
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { buffer in
+            buffer[0] = UInt8(ascii: "k")
+            _ = UnsafeMutableBufferPointer(rebasing: buffer[1...]).initialize(fromContentsOf: key.utf8)
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+
     static func isHashed(_ databaseKey: [UInt8]) -> Bool { databaseKey.first == UInt8(ascii: "h") }
+    static func isHashed(_ databaseKey: UnsafeRawBufferPointer) -> Bool { databaseKey.first == UInt8(ascii: "h") }
 
     static func milliseconds(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince1970 * 1000)) }
     static func date(_ milliseconds: UInt64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }

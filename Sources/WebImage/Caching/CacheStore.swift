@@ -75,8 +75,9 @@ extension CacheStore {
 /// that the memory tier missed, before it makes the load's plan or enters any
 /// async call: a hit then costs what the store's lookup costs. Anything but a
 /// hit goes the usual way, through ``CacheStore/entry(forKey:)``, which reports
-/// errors and removes damaged entries.
-package protocol ImmediateCacheReading: CacheStore {
+/// errors and removes damaged entries. A class: the manager holds it as one
+/// reference, which a hit copies with a retain rather than through an existential box.
+package protocol ImmediateCacheReading: AnyObject, CacheStore {
     /// The entry under `key`, read on the calling thread, with its access date
     /// updated as ``CacheStore/entry(forKey:)`` does; nil for "ask `entry(forKey:)`":
     /// a miss, a damaged entry, a failure, or a store that reads on a pool.

@@ -249,11 +249,13 @@ public final class ImageManager: Sendable {
     /// for anything else, which goes on as before.
     private func immediateDiskHit(_ url: URL, _ options: ImageOptions, _ context: ImageContext,
                                   _ keys: (plainKey: String, key: String, derivesBytes: Bool)) throws -> ImageResult? {
-        guard let store = immediateStore, context.store == nil, context.queryCacheTiers.contains(.disk),
+        guard immediateStore != nil, context.store == nil, context.queryCacheTiers.contains(.disk),
               options.isDisjoint(with: [.fromLoaderOnly, .refreshCached]) else { return nil }
         // A job of this key may be about to replace the entry: the load joins it.
         if images.hasJobs, images.isRunning(LoadPlan.jobKey(key: keys.key, options: options)) { return nil }
-        guard let entry = store.immediateEntry(forKey: keys.derivesBytes ? keys.key : keys.plainKey) else { return nil }
+        // Called through the property, not a local copy: a store that sweepers
+        // hold weakly counts its references the slow way, so each copy costs.
+        guard let entry = immediateStore?.immediateEntry(forKey: keys.derivesBytes ? keys.key : keys.plainKey) else { return nil }
         try services.judge(stored: entry, url: url, context: context)
         return storedBytes(entry, key: keys.key, url: url, context: context)
     }
