@@ -58,12 +58,16 @@ public struct ImageServer: Sendable {
 
     /// The routes: request metrics (swift-metrics) and debug request logs, the
     /// endpoint at the root, `/health`, `/metrics` (each for `GET` and `HEAD`).
+    /// Every error is the endpoint's JSON: a path no route has is 404, another
+    /// method on these paths 405 with `Allow`, a method HTTP does not define 501;
+    /// `OPTIONS *` is 200 with `Allow`.
     public func router() -> Router<BasicRequestContext> {
         let router = Router()
         // Not Hummingbird's MetricsMiddleware: see RequestMetricsMiddleware.
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
         router.add(middleware: UnknownMethodMiddleware())
+        router.add(middleware: NoRouteMiddleware())
         router.addImageRoutes(endpoint)
         let healthy = "ok\n"
         router.get("/health") { _, _ in healthy }
@@ -82,21 +86,25 @@ public struct ImageServer: Sendable {
             return buffer
         }
         router.get("/metrics") { _, _ -> Response in
-            guard let metrics else { return Response(status: .notFound) }
+            guard let metrics else { return NoRouteMiddleware<BasicRequestContext>.notFound(head: false) }
             return Response(status: .ok, headers: [.contentType: metricsType], body: ResponseBody(byteBuffer: await exposition(metrics)))
         }
         // HEAD's Content-Length is the length a GET gets now (RFC 9110 §9.3.2), so it renders the text too.
         router.head("/metrics") { _, _ -> Response in
-            guard let metrics else { return Response(status: .notFound) }
+            guard let metrics else { return NoRouteMiddleware<BasicRequestContext>.notFound(head: true) }
             let length = await exposition(metrics).readableBytes
             return Response(status: .ok, headers: [.contentType: metricsType, .contentLength: String(length)])
         }
-        // Any other method on these two paths: 405 with Allow, as the endpoint's paths answer.
+        // Any other method on these two paths: 405 with Allow and the JSON error, as the endpoint's paths answer.
+        let notAllowed = {
+            var response = ImageResponse.error(WebImageError(.invalidArgument, "only GET and HEAD"), message: "only GET and HEAD are answered here")
+            response.status = .methodNotAllowed
+            response.headerFields[.allow] = "GET, HEAD"
+            return response
+        }()
         for path in ["/health", "/metrics"] {
             for method: HTTPRequest.Method in [.post, .put, .delete, .patch, .options, .trace, .connect] {
-                router.on(RouterPath(stringLiteral: path), method: method) { _, _ in
-                    Response(status: .methodNotAllowed, headers: [.allow: "GET, HEAD", .contentLength: "0"])
-                }
+                router.on(RouterPath(stringLiteral: path), method: method) { _, _ in Response(notAllowed) }
             }
         }
         return router
@@ -189,5 +197,30 @@ struct UnknownMethodMiddleware<Context: RequestContext>: RouterMiddleware {
         var response = ImageResponse.error(WebImageError(.invalidArgument, message), message: message)
         response.status = .notImplemented
         return Response(response)
+    }
+}
+
+/// A request no route answers: the endpoint's JSON `404` (Hummingbird's own has
+/// no body), without the body for `HEAD`. `OPTIONS *`, a question about the
+/// server rather than a path (RFC 9110 §9.3.7), is answered `200` with `Allow`.
+/// A route's own `HTTPError(.notFound)` with a message passes as it is.
+struct NoRouteMiddleware<Context: RequestContext>: RouterMiddleware {
+    static func notFound(head: Bool) -> Response {
+        let message = "no such path: this service answers thumbnail, placeholder, info, health and metrics"
+        var response = ImageResponse.error(WebImageError(.notFound, message), message: message)
+        response.status = .notFound
+        if head { response.body = Data() }
+        return Response(response)
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound && error.body == nil {
+            if request.method == .options, request.uri.path == "*" {
+                return Response(status: .ok, headers: [.allow: "GET, HEAD", .contentLength: "0"])
+            }
+            return Self.notFound(head: request.method == .head)
+        }
     }
 }

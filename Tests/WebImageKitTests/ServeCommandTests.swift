@@ -305,7 +305,7 @@ struct ServeCommandTests {
         }
     }
 
-    @Test("over HTTP: any other method on the endpoint's paths is 405 with Allow, one HTTP does not define is 501; a query that tries to forge a log line, or to hide in NUL and ESC, yields one escaped record")
+    @Test("over HTTP: any other method on the endpoint's paths, /health and /metrics is 405 with Allow, one HTTP does not define is 501, a path no route has 404 (all JSON), OPTIONS * 200; a query that tries to forge a log line, or to hide in NUL and ESC, yields one escaped record")
     func methodsAndLogs() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -328,6 +328,21 @@ struct ServeCommandTests {
                         "\(method) \(path): \(response.status)")
             }
         }
+        // /health and /metrics: other methods 405 with Allow, in the same JSON as the endpoint's.
+        for path in ["/health", "/metrics"] {
+            let response = try await RawHTTP.send(port: port, method: "POST", target: path)
+            #expect(response.status == 405 && response.headers["allow"] == "GET, HEAD" && response.headers["content-type"] == "application/json"
+                    && String(decoding: response.body, as: UTF8.self).contains("only GET and HEAD"), "\(path): \(response)")
+        }
+        // A path no route has: 404 with the JSON error (HEAD: its length, no body); OPTIONS * is a question about the server.
+        let missing = try await RawHTTP.send(port: port, target: "/nowhere/at/all?x=1")
+        #expect(missing.status == 404 && missing.headers["content-type"] == "application/json"
+                && String(decoding: missing.body, as: UTF8.self).contains("no such path"), "\(missing)")
+        let missingHead = try await RawHTTP.send(port: port, method: "HEAD", target: "/nowhere")
+        #expect(missingHead.status == 404 && missingHead.body.isEmpty && missingHead.headers["content-length"] == String(missing.body.count),
+                "\(missingHead)")
+        let options = try await RawHTTP.send(port: port, method: "OPTIONS", target: "*")
+        #expect(options.status == 200 && options.headers["allow"] == "GET, HEAD" && options.body.isEmpty, "\(options)")
         let forged = "/thumbnail?url=https%3A%2F%2Fimages.invalid%2Fa.jpg&w=100%0A2026-01-01T00:00:00%20FORGED%20admin%20logged%20in%00%1B%5B2J"
         let response = try await RawHTTP.send(port: port, target: forged)
         #expect(response.status == 400)
