@@ -11,12 +11,15 @@ package struct JPEGThumbnailDecoder {
     let options: DecodeOptions
     let box: PixelSize
     let directPixelLimit: Int
+    let reuse: ScaledDecodeReuse?
 
-    package init(bytes: UnsafeRawBufferPointer, options: DecodeOptions, box: PixelSize, directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit) {
+    package init(bytes: UnsafeRawBufferPointer, options: DecodeOptions, box: PixelSize, directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit,
+                 reuse: ScaledDecodeReuse? = nil) {
         self.bytes = bytes
         self.options = options
         self.box = box
         self.directPixelLimit = directPixelLimit
+        self.reuse = reuse
     }
 
     /// Why a decode was handed to the fallback.
@@ -123,11 +126,16 @@ package struct JPEGThumbnailDecoder {
         let scaled = PixelSize(width: (stored.width * Int(numerator) + 7) / 8, height: (stored.height * Int(numerator) + 7) / 8)
         try ImageFootprint(size: scaled, bands: Int(header.components))
             .check(pixelLimit: .max, memoryLimit: options.memoryLimit, step: "decoding the JPEG at \(numerator)/8")
-        let decoded = try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator, memoryLimit: options.memoryLimit)
-        let pixels = decoded.pixels
-        defer { CJT_free(pixels) }
+        // The same file at the same scale decoded a moment ago: the same pixels,
+        // which a fresh decode would make again (see ScaledDecodeReuse).
+        func decode() throws -> ScaledPixels {
+            ScaledPixels(try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator, memoryLimit: options.memoryLimit))
+        }
+        let decoded = try reuse.map { reuse in
+            try reuse.pixels(for: ScaledDecodeReuse.key(bytes, numerator: numerator, allowTruncated: options.allowTruncated), decode: decode)
+        } ?? decode()
         let (w, h, bands) = (decoded.width, decoded.height, decoded.bands)
-        let raw = UnsafeRawBufferPointer(start: pixels, count: Int(w) * Int(h) * Int(bands))
+        let raw = decoded.raw
         let orientation = options.keepOrientation ? .up : storedOrientation
         if target.area <= directPixelLimit,
            let transform = ThumbnailFinisher.transform(profile: profile, bands: Int(bands), focus: options.cropFocus, keepColorProfile: options.keepColorProfile) {

@@ -77,14 +77,19 @@ public struct TurboJPEGCoder: ImageCoder {
     /// `VipsImageCoder.concurrency` allows.
     public let directPixelLimit: Int
 
+    /// Recent scaled decodes kept for the other sizes of the same file, or nil
+    /// (the default): see ``ScaledDecodeReuse``.
+    public let reuse: ScaledDecodeReuse?
+
     /// 1 MP: up to about 1000 x 1000, past every usual thumbnail and preview size.
     public static let defaultDirectPixelLimit = 1_000_000
 
     public init(fallback: VipsImageCoder? = VipsImageCoder(), encodePixelLimit: Int = 1_000_000,
-                directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit) {
+                directPixelLimit: Int = TurboJPEGCoder.defaultDirectPixelLimit, reuse: ScaledDecodeReuse? = nil) {
         self.fallback = fallback
         self.encodePixelLimit = encodePixelLimit
         self.directPixelLimit = directPixelLimit
+        self.reuse = reuse
     }
 
     public func canDecode(_ data: Data) -> Bool { ImageFormat.sniff(data) == .jpeg }
@@ -146,7 +151,7 @@ public struct TurboJPEGCoder: ImageCoder {
     public func decodeIfHandled(_ data: Data, options: DecodeOptions) throws -> Image? {
         guard let box = options.thumbnailPixelSize, canDecode(data) else { return try fallback?.decode(data, options: options) }
         let outcome = try data.withUnsafeBytes { raw -> Image? in
-            try JPEGThumbnailDecoder(bytes: raw, options: options, box: box, directPixelLimit: directPixelLimit).thumbnail()
+            try JPEGThumbnailDecoder(bytes: raw, options: options, box: box, directPixelLimit: directPixelLimit, reuse: reuse).thumbnail()
         }
         return try outcome ?? fallback?.decode(data, options: options)
     }

@@ -22,11 +22,18 @@ extension PluginCatalog {
         // Listed first, so asked first: JPEG thumbnails. What it hands on, the
         // registry gives to the vips coder after it; only when `coders` leaves
         // vips out does it get a VipsImageCoder of its own, with the same vips.* options.
-        catalog.registerCoder(name: "turbojpeg") { config in
+        // `turbojpeg.reuse`: bytes of recent scaled decodes kept for the other
+        // sizes of the same file (0, the default, keeps none; serve's default is
+        // 16 MiB), for `turbojpeg.reuseWindow` (10 s): see ScaledDecodeReuse.
+        catalog.registerCoder(name: "turbojpeg", keys: ["turbojpeg.reuse", "turbojpeg.reuseWindow"]) { config in
             let values = ConfigValues(config)
+            let reuseBytes = try values.bytes("turbojpeg.reuse") ?? 0
+            let window = try values.duration("turbojpeg.reuseWindow") ?? .seconds(10)
+            guard window > .zero else { throw values.invalid("turbojpeg.reuseWindow", values.text("turbojpeg.reuseWindow") ?? "", "a duration above zero") }
+            let reuse = reuseBytes > 0 ? ScaledDecodeReuse(maxBytes: reuseBytes, window: window) : nil
             let coders = values.list("coders")?.map { $0.lowercased() }
-            guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil) }
-            return TurboJPEGCoder(fallback: VipsImageCoder(options: try vipsOptions(values)))
+            guard let coders, !coders.contains("vips") else { return TurboJPEGCoder(fallback: nil, reuse: reuse) }
+            return TurboJPEGCoder(fallback: VipsImageCoder(options: try vipsOptions(values)), reuse: reuse)
         }
         catalog.registerCoder(name: "vips", keys: ["vips.allowUntrusted", "vips.svg", "vips.pdf", "vips.pdfTimeLimit", "vips.pdfConcurrency", "vips.concurrency", "vips.vector"]) { config in
             let values = ConfigValues(config)

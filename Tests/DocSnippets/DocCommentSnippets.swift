@@ -365,6 +365,13 @@ package func turboJPEGExample(configuration: inout ImageManager.Configuration) {
 // snippet-end
 }
 
+package func scaledDecodeReuseExample() {
+// snippet-begin: ScaledDecodeReuse
+    let coder = TurboJPEGCoder(fallback: nil, reuse: ScaledDecodeReuse(maxBytes: 16 << 20, window: .seconds(10)))
+// snippet-end
+    _ = coder
+}
+
 package func lmdbExample(configuration: inout ImageManager.Configuration) throws {
 // snippet-begin: LMDBCacheStore
     let store = try LMDBCacheStore(directory: URL(fileURLWithPath: "/var/cache/webimage"))

@@ -7,6 +7,7 @@ import WebImageTestSupport
 import WebImageConfiguration
 import WebImageCurl
 import WebImageKit
+import WebImageHTTP
 import WebImageLMDB
 import WebImageTurboJPEG
 import WebImageVips
@@ -47,6 +48,17 @@ struct ConfigurationTests {
         #expect((configuration.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.fallback == nil, "what it hands on goes to the vips coder after it")
         let alone = try await WebImageKitTests.configuration(flags: ["coders": "turbojpeg"], in: directory)
         #expect((alone.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.fallback != nil, "coders = turbojpeg alone: a libvips fallback of its own")
+        #expect((configuration.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.reuse == nil, "no scaled decodes kept by default")
+        let reusing = try await WebImageKitTests.configuration(flags: ["turbojpeg.reuse": "8MiB", "turbojpeg.reuseWindow": "3s"], in: directory)
+        let reuse = (reusing.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.reuse
+        #expect(reuse?.maxBytes == 8 << 20 && reuse?.window == .seconds(3))
+        let service = try await ConfigLayers.reader(flags: [:], file: nil, environment: [:], defaults: ImageEndpoint.Settings.serviceDefaults)
+        let served = try ImageManager.Configuration(config: service, catalog: .standard, defaultStorePath: directory.appendingPathComponent("served"))
+        #expect((served.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.reuse?.maxBytes == 16 << 20, "a service keeps 16 MiB")
+        for (key, value) in [("turbojpeg.reuse", "lots"), ("turbojpeg.reuseWindow", "0s"), ("turbojpeg.reuseWindow", "soon")] {
+            let error = await #expect(throws: WebImageError.self) { _ = try await WebImageKitTests.configuration(flags: [key: value], in: directory) }
+            #expect(error?.message.contains(key) == true, "\(key)=\(value): \(String(describing: error))")
+        }
         #expect(Set(configuration.loaders.names) == ["curl", "s3", "file"])
         #expect(configuration.loaders.loader(for: URL(string: "https://x.com/a.png")!) != nil)
         #expect(configuration.loaders.loader(for: URL(string: "s3://photos/a.png")!) != nil, "s3:// has the s3 loader")
