@@ -18,13 +18,13 @@ import Foundation
 /// scale), so the thumbnail is byte for byte the one it would have been.
 ///
 /// ```swift
-/// let coder = TurboJPEGCoder(fallback: nil, reuse: ScaledDecodeReuse(maxBytes: 16 << 20, window: .seconds(10)))
+/// let coder = TurboJPEGCoder(fallback: nil, reuse: ScaledDecodeReuse(maxBytes: 8 << 20, window: .seconds(10)))
 /// ```
 ///
 /// Bounded two ways: at most ``maxBytes`` of pixels (the least recently used
 /// go first; a decode larger than a quarter of it is not kept), and none older
 /// than ``window``, which a timer enforces, so an idle service holds nothing.
-/// `webimage serve` keeps 16 MiB for 10 seconds (`turbojpeg.reuse`); a batch of
+/// `webimage serve` keeps 8 MiB for 10 seconds (`turbojpeg.reuse`); a batch of
 /// distinct files gains nothing from it, so the library and `webimage load`
 /// keep none by default.
 public final class ScaledDecodeReuse: Sendable {

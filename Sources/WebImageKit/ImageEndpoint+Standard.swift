@@ -16,7 +16,7 @@ extension ImageEndpoint.Settings {
     /// connections and never answers holds at most four slots); an origin answered
     /// 503 at once for 30 s after five transient failures in a row; and 64 MiB of
     /// memory tier for finished thumbnails' bytes (the endpoint loads bytes only,
-    /// so no decoded image is kept); and 16 MiB of recent scaled JPEG decodes,
+    /// so no decoded image is kept); and 8 MiB of recent scaled JPEG decodes,
     /// kept 10 s for the other sizes of the same photo (`turbojpeg.reuse`).
     /// `webimage serve` and the example use them.
     public static let serviceDefaults: [String: String] = [
@@ -25,7 +25,7 @@ extension ImageEndpoint.Settings {
         "loader.circuitBreaker.failures": "5",
         "memory.costLimit": "64MiB",
         // Other sizes of a photo asked for close together start from its scaled decode.
-        "turbojpeg.reuse": "16MiB",
+        "turbojpeg.reuse": "8MiB",
     ]
 
     /// The endpoint's settings with the standard plugins' parts: `t=` in

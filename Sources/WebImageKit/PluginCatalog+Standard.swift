@@ -24,7 +24,7 @@ extension PluginCatalog {
         // vips out does it get a VipsImageCoder of its own, with the same vips.* options.
         // `turbojpeg.reuse`: bytes of recent scaled decodes kept for the other
         // sizes of the same file (0, the default, keeps none; serve's default is
-        // 16 MiB), for `turbojpeg.reuseWindow` (10 s): see ScaledDecodeReuse.
+        // 8 MiB), for `turbojpeg.reuseWindow` (10 s): see ScaledDecodeReuse.
         catalog.registerCoder(name: "turbojpeg", keys: ["turbojpeg.reuse", "turbojpeg.reuseWindow"]) { config in
             let values = ConfigValues(config)
             let reuseBytes = try values.bytes("turbojpeg.reuse") ?? 0

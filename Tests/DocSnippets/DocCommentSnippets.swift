@@ -367,7 +367,7 @@ package func turboJPEGExample(configuration: inout ImageManager.Configuration) {
 
 package func scaledDecodeReuseExample() {
 // snippet-begin: ScaledDecodeReuse
-    let coder = TurboJPEGCoder(fallback: nil, reuse: ScaledDecodeReuse(maxBytes: 16 << 20, window: .seconds(10)))
+    let coder = TurboJPEGCoder(fallback: nil, reuse: ScaledDecodeReuse(maxBytes: 8 << 20, window: .seconds(10)))
 // snippet-end
     _ = coder
 }

@@ -54,7 +54,7 @@ struct ConfigurationTests {
         #expect(reuse?.maxBytes == 8 << 20 && reuse?.window == .seconds(3))
         let service = try await ConfigLayers.reader(flags: [:], file: nil, environment: [:], defaults: ImageEndpoint.Settings.serviceDefaults)
         let served = try ImageManager.Configuration(config: service, catalog: .standard, defaultStorePath: directory.appendingPathComponent("served"))
-        #expect((served.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.reuse?.maxBytes == 16 << 20, "a service keeps 16 MiB")
+        #expect((served.coders.decoder(for: jpeg) as? TurboJPEGCoder)?.reuse?.maxBytes == 8 << 20, "a service keeps 8 MiB")
         for (key, value) in [("turbojpeg.reuse", "lots"), ("turbojpeg.reuseWindow", "0s"), ("turbojpeg.reuseWindow", "soon")] {
             let error = await #expect(throws: WebImageError.self) { _ = try await WebImageKitTests.configuration(flags: [key: value], in: directory) }
             #expect(error?.message.contains(key) == true, "\(key)=\(value): \(String(describing: error))")
