@@ -132,7 +132,7 @@ package struct JPEGThumbnailDecoder {
             ScaledPixels(try Self.pixels(context: context, bytes: bytes, header: header, numerator: numerator, memoryLimit: options.memoryLimit))
         }
         let decoded = try reuse.map { reuse in
-            try reuse.pixels(for: ScaledDecodeReuse.key(bytes, numerator: numerator, allowTruncated: options.allowTruncated), decode: decode)
+            try reuse.pixels(for: reuse.key(bytes, numerator: numerator, allowTruncated: options.allowTruncated), decode: decode)
         } ?? decode()
         let (w, h, bands) = (decoded.width, decoded.height, decoded.bands)
         let raw = decoded.raw

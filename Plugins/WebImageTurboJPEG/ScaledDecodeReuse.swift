@@ -12,7 +12,9 @@ import Foundation
 /// (docs/performance.md), although sizes that need the same scale (1/8 for
 /// every box up to an eighth of the photo) decode the same pixels. With a
 /// `ScaledDecodeReuse`, ``TurboJPEGCoder`` looks the file up by its length and
-/// XXH3 (the file's bytes, whatever URL brought them) and the scale it needs; on
+/// XXH3-128 (the file's bytes, whatever URL brought them; seeded at random per
+/// instance, so that no file can be made to collide with another's and take
+/// its pixels) and the scale it needs; on
 /// a hit it only resamples, orients and crops. The pixels are those a fresh
 /// decode makes (the path a decode takes depends only on the file and the
 /// scale), so the thumbnail is byte for byte the one it would have been.
@@ -34,7 +36,7 @@ public final class ScaledDecodeReuse: Sendable {
     public let window: Duration
 
     struct Key: Hashable {
-        let checksum: UInt64
+        let low: UInt64, high: UInt64
         let length: Int
         let numerator: Int32
         let allowTruncated: Bool
@@ -50,6 +52,8 @@ public final class ScaledDecodeReuse: Sendable {
     }
 
     private let state = Lock(State())
+    /// The hash's seed: strangers choose the files, and must not know it.
+    private let seed = UInt64.random(in: .min ... .max)
     private let sweeper = Lock<CacheSweeper?>(nil)
 
     /// - Parameters:
@@ -75,8 +79,9 @@ public final class ScaledDecodeReuse: Sendable {
     /// Thumbnails that started from a kept decode, since this was made.
     public var hits: Int { state.withLock { $0.hits } }
 
-    static func key(_ bytes: UnsafeRawBufferPointer, numerator: Int32, allowTruncated: Bool) -> Key {
-        Key(checksum: XXH3.hash(bytes), length: bytes.count, numerator: numerator, allowTruncated: allowTruncated)
+    func key(_ bytes: UnsafeRawBufferPointer, numerator: Int32, allowTruncated: Bool) -> Key {
+        let hash = XXH3.hash128(bytes, seed: seed)
+        return Key(low: hash.low, high: hash.high, length: bytes.count, numerator: numerator, allowTruncated: allowTruncated)
     }
 
     /// The kept pixels for `key`, else those of a decode of the same key that is

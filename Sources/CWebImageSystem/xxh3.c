@@ -14,16 +14,37 @@
 #define XXH_VECTOR 2 /* XXH_AVX2 */
 #include <xxhash.h>
 static uint64_t xxh3_avx2(const void *bytes, size_t count) { return XXH3_64bits(bytes, count); }
+static void xxh3_128_avx2(const void *bytes, size_t count, uint64_t seed, uint64_t *low, uint64_t *high) {
+    XXH128_hash_t hash = XXH3_128bits_withSeed(bytes, count, seed);
+    *low = hash.low64;
+    *high = hash.high64;
+}
 #pragma clang attribute pop
 uint64_t CWI_xxh3_sse2(const void *bytes, size_t count);
+void CWI_xxh3_128_sse2(const void *bytes, size_t count, uint64_t seed, uint64_t *low, uint64_t *high);
 
 unsigned long long CWI_xxh3_64(const void *bytes, unsigned long count) {
     // __builtin_cpu_supports reads what libgcc's constructor found at start-up.
     if (__builtin_cpu_supports("avx2")) return xxh3_avx2(bytes, count);
     return CWI_xxh3_sse2(bytes, count);
 }
+
+void CWI_xxh3_128_seeded(const void *bytes, unsigned long count, unsigned long long seed,
+                         unsigned long long *low, unsigned long long *high) {
+    uint64_t l, h;
+    if (__builtin_cpu_supports("avx2")) xxh3_128_avx2(bytes, count, seed, &l, &h);
+    else CWI_xxh3_128_sse2(bytes, count, seed, &l, &h);
+    *low = l;
+    *high = h;
+}
 #else
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 unsigned long long CWI_xxh3_64(const void *bytes, unsigned long count) { return XXH3_64bits(bytes, count); }
+void CWI_xxh3_128_seeded(const void *bytes, unsigned long count, unsigned long long seed,
+                         unsigned long long *low, unsigned long long *high) {
+    XXH128_hash_t hash = XXH3_128bits_withSeed(bytes, count, seed);
+    *low = hash.low64;
+    *high = hash.high64;
+}
 #endif

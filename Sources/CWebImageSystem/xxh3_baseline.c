@@ -8,4 +8,10 @@
 #include <xxhash.h>
 uint64_t CWI_xxh3_sse2(const void *bytes, size_t count);
 uint64_t CWI_xxh3_sse2(const void *bytes, size_t count) { return XXH3_64bits(bytes, count); }
+void CWI_xxh3_128_sse2(const void *bytes, size_t count, uint64_t seed, uint64_t *low, uint64_t *high);
+void CWI_xxh3_128_sse2(const void *bytes, size_t count, uint64_t seed, uint64_t *low, uint64_t *high) {
+    XXH128_hash_t hash = XXH3_128bits_withSeed(bytes, count, seed);
+    *low = hash.low64;
+    *high = hash.high64;
+}
 #endif

@@ -20,4 +20,10 @@ long long CWI_filesystem_type(const char *path);
 /// (xxh3.c: AVX2 where the CPU has it, else SSE2; the same values either way).
 unsigned long long CWI_xxh3_64(const void *bytes, unsigned long count);
 
+/// XXH3-128 of `count` bytes with `seed`: the key of a kept scaled decode
+/// (WebImageTurboJPEG's ScaledDecodeReuse), seeded per process so that a file
+/// cannot be made to collide with another's.
+void CWI_xxh3_128_seeded(const void *bytes, unsigned long count, unsigned long long seed,
+                         unsigned long long *low, unsigned long long *high);
+
 #endif

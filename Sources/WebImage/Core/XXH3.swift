@@ -24,6 +24,14 @@ public enum XXH3 {
         bytes.withUnsafeBytes { hash($0) }
     }
 
+    /// XXH3-128 of `bytes` with `seed` (low and high halves): a key for bytes
+    /// that strangers choose, with a seed they do not know.
+    package static func hash128(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> (low: UInt64, high: UInt64) {
+        var low: CUnsignedLongLong = 0, high: CUnsignedLongLong = 0
+        CWI_xxh3_128_seeded(bytes.baseAddress, UInt(bytes.count), CUnsignedLongLong(seed), &low, &high)
+        return (UInt64(low), UInt64(high))
+    }
+
     /// A copy of `bytes` as `Data`, and their hash (the value `hash(_:)` gives).
     ///
     /// The hash reads the bytes first, so the copy reads them from the CPU's

@@ -34,6 +34,24 @@ struct IntegrityTests {
         }
     }
 
+    @Test("XXH3.hash128 is XXH3-128 with its seed: libxxhash's values, seed 0 and another")
+    func xxh3Seeded128() {
+        let bytes = Data((0..<100_003).map { UInt8(truncatingIfNeeded: $0 * 31 + 7) })
+        let expected: [(Int, UInt64, UInt64, UInt64)] = [
+            (0, 0x0000000000000000, 0x6001C324468D497F, 0x99AA06D3014798D8),
+            (3, 0x0000000000000000, 0x15F7093B173D005C, 0x46F66CB935381565),
+            (200, 0x0000000000000000, 0x60EA018811F9A437, 0x8D8629A1AEF9EF90),
+            (100_003, 0x0000000000000000, 0xE0950E66CF107FE8, 0xCB5EBD34F7252F19),
+            (16, 0x9E3779B97F4A7C15, 0x4E683254A04C377F, 0xBE0F27BAC4D1F58F),
+            (1024, 0x9E3779B97F4A7C15, 0x7E249ADC60E1F9B4, 0x927C8D2B50D33F53),
+            (100_003, 0x9E3779B97F4A7C15, 0xE09F45FB9BF20B6D, 0x10BBF5066995FB7D),
+        ]
+        for (length, seed, low, high) in expected {
+            let hash = bytes.prefix(length).withUnsafeBytes { XXH3.hash128($0, seed: seed) }
+            #expect(hash.low == low && hash.high == high, "\(length) bytes, seed \(seed)")
+        }
+    }
+
     @Test("an entry of format 2 (an XXH64 checksum) still reads, checked with XXH64, with no checksum handed on; a flipped byte in it is damaged")
     func codecFormat2() throws {
         let payload = Data([9, 8, 7, 6, 5])
