@@ -64,7 +64,8 @@ public final class ScaledDecodeReuse: Sendable {
         self.maxBytes = max(0, maxBytes)
         self.window = window
         // The timer ends with this object (the sweeper cancels it when released).
-        let timer = CacheSweeper(interval: window) { [weak self] in
+        // At most once a second: a lookup drops a stale decode itself.
+        let timer = CacheSweeper(interval: max(window, .seconds(1))) { [weak self] in
             guard let self else { return false }
             self.dropExpired(now: .now)
             return true

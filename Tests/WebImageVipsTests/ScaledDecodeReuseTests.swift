@@ -78,7 +78,7 @@ struct ScaledDecodeReuseTests {
         broken.replaceSubrange(cut..<broken.count, with: Data(repeating: 0xFF, count: 8))
         for _ in 0..<2 { #expect(throws: WebImageError.self) { _ = try Self.thumbnail(coder, broken, 100) } }
 
-        // Past the window the timer drops everything: an idle service holds no pixels.
+        // Past the window the timer (at most once a second) drops everything: an idle service holds no pixels.
         let brief = ScaledDecodeReuse(maxBytes: 1 << 20, window: .milliseconds(200))
         _ = try Self.thumbnail(TurboJPEGCoder(fallback: nil, reuse: brief), data, 100)
         #expect(brief.count == 1)
