@@ -122,7 +122,8 @@ let package = Package(
             ],
             swiftSettings: upcoming
         ),
-        // The few libc calls Swift's Glibc module does not declare (preadv2).
+        // The few libc calls and fields Swift's Glibc module does not declare (preadv2,
+        // Linux's tcp_info).
         .target(name: "CWebImageSystem"),
         // SHA-256 and HMAC-SHA256 from the system's libcrypto (OpenSSL 3, which libcurl
         // links anyway): the URL signer and S3's payload digests. Not swift-crypto,
@@ -227,7 +228,7 @@ let package = Package(
         // The endpoint in a Hummingbird 2 router.
         .target(
             name: "WebImageHummingbird",
-            dependencies: ["WebImageHTTP", "WebImage",
+            dependencies: ["WebImageHTTP", "WebImage", "CWebImageSystem",
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HummingbirdCore", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"),

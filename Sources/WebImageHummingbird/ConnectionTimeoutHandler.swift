@@ -1,3 +1,7 @@
+import CWebImageSystem
+#if canImport(Glibc)
+import Glibc
+#endif
 public import NIOCore
 public import NIOHTTPTypes
 
@@ -10,12 +14,20 @@ public import NIOHTTPTypes
 ///   arrive within the limit. An idle keep-alive connection and a client that
 ///   sends its head a byte at a time (a slow-header attack) are both closed then.
 ///   A request that is being answered is never timed out here: the manager's
-///   deadlines bound the work.
+///   deadlines bound the work. Nor is a connection whose answers are all
+///   written but not all sent, while its client goes on reading them.
 /// - **Waiting for the client to read.** While the connection cannot take more
-///   bytes (its write buffer is over NIO's high-water mark), an answer makes no
-///   progress; if that lasts the limit, the connection is closed. A client that
-///   pipelines requests and never reads its answers would otherwise hold what
-///   was read and written for it for as long as it liked.
+///   bytes (its write buffer is over NIO's high-water mark), the clock runs; if
+///   the client reads nothing at all for the limit, the connection is closed. A
+///   client that pipelines requests and never reads its answers would otherwise
+///   hold what was read and written for it for as long as it liked. A client that
+///   reads, however slowly, is not closed while it reads (as nginx's
+///   `send_timeout`): an answer of a few hundred KB to a phone on a poor link can
+///   keep the buffer full for longer than the limit. It holds no more meanwhile
+///   than a client that does not read at all: the fast path writes nothing to a
+///   connection that cannot take more, and Hummingbird's writer waits for it.
+///   "Read" is judged by what the client's TCP stack acknowledged (on Linux),
+///   else by NIO's buffer shrinking.
 ///
 /// It sits after the HTTP codec, before ``MemoryHitFastPath``'s handler and
 /// Hummingbird's, so it sees every request and every answer, whichever of them
@@ -36,10 +48,26 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
     /// every answer cost 7 % of a warm request's rate).
     private var waitingForRequest: Scheduled<Void>?
     private var waitingForReader: Scheduled<Void>?
+    /// What was measured when the reader clock last started or saw the client
+    /// read, and the body bytes written since.
+    private var atCheck = ReaderProgress(acknowledged: 0, buffered: 0)
+    private var writtenSinceCheck = 0
+    /// What was measured when the request clock last found every answer written
+    /// but some still in NIO's buffer (nil: not yet since the last answer).
+    private var drainCheck: ReaderProgress?
+    private let measure: (any Channel) -> ReaderProgress?
 
     /// - Parameter limit: how long a connection may wait for its next request,
     ///   or for its client to read, before it is closed.
-    public init(limit: TimeAmount) { self.limit = limit }
+    public convenience init(limit: TimeAmount) {
+        self.init(limit: limit, measure: ReaderProgress.measure)
+    }
+
+    /// For tests: `measure` says how far the client has read.
+    package init(limit: TimeAmount, measure: @escaping (any Channel) -> ReaderProgress?) {
+        self.limit = limit
+        self.measure = measure
+    }
 
     public func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { startClock(context) }
@@ -63,9 +91,17 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
     }
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
+        switch unwrapOutboundIn(data) {
+        case .end:
             unanswered = max(0, unanswered - 1)
-            if unanswered == 0 { idleSince = context.eventLoop.now }
+            if unanswered == 0 {
+                idleSince = context.eventLoop.now
+                drainCheck = nil
+            }
+        case .body(let buffer) where waitingForReader != nil:
+            writtenSinceCheck += buffer.readableBytes
+        default:
+            break
         }
         context.write(data, promise: promise)
     }
@@ -75,10 +111,27 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
             waitingForReader?.cancel()
             waitingForReader = nil
         } else if waitingForReader == nil {
-            let channel = context.channel
-            waitingForReader = context.eventLoop.scheduleTask(in: limit) { channel.close(promise: nil) }
+            waitForReader(context, from: measure(context.channel))
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Starts the reader clock from `progress`. When it runs out, a client that
+    /// read nothing meanwhile is closed; one that read gets the limit again.
+    private func waitForReader(_ context: ChannelHandlerContext, from progress: ReaderProgress?) {
+        atCheck = progress ?? ReaderProgress(acknowledged: 0, buffered: 0)
+        writtenSinceCheck = 0
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        waitingForReader = context.eventLoop.assumeIsolated().scheduleTask(in: limit) {
+            let (handler, context) = (handler.value, bound.value)
+            handler.waitingForReader = nil
+            if let now = handler.measure(context.channel), now.hasRead(since: handler.atCheck, written: handler.writtenSinceCheck) {
+                handler.waitForReader(context, from: now)
+            } else {
+                context.close(promise: nil)
+            }
+        }
     }
 
     private func startClock(_ context: ChannelHandlerContext) {
@@ -100,7 +153,17 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
             if handler.unanswered > 0 {
                 handler.check(context, at: now + handler.limit)
             } else if now >= handler.idleSince + handler.limit {
-                context.close(promise: nil)
+                // Every answer was written, but NIO may still hold some of them (the
+                // kernel's buffer it need not: a close sends that before its FIN). A
+                // client still reading them is not idle; one that stopped is.
+                let progress = handler.measure(context.channel)
+                if let progress, progress.buffered > 0,
+                   handler.drainCheck.map({ progress.hasRead(since: $0, written: 0) }) ?? true {
+                    handler.drainCheck = progress
+                    handler.check(context, at: now + handler.limit)
+                } else {
+                    context.close(promise: nil)
+                }
             } else {
                 handler.check(context, at: handler.idleSince + handler.limit)
             }
@@ -113,4 +176,53 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
         waitingForReader?.cancel()
         waitingForReader = nil
     }
+}
+
+/// How far a client has read its answers, as ``ConnectionTimeoutHandler`` judges it.
+package struct ReaderProgress: Sendable, Equatable {
+    /// The bytes the client's TCP stack has acknowledged (Linux's `tcpi_bytes_acked`;
+    /// 0 where the kernel or the channel does not say).
+    package var acknowledged: UInt64
+    /// The bytes waiting in NIO's write buffer.
+    package var buffered: Int
+
+    package init(acknowledged: UInt64, buffered: Int) {
+        self.acknowledged = acknowledged
+        self.buffered = buffered
+    }
+
+    /// Whether the client read anything since `earlier`, with `written` body bytes
+    /// written to the buffer meanwhile. Acknowledgements are the measure: the
+    /// buffer alone lags behind the kernel's send buffer, which the autotuning of
+    /// Linux can grow to megabytes, so a client reading steadily from it leaves
+    /// NIO's buffer untouched for a while. The buffer counts where there are no
+    /// acknowledgements (heads are not counted in `written`: a client that read
+    /// less than the heads written meanwhile counts as having read nothing).
+    func hasRead(since earlier: ReaderProgress, written: Int) -> Bool {
+        acknowledged > earlier.acknowledged || buffered < earlier.buffered + written
+    }
+
+    /// What `channel` says: its buffer, and its socket's `TCP_INFO` where it is a
+    /// TCP socket on Linux. Nil where it says neither.
+    static func measure(_ channel: any Channel) -> ReaderProgress? {
+        guard let buffered = try? channel.syncOptions?.getOption(.bufferedWritableBytes) else { return nil }
+        var progress = ReaderProgress(acknowledged: 0, buffered: buffered)
+        #if os(Linux)
+        if let socket = channel as? any SocketOptionProvider {
+            // On the channel's event loop the future is complete when it returns.
+            let info: EventLoopFuture<TCPInfoBytes> = socket.unsafeGetSocketOption(level: SocketOptionLevel(IPPROTO_TCP),
+                                                                                   name: SocketOptionName(TCP_INFO))
+            let result = Box()
+            info.assumeIsolated().whenSuccess { bytes in
+                result.acknowledged = withUnsafeBytes(of: bytes) { CWI_tcp_bytes_acked($0.baseAddress!) }
+            }
+            progress.acknowledged = result.acknowledged
+        }
+        #endif
+        return progress
+    }
+
+    /// A zeroed buffer for `getsockopt(TCP_INFO)` (CWI_TCP_INFO_CAPACITY bytes).
+    private typealias TCPInfoBytes = InlineArray<64, UInt64>
+    private final class Box { var acknowledged: UInt64 = 0 }
 }

@@ -48,18 +48,58 @@ package enum RawHTTP {
                 request += "\r\n"
             }
             try writeAll(fd, Array(request.utf8))
-            var received = readToEnd(fd)[...]
-            var responses: [Response] = []
-            while let end = received.range(of: Data("\r\n\r\n".utf8)) {
-                let (status, fields) = parseHead(received[..<end.lowerBound])
-                let length = Int(fields["content-length"] ?? "0") ?? 0
-                guard received.distance(from: end.upperBound, to: received.endIndex) >= length else { throw POSIXError(.EBADMSG) }
-                let bodyEnd = received.index(end.upperBound, offsetBy: length)
-                responses.append(Response(status: status, headers: fields, body: Data(received[end.upperBound..<bodyEnd])))
-                received = received[bodyEnd...]
-            }
-            return responses
+            return try split(readToEnd(fd))
         }
+    }
+
+    /// Like `pipelined(port:targets:)`, but read as a client on a poor link reads:
+    /// with a receive buffer of `receiveBuffer` bytes, `chunk` bytes at a time and a
+    /// pause after each. Throws the socket's error (`ECONNRESET`) if the server
+    /// gives up on it.
+    package static func pipelinedReadSlowly(port: Int, targets: [String], receiveBuffer: Int32 = 4096,
+                                            chunk: Int = 4096, pause: Duration = .milliseconds(40)) async throws -> [Response] {
+        try await onThread {
+            let fd = try connected(port: port) { fd in
+                var size = receiveBuffer
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
+            defer { close(fd) }
+            var request = ""
+            for (index, target) in targets.enumerated() {
+                request += "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                if index == targets.count - 1 { request += "Connection: close\r\n" }
+                request += "\r\n"
+            }
+            try writeAll(fd, Array(request.utf8))
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: chunk)
+            while true {
+                let n = read(fd, &buffer, buffer.count)
+                if n == 0 { break }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                }
+                received.append(contentsOf: buffer[0..<n])
+                Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
+            }
+            return try split(received)
+        }
+    }
+
+    /// Answers read back to back, split by their `Content-Length`.
+    private static func split(_ data: Data) throws -> [Response] {
+        var received = data[...]
+        var responses: [Response] = []
+        while let end = received.range(of: Data("\r\n\r\n".utf8)) {
+            let (status, fields) = parseHead(received[..<end.lowerBound])
+            let length = Int(fields["content-length"] ?? "0") ?? 0
+            guard received.distance(from: end.upperBound, to: received.endIndex) >= length else { throw POSIXError(.EBADMSG) }
+            let bodyEnd = received.index(end.upperBound, offsetBy: length)
+            responses.append(Response(status: status, headers: fields, body: Data(received[end.upperBound..<bodyEnd])))
+            received = received[bodyEnd...]
+        }
+        return responses
     }
 
     /// Sends `targets` as pipelined GETs on a new connection and returns its
@@ -122,9 +162,10 @@ package enum RawHTTP {
         }) ?? Data()
     }
 
-    private static func connected(port: Int) throws -> Int32 {
+    private static func connected(port: Int, before: (Int32) -> Void = { _ in }) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
+        before(fd)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

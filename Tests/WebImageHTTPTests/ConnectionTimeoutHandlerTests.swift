@@ -64,21 +64,109 @@ struct ConnectionTimeoutHandlerTests {
         #expect(heads == 3)
     }
 
-    @Test("a client that stops reading its answers is closed when writes have waited the limit; one that reads again is not")
+    /// What the write buffer holds and what the client acknowledged, as a test sets them.
+    final class Buffer: @unchecked Sendable {
+        var bytes = 0
+        var acknowledged: UInt64 = 0
+    }
+
+    static func channel(buffer: Buffer) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel(handler: ConnectionTimeoutHandler(limit: limit) { _ in ReaderProgress(acknowledged: buffer.acknowledged, buffered: buffer.bytes) })
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        return channel
+    }
+
+    static func writable(_ channel: EmbeddedChannel, _ writable: Bool) {
+        channel.isWritable = writable
+        channel.pipeline.fireChannelWritabilityChanged()
+    }
+
+    @Test("a client that stops reading its answers is closed when it has read nothing for the limit; one that reads again is not")
     func stalledReader() throws {
-        let channel = try Self.channel()
+        let buffer = Buffer()
+        let channel = try Self.channel(buffer: buffer)
         try channel.writeInbound(Self.head())
-        channel.isWritable = false
-        channel.pipeline.fireChannelWritabilityChanged()
+        buffer.bytes = 200_000
+        Self.writable(channel, false)
         channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
-        channel.isWritable = true
-        channel.pipeline.fireChannelWritabilityChanged()
+        Self.writable(channel, true)
         channel.embeddedEventLoop.advanceTime(by: Self.limit * 2)
         #expect(channel.isActive, "it read again in time, and a request is still being answered")
-        channel.isWritable = false
-        channel.pipeline.fireChannelWritabilityChanged()
+        Self.writable(channel, false)
         channel.embeddedEventLoop.advanceTime(by: Self.limit)
-        #expect(!channel.isActive, "writes waited the whole limit")
+        #expect(!channel.isActive, "it read nothing for the whole limit")
+    }
+
+    @Test("a client that reads slowly is not closed while the buffer stays full: each limit it must have read something, counting what was written meanwhile")
+    func slowReader() throws {
+        let buffer = Buffer()
+        let channel = try Self.channel(buffer: buffer)
+        try channel.writeInbound(Self.head())
+        try channel.writeInbound(Self.head("/second"))
+        buffer.bytes = 200_000
+        Self.writable(channel, false)
+        // It read 150 KB in the first limit while another answer's 100 KB body was written: progress.
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 100_000)))
+        buffer.bytes = 150_000
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(channel.isActive, "it read 150 KB of 300 KB")
+        // In the next limit it read 1 byte: still progress.
+        buffer.bytes -= 1
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "it read a byte")
+        // In the next, 50 KB were written and it read 49 KB: it read, so it stays.
+        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 50_000)))
+        buffer.bytes += 1_000
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "it read 49 KB")
+        // In the next, NIO's buffer did not move (the kernel's send buffer was draining), but the client acknowledged bytes.
+        buffer.acknowledged += 4_096
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "it acknowledged 4 KB")
+        // Then 10 KB written and nothing read: closed at the end of that limit, not before.
+        try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 10_000)))
+        buffer.bytes += 10_000
+        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive, "it read nothing for the whole limit")
+    }
+
+    @Test("a connection whose answers are all written but not all sent is not idle while its client reads them, and is closed a limit after it stops")
+    func drainingAnswers() throws {
+        let buffer = Buffer()
+        let channel = try Self.channel(buffer: buffer)
+        try channel.writeInbound(Self.head())
+        try Self.answer(channel)
+        buffer.bytes = 900_000  // the answer, still in NIO's buffer
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "a limit to read from it")
+        buffer.acknowledged += 100_000
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "it read")
+        buffer.bytes -= 100_000
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(channel.isActive, "it read")
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(!channel.isActive, "it read nothing for a limit")
+        // Once the buffer is empty, idle is idle (the kernel sends what it holds before the FIN).
+        let drained = Buffer()
+        let other = try Self.channel(buffer: drained)
+        try other.writeInbound(Self.head())
+        try Self.answer(other)
+        other.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(!other.isActive)
+    }
+
+    @Test("where the channel cannot say what its buffer holds, a full limit without writability closes")
+    func unknownBuffer() throws {
+        let channel = EmbeddedChannel(handler: ConnectionTimeoutHandler(limit: Self.limit) { _ in nil })
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        try channel.writeInbound(Self.head())
+        Self.writable(channel, false)
+        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        #expect(!channel.isActive)
     }
 }
 

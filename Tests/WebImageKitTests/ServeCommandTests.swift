@@ -223,6 +223,33 @@ struct ServeCommandTests {
         #expect(try await running.wait().status == 0)
     }
 
+    @Test("http.idleTimeout does not close a client that reads its pipelined answers slowly, even while its buffer stays full for longer than the limit")
+    func slowReaderKept() async throws {
+        let tool = Tool()
+        let origin = try await TestHTTPServer.start()
+        defer { Task { await origin.shutdown() } }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        origin.serve("/img/photo-1.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg")), contentType: "image/jpeg")
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s",
+                                      "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        let url = origin.url("/img/photo-1.jpg").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let target = "/thumbnail?url=\(url)&w=1000&format=png"
+        let first = try await RawHTTP.send(port: port, target: target)
+        #expect(first.status == 200 && first.body.count > 30_000, "\(first.status) \(first.body.count)")
+        // A hundred answers, read through a 4 KB window with a pause after each read:
+        // NIO's buffer stays over its high-water mark, and then holds the last answers,
+        // for longer than the 1 s limit. The client was closed part way then.
+        let answers = try await RawHTTP.pipelinedReadSlowly(port: port, targets: Array(repeating: target, count: 100),
+                                                            chunk: 65_536, pause: .milliseconds(10))
+        #expect(answers.count == 100)
+        for answer in answers { #expect(answer.status == 200 && answer.body == first.body) }
+        running.signal(SIGTERM)
+        #expect(try await running.wait().status == 0)
+    }
+
     @Test("SIGTERM with requests in flight: ImageManagerService and the HTTP server in one ServiceGroup; every request is answered, exit 0, and their thumbnails are on disk after a restart")
     func sigtermInFlight() async throws {
         let tool = Tool()

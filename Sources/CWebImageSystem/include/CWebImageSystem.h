@@ -26,4 +26,13 @@ unsigned long long CWI_xxh3_64(const void *bytes, unsigned long count);
 void CWI_xxh3_128_seeded(const void *bytes, unsigned long count, unsigned long long seed,
                          unsigned long long *low, unsigned long long *high);
 
+/// The bytes a `getsockopt(TCP_INFO)` buffer must hold for
+/// `CWI_tcp_bytes_acked` (more than any kernel's `struct tcp_info` so far).
+#define CWI_TCP_INFO_CAPACITY 512
+
+/// `tcpi_bytes_acked` from the `TCP_INFO` of a TCP socket, read into a zeroed
+/// buffer of `CWI_TCP_INFO_CAPACITY` bytes: what the peer has acknowledged
+/// receiving. 0 on a kernel before Linux 4.1, which does not report it.
+unsigned long long CWI_tcp_bytes_acked(const void *info);
+
 #endif
