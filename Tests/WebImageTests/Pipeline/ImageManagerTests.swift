@@ -330,6 +330,53 @@ struct ImageManagerBlocklistTests {
         #expect(again?.code == .blockedURL, "bytes that no coder reads are the URL's fault")
     }
 
+    /// Recognises "BAD!" bytes and never decodes them. The first decode waits for
+    /// `release` after signalling `started`; later ones fail at once.
+    final class GatedFailingCoder: ImageCoder, @unchecked Sendable {
+        let started = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        private let calls = Atomic<Int>(0)
+
+        func canDecode(_ data: Data) -> Bool { data.starts(with: Data("BAD!".utf8)) }
+
+        func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+            if calls.add(1, ordering: .relaxed).oldValue == 0 {
+                started.signal()
+                release.wait()
+            }
+            throw WebImageError(.decodeFailed, "BAD! bytes never decode")
+        }
+
+        func canEncode(_ format: ImageFormat) -> Bool { false }
+        func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data {
+            throw WebImageError(.encodeFailed, "decodes only")
+        }
+    }
+
+    @Test("bytes another size's job just downloaded that do not decode are the URL's fault, not a damaged entry: no second download")
+    func heldDownloadDoesNotDecode() async throws {
+        let coder = GatedFailingCoder()
+        // A pool of its own, so that the waiting decode cannot hold the other's thread.
+        let h = Harness {
+            $0.coders.register(coder, name: "gated")
+            $0.pool = BlockingThreadPool(threadCount: 2, name: "gated")
+        }
+        h.loader.serve("test://host/bad.img", data: Data("BAD! and then nothing an image needs".utf8))
+        let first = Task { try await h.manager.loadImage(with: h.url("bad.img"), context: ImageContext(thumbnailPixelSize: PixelSize(100))) }
+        // The first size's job downloaded the original and holds it while its decode waits.
+        await withCheckedContinuation { done in DispatchQueue.global().async { coder.started.wait(); done.resume() } }
+        let second = await #expect(throws: WebImageError.self) {
+            try await h.manager.loadImage(with: h.url("bad.img"), context: ImageContext(thumbnailPixelSize: PixelSize(200)))
+        }
+        #expect(second?.code == .decodeFailed)
+        #expect(h.loader.requestCount == 1, "the second size did not take the held original for a damaged entry and fetch it again")
+        coder.release.signal()
+        let firstError = await #expect(throws: WebImageError.self) { try await first.value }
+        #expect(firstError?.code == .decodeFailed)
+        #expect(h.manager.blocklist.blockingError(for: "test://host/bad.img") != nil)
+        #expect(h.loader.requestCount == 1)
+    }
+
     @Test("the list is bounded and can be cleared")
     func bounded() {
         let list = FailedURLBlocklist(capacity: 3)

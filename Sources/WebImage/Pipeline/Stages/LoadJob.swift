@@ -71,7 +71,7 @@ struct LoadJob: ~Copyable {
     /// longer decodes (then removed: the result is made again).
     private func derivedHit() async throws -> ImageResult? {
         let (url, key, context) = (plan.url, plan.key, plan.context)
-        guard let entry = await stages.lookup.entry(key, plan, firstRead: firstRead) else { return nil }
+        guard let entry = await stages.lookup.entry(key, plan, firstRead: firstRead)?.entry else { return nil }
         try stages.services.judge(stored: entry, plan)
         stages.services.metrics.hit(entry.cacheType)
         if plan.bytesOnly {
@@ -92,10 +92,11 @@ struct LoadJob: ~Copyable {
 
     /// The original: stored, else (unless ``ImageOptions/fromCacheOnly``) downloaded.
     private mutating func original() async throws -> Original {
-        if let entry = await stages.lookup.entry(plan.plainKey, plan, firstRead: firstRead) {
+        if let found = await stages.lookup.entry(plan.plainKey, plan, firstRead: firstRead) {
+            let entry = found.entry
             try stages.services.judge(stored: entry, plan)
             stages.services.metrics.hit(entry.cacheType)
-            return Original(data: entry.data, cacheType: entry.cacheType, finalURL: entry.metadata.originalURL)
+            return Original(data: entry.data, cacheType: entry.cacheType, finalURL: entry.metadata.originalURL, heldDownload: found.held)
         }
         stages.services.metrics.miss()
         guard !plan.options.contains(.fromCacheOnly) else {
@@ -145,7 +146,9 @@ struct LoadJob: ~Copyable {
     /// limit the options could lift) says nothing about the next load of the URL.
     /// Cached bytes no coder reads are a damaged entry, not the URL's fault: removed,
     /// and the original downloaded again, once (a fresh download that fails to
-    /// decode is the URL's).
+    /// decode is the URL's, as are the bytes another job just downloaded and holds
+    /// for the store: every size of a bad image asked at once must not each fetch
+    /// it again).
     private mutating func render(_ source: inout Original) async throws -> RenderStage.Rendered {
         var reloaded = false
         while true {
@@ -159,7 +162,7 @@ struct LoadJob: ~Copyable {
                     if failure.code != .cancelled { stages.services.metrics.failed(failure.code) }
                     throw failure
                 }
-                guard source.cacheType != .none else { throw stages.original.recordFailure(failure, url: plan.url) }
+                guard source.cacheType != .none, !source.heldDownload else { throw stages.original.recordFailure(failure, url: plan.url) }
                 guard !reloaded else { throw failure }
                 await stages.lookup.discard(plan.plainKey, from: plan.store, failure)
                 guard !plan.options.contains(.fromCacheOnly) else { throw failure }

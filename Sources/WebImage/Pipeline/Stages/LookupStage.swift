@@ -82,14 +82,26 @@ struct LookupStage: Sendable {
 
     // MARK: Disk
 
+    /// An entry a job found, and whether it is held in memory on its way to the
+    /// store (``PendingEntries``) rather than read from the store.
+    struct Found {
+        var entry: CacheEntry
+        /// Bytes this process just downloaded or made: a failed decode of them is
+        /// no damage on disk.
+        var held: Bool
+    }
+
     /// One disk lookup inside a job: the read the caller's task already made for
     /// this key, else an entry held in memory on its way to the store, else the store.
-    func entry(_ key: String, _ plan: LoadPlan, firstRead: DiskRead?) async -> CacheEntry? {
-        if let firstRead, firstRead.key == key { return firstRead.entry ?? pending.entry(forKey: key) }
+    func entry(_ key: String, _ plan: LoadPlan, firstRead: DiskRead?) async -> Found? {
+        if let firstRead, firstRead.key == key {
+            if let entry = firstRead.entry { return Found(entry: entry, held: false) }
+            return pending.entry(forKey: key).map { Found(entry: $0, held: true) }
+        }
         guard plan.readsDisk else { return nil }
-        if let entry = pending.entry(forKey: key) { return entry }
+        if let entry = pending.entry(forKey: key) { return Found(entry: entry, held: true) }
         guard let store = plan.store else { return nil }
-        return await read(store, key)
+        return await read(store, key).map { Found(entry: $0, held: false) }
     }
 
     /// Reads `key` from `store`, in a span; a failure is a miss, counted and logged.

@@ -14,6 +14,10 @@ struct Original: Sendable {
     /// final URL, or a stored entry's ``CacheMetadata/originalURL``. Stored with
     /// derived results too, so that their hits can be judged by the URL policy.
     var finalURL: String?
+    /// Bytes another job of this process downloaded and holds until its store
+    /// write (``PendingEntries``), reported as stored: if they do not decode, the
+    /// URL is at fault, as for a download of this job's own, not the store.
+    var heldDownload = false
 }
 
 /// The stage that brings an original's bytes from its origin: one download per
