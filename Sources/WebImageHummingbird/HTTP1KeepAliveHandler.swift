@@ -232,6 +232,9 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         head.headers.replaceOrAdd(name: "Date", value: Self.dates.now())
         if let allow = refusal.allow { head.headers.replaceOrAdd(name: "Allow", value: allow) }
         if let serverName { head.headers.replaceOrAdd(name: "Server", value: serverName) }
+        // NIO's encoder drops the length of an answer to CONNECT, which has no body:
+        // a type for no body would only mislead.
+        if refusal.method == .CONNECT { head.headers.remove(name: "Content-Type") }
         let method = HTTPRequest.Method(refusal.method.rawValue) ?? .get
         Self.metrics.endpoint("NotFound", method, response.status).requests.increment()
         context.write(wrapOutboundOut(.head(head)), promise: nil)

@@ -403,7 +403,12 @@ struct FuzzFindingTests {
 
     @Test("sizes and durations: inf, nan and absurd exponents are not values")
     func sizesAndDurations() {
-        for text in ["inf", "nan", "1e300GB", "infKB", "-1", "1e30"] { #expect(ByteCount.parse(text) == nil, "\(text)") }
+        for text in ["inf", "nan", "1e300GB", "infKB", "-1", "1e30", "9223372036854775807", "1025TiB", "1125899906842625"] {
+            #expect(ByteCount.parse(text) == nil, "\(text)")
+        }
+        // Up to 1 PiB, so that sums of sizes cannot overflow.
+        #expect(ByteCount.parse("1TiB") == 1 << 40 && ByteCount.parse("2tb") == 2 << 40 && ByteCount.parse("1024TiB") == ByteCount.maximum)
+        #expect(ByteCount.parse("1125899906842624") == 1 << 50)
         for text in ["inf", "nan", "1e300d", "infs", "-5s", "1e30"] { #expect(ConfigValues.parseDuration(text) == nil, "\(text)") }
         #expect(ByteCount.parse("64MiB") == 64 << 20 && ConfigValues.parseDuration("1.5s") == .milliseconds(1500))
         // A positive duration is never zero (which turns some settings off); zero stays zero.

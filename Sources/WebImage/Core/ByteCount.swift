@@ -2,19 +2,29 @@ import Foundation
 
 /// Sizes as people write them in configuration.
 public enum ByteCount {
-    /// Parses `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB`, `10k` (every unit is a
-    /// power of 1024, as for memory). Nil for text that is not a size of 0 or more.
+    /// The largest size a setting may give: 1 PiB. Far past any memory or disk a
+    /// setting bounds, and far enough below `Int.max` that sums and products of
+    /// sizes cannot overflow (which traps).
+    public static let maximum = 1 << 50
+
+    /// Parses `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB`, `1TiB`, `10k` (every unit
+    /// is a power of 1024, as for memory). Nil for text that is not a size from 0
+    /// to ``maximum``.
     public static func parse(_ text: String) -> Int? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).lowercased()
-        let units: [(String, Int)] = [("gib", 1 << 30), ("mib", 1 << 20), ("kib", 1 << 10), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10),
-                                      ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10), ("b", 1)]
-        for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
+        let units: [(String, Int)] = [("tib", 1 << 40), ("gib", 1 << 30), ("mib", 1 << 20), ("kib", 1 << 10),
+                                      ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10),
+                                      ("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10), ("b", 1)]
+        var size: Int?
+        if let (suffix, factor) = units.first(where: { trimmed.hasSuffix($0.0) }) {
             // Int(exactly:) after rounding: "inf", "nan" and "1e300GB" are not sizes (a plain Int() trapped).
             guard let number = Double(trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
-            return Int(exactly: (number * Double(factor)).rounded(.down))
+            size = Int(exactly: (number * Double(factor)).rounded(.down))
+        } else {
+            size = Int(trimmed)
         }
-        guard let number = Int(trimmed), number >= 0 else { return nil }
-        return number
+        guard let size, size >= 0, size <= maximum else { return nil }
+        return size
     }
 }
 

@@ -78,7 +78,7 @@ public struct ConfigValues: Sendable {
     /// Bytes: `1048576`, `512KB`, `64MiB`, `1GB`, `2GiB` (KB/MB/GB are powers of 1024 too).
     public func bytes(_ key: String) throws -> Int? {
         guard let text = text(key) else { return nil }
-        guard let value = ByteCount.parse(text) else { throw invalid(key, text, "a size in bytes such as 1048576, 512MB or 1GiB") }
+        guard let value = ByteCount.parse(text) else { throw invalid(key, text, "a size in bytes from 0 to 1024TiB, such as 1048576, 512MB or 1GiB") }
         return value
     }
 
