@@ -80,6 +80,9 @@ public final class ScaledDecodeReuse: Sendable {
     /// Thumbnails that started from a kept decode, since this was made.
     public var hits: Int { state.withLock { $0.hits } }
 
+    /// ``bytes``, ``count`` and ``hits`` at one moment.
+    var counts: (bytes: Int, entries: Int, hits: Int) { state.withLock { ($0.bytes, $0.entries.count, $0.hits) } }
+
     func key(_ bytes: UnsafeRawBufferPointer, numerator: Int32, allowTruncated: Bool) -> Key {
         let hash = XXH3.hash128(bytes, seed: seed)
         return Key(low: hash.low, high: hash.high, length: bytes.count, numerator: numerator, allowTruncated: allowTruncated)

@@ -201,3 +201,17 @@ extension CoderRegistry {
         register(TurboJPEGCoder(fallback: nil), name: name)
     }
 }
+
+/// With ``TurboJPEGCoder/reuse``, its figures on a service's `/metrics`:
+/// `webimage_turbojpeg_reuse_bytes` and `webimage_turbojpeg_reuse_entries` (what
+/// is kept now) and `webimage_turbojpeg_reuse_hits_total` (thumbnails that
+/// started from a kept or a shared decode).
+extension TurboJPEGCoder: PluginFiguresReporting {
+    public var figures: [PluginFigure] {
+        guard let reuse else { return [] }
+        let (bytes, entries, hits) = reuse.counts
+        return [PluginFigure("webimage_turbojpeg_reuse_bytes", .gauge, bytes),
+                PluginFigure("webimage_turbojpeg_reuse_entries", .gauge, entries),
+                PluginFigure("webimage_turbojpeg_reuse_hits_total", .total, hits)]
+    }
+}

@@ -52,6 +52,7 @@ public struct ImageEndpoint: Sendable {
     let parsedQueries = ThumbnailQueryCache()
     /// The store's size for ``recordGauges()``, read at most once a minute.
     let storeSample = StoreSample()
+    let pluginTotals = PluginTotals()
 
     public init(manager: ImageManager, settings: Settings, logger: Logger = Logger(label: "webimage.http")) {
         self.manager = manager

@@ -16,6 +16,7 @@ extension ImageEndpoint {
     /// | `webimage_work_in_flight`, `webimage_work_waiting` | megapixel passes rendering now (`thumbnail.maxCostInFlight`), and renders waiting for room |
     /// | `webimage_store_writes_pending`, `webimage_store_writes_pending_bytes` | background store writes not yet landed |
     /// | `webimage_store_bytes`, `webimage_store_entries` | the disk store's data bytes and entries, read at most once a minute (a file store or a bucket walks its entries to count them), within 2 s |
+    /// | a plugin's own | the figures of every coder, loader and the store that conform to `PluginFiguresReporting` (`webimage_turbojpeg_reuse_bytes`...) |
     ///
     /// `ImageServer` (WebImageHummingbird) calls this before every `/metrics`
     /// answer. An app that serves its own metrics calls it before each scrape, or
@@ -42,6 +43,32 @@ extension ImageEndpoint {
         if let store = manager.store, let sample = await storeSample.value(of: store) {
             gauge("webimage_store_bytes", sample.bytes)
             gauge("webimage_store_entries", sample.entries)
+        }
+        let configuration = manager.configuration
+        let plugins: [Any] = configuration.coders.coders + configuration.loaders.loaders + [configuration.store as Any]
+        for case let plugin as any PluginFiguresReporting in plugins {
+            for figure in plugin.figures {
+                switch figure.kind {
+                case .gauge: gauge(figure.label, figure.value)
+                case .total:
+                    // Made at the first report even at 0, so that the series exists from then.
+                    Counter(label: figure.label, dimensions: dimensions).increment(by: pluginTotals.grown(figure.label, to: figure.value))
+                }
+            }
+        }
+    }
+}
+
+/// The totals of plugins' figures last reported, so that a `Counter` is raised
+/// by what each grew since.
+final class PluginTotals: Sendable {
+    private let last = Lock([String: Int]())
+
+    /// What `label` grew by since the last call (all of it the first time; 0 if it fell).
+    func grown(_ label: String, to value: Int) -> Int {
+        last.withLock { last in
+            defer { last[label] = value }
+            return max(0, value - (last[label] ?? 0))
         }
     }
 }

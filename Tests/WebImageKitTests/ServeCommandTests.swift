@@ -72,6 +72,10 @@ struct ServeCommandTests {
         #expect((value("webimage_memory_tier_bytes") ?? 0) > 0 && value("webimage_memory_tier_entries") ?? 0 >= 1,
                 "the thumbnail is in memory")
         #expect((value("webimage_store_bytes") ?? 0) > 0 && value("webimage_store_entries") ?? 0 >= 1, "the store's size, sampled")
+        // A plugin's own figures: the kept scaled decodes of turbojpeg.reuse (on in serve).
+        let kept = try #require(value("webimage_turbojpeg_reuse_entries"), "\(metrics.prefix(3000))")
+        #expect(kept <= 1 && (value("webimage_turbojpeg_reuse_bytes") ?? -1) >= kept, "one JPEG thumbnail: at most its one decode kept (10 s)")
+        #expect(metrics.contains("# TYPE webimage_turbojpeg_reuse_hits_total counter"), "\(metrics.prefix(3000))")
         #expect(value("webimage_originals_bytes") == 0 && value("webimage_decoded_pixels_in_flight") == 0 && value("webimage_work_in_flight") == 0,
                 "nothing in flight once the answers are in")
         // The executable's allocator: jemalloc, with the background thread that

@@ -31,6 +31,11 @@ struct ScaledDecodeReuseTests {
         // 400 px needs 2/8: a decode of its own, kept beside the first.
         #expect(try Self.thumbnail(kept, data, 400) == Self.thumbnail(fresh, data, 400))
         #expect(reuse.hits == 3 && reuse.count == 2)
+        // The coder's figures for a service's /metrics say the same; a coder without reuse has none.
+        #expect(kept.figures == [PluginFigure("webimage_turbojpeg_reuse_bytes", .gauge, reuse.bytes),
+                                 PluginFigure("webimage_turbojpeg_reuse_entries", .gauge, 2),
+                                 PluginFigure("webimage_turbojpeg_reuse_hits_total", .total, 3)])
+        #expect(fresh.figures.isEmpty)
         // Other bytes, even of the same length, are another file.
         var other = data
         other[other.count / 2] ^= 0x01

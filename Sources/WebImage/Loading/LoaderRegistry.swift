@@ -51,4 +51,7 @@ public final class LoaderRegistry: Sendable {
         var seen = Set<String>()
         return registry.entries.map(\.value.name).filter { seen.insert($0).inserted }
     }
+
+    /// Registered loaders, newest first.
+    public var loaders: [any Loader] { registry.entries.map(\.value.loader) }
 }
