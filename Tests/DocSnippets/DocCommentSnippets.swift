@@ -329,6 +329,25 @@ struct ConformanceExample {
 // snippet-end
 }
 
+/// PluginFiguresReporting's example: a plugin's own figures.
+enum PluginFiguresExample {
+    final class MyDecodeCache: Sendable {
+        var bytes: Int { 0 }
+        var hits: Int { 0 }
+    }
+
+// snippet-begin: PluginFiguresReporting
+    struct MyCoder: PluginFiguresReporting {  // and ImageCoder
+        let cache: MyDecodeCache
+
+        var figures: [PluginFigure] {
+            [PluginFigure("mycoder_cache_bytes", .gauge, cache.bytes),
+             PluginFigure("mycoder_cache_hits_total", .total, cache.hits)]
+        }
+    }
+// snippet-end
+}
+
 // MARK: - Plugins
 
 package func s3CacheStoreExample(configuration: inout ImageManager.Configuration, dir: URL) throws {

@@ -9,9 +9,12 @@
 /// last report. Reading them must be cheap: it happens on every scrape.
 ///
 /// ```swift
-/// extension MyCoder: PluginFiguresReporting {
-///     public var figures: [PluginFigure] {
-///         [PluginFigure("mycoder_cache_bytes", .gauge, cache.bytes)]
+/// struct MyCoder: PluginFiguresReporting {  // and ImageCoder
+///     let cache: MyDecodeCache
+///
+///     var figures: [PluginFigure] {
+///         [PluginFigure("mycoder_cache_bytes", .gauge, cache.bytes),
+///          PluginFigure("mycoder_cache_hits_total", .total, cache.hits)]
 ///     }
 /// }
 /// ```
