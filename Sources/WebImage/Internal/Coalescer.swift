@@ -63,12 +63,18 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// Joins the job for `key`, starting it with `operation` if there is none.
+    /// When that job ends, `finished` (the one of the caller that started it) is
+    /// called with its result and the number of callers about to get it (0 when
+    /// every caller left first), under the lock that lets `key` go: no caller gets
+    /// the result, and no new caller starts a new job for `key`, before it
+    /// returns. It must be quick and must not call into this coalescer.
     func value(
         for key: Key,
         priority: TaskPriority? = nil,
         progress: Progress? = nil,
         deadline: Deadline? = nil,
-        operation: @escaping @Sendable (_ progress: @escaping Progress) async throws -> Value
+        operation: @escaping @Sendable (_ progress: @escaping Progress) async throws -> Value,
+        finished: (@Sendable (Result<Value, any Error>, _ callers: Int) -> Void)? = nil
     ) async throws -> Value {
         let waiterID = state.withLock { state -> UInt64 in
             defer { state.nextID += 1 }
@@ -119,7 +125,7 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     } catch {
                         result = .failure(error)
                     }
-                    self.finish(key: key, jobID: start, result: result)
+                    self.finish(key: key, jobID: start, result: result, finished: finished)
                 }
                 // The task may already have finished; only attach it to a live job.
                 let cancelNow = state.withLock { state -> Bool in
@@ -180,11 +186,16 @@ final class Coalescer<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         for handler in handlers { handler(value) }
     }
 
-    private func finish(key: Key, jobID: UInt64, result: Result<Value, any Error>) {
+    private func finish(key: Key, jobID: UInt64, result: Result<Value, any Error>,
+                        finished: (@Sendable (Result<Value, any Error>, Int) -> Void)?) {
         let waiters = state.withLock { state -> [Waiter] in
-            guard let job = state.jobs[key], job.id == jobID else { return [] }
+            guard let job = state.jobs[key], job.id == jobID else {
+                finished?(result, 0)
+                return []
+            }
             state.jobs[key] = nil
             running.store(state.jobs.count, ordering: .releasing)
+            finished?(result, job.waiters.count)
             return Array(job.waiters.values)
         }
         for waiter in waiters { waiter.continuation.resume(with: result) }

@@ -12,6 +12,8 @@ final class PendingEntries: Sendable {
         let id: UInt64
         let data: Data
         let metadata: CacheMetadata
+        /// The loads or writes that each release it once; it leaves at the last.
+        var holders = 1
     }
 
     private struct State {
@@ -30,10 +32,25 @@ final class PendingEntries: Sendable {
         }
     }
 
-    /// Removes the entry `hold` returned `id` for, unless a later one replaced it.
+    /// Gives the entry `hold` returned `id` for `holders` holders, each of which
+    /// releases it once (none: it leaves now). For a download many loads share:
+    /// held as its bytes arrive, before the loads that wait for it are known, so
+    /// that no load looks between the download's end and their holds, misses
+    /// and downloads again.
+    func setHolders(_ key: String, id: UInt64, _ holders: Int) {
+        state.withLock { state in
+            guard state.entries[key]?.id == id else { return }
+            if holders > 0 { state.entries[key]!.holders = holders } else { state.entries[key] = nil }
+        }
+    }
+
+    /// Releases one hold of the entry `hold` returned `id` for, unless a later one
+    /// replaced it; the last release removes it.
     func release(_ key: String, id: UInt64) {
         state.withLock { state in
-            if state.entries[key]?.id == id { state.entries[key] = nil }
+            guard state.entries[key]?.id == id else { return }
+            state.entries[key]!.holders -= 1
+            if state.entries[key]!.holders <= 0 { state.entries[key] = nil }
         }
     }
 

@@ -60,7 +60,7 @@ public final class ImageManager: Sendable {
     var services: StageServices { stages.services }
     var metrics: PipelineMetrics { stages.services.metrics }
     var jobStages: JobStages { stages.services.jobStages }
-    var downloads: Coalescer<String, LoadResponse> { stages.original.downloads }
+    var downloads: Coalescer<String, Downloaded> { stages.original.downloads }
     var writes: BackgroundWork { stages.publish.writes }
 
     /// The tracer spans go to; nil for the no-op one (then no span is made at all).

@@ -99,6 +99,64 @@ struct OriginalStageTests {
         a.1.release()
         b.1.release()
         #expect(a.0.data == b.0.data && f.loader.requestCount == 1)
+        // The bytes were held for other loads of the URL before the download let the URL
+        // go, with one hold for each job that got them: the entry leaves at the second release.
+        let id = try #require(a.0.holdID)
+        #expect(b.0.holdID == id)
+        let plain = f.plan("e.timg").plainKey
+        #expect(f.stages.lookup.pending.entry(forKey: plain)?.data == a.0.data)
+        f.stages.lookup.pending.release(plain, id: id)
+        #expect(f.stages.lookup.pending.entry(forKey: plain) != nil, "the second job still holds it")
+        f.stages.lookup.pending.release(plain, id: id)
+        #expect(f.stages.lookup.pending.count == 0)
+    }
+
+    @Test("a new download asks the blocklist first, so a load that checked before another's failure was recorded does not fetch again")
+    func downloadAsksBlocklist() async throws {
+        let f = StageFixture()
+        f.loader.serve("test://host/h.timg", data: TestCoder.encode(width: 2, height: 2))
+        _ = f.manager.blocklist.record(WebImageError(.decodeFailed, "not an image"), for: "test://host/h.timg")
+        let refused = await #expect(throws: WebImageError.self) { try await f.stages.original.download(f.plan("h.timg")) { _ in } }
+        #expect(refused?.code == .blockedURL && f.loader.requestCount == 0)
+        let retried = try await f.stages.original.download(f.plan("h.timg", options: .retryFailed)) { _ in }
+        retried.1.release()
+        #expect(f.loader.requestCount == 1, ".retryFailed passes")
+    }
+
+    @Test("a shared job's end is told how many callers get its result, before they do: none when every caller left first")
+    func finishedCallers() async throws {
+        let coalescer = Coalescer<String, Int>()
+        let gate = Gate(open: false)
+        let (counts, counted) = AsyncStream.makeStream(of: Int.self)
+        @Sendable func join() async throws -> Int {
+            try await coalescer.value(for: "k", operation: { _ in
+                await gate.wait()  // finishes whether or not its callers went
+                return 7
+            }, finished: { _, callers in
+                counted.yield(callers)
+            })
+        }
+        // Two callers get the result: the end is told 2.
+        async let first = join()
+        async let second = join()
+        #expect(await eventually { coalescer.waiterCount == 2 })
+        gate.open()
+        #expect(try await first + second == 14)
+        var iterator = counts.makeAsyncIterator()
+        #expect(await iterator.next() == 2)
+        // Its only caller left: the job still ends, and is told 0.
+        gate.close()
+        let left = Task { try await join() }
+        #expect(await eventually { coalescer.waiterCount == 1 })
+        left.cancel()
+        _ = await left.result
+        gate.open()
+        #expect(await iterator.next() == 0)
+        // What the download stage does with it: the bytes' hold leaves with a count of 0.
+        let pending = PendingEntries()
+        let id = pending.hold(Data([1]), key: "k", metadata: CacheMetadata())
+        pending.setHolders("k", id: id, 0)
+        #expect(pending.count == 0)
     }
 
     @Test("the origin key is scheme, host and port, in lower case")

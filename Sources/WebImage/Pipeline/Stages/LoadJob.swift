@@ -112,8 +112,10 @@ struct LoadJob: ~Copyable {
         let (original, reservation) = try await stages.original.download(plan, progress: progress)
         room = reservation
         if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
-        heldOriginal = stages.lookup.pending.hold(original.data, key: plan.plainKey,
-                                                  metadata: CacheMetadata(contentType: original.response?.contentType, originalURL: original.finalURL))
+        // The download held the bytes already, one hold for each load that got them;
+        // a revalidated entry (304) is held here.
+        heldOriginal = original.holdID ?? stages.lookup.pending.hold(original.data, key: plan.plainKey,
+                                                                     metadata: CacheMetadata(contentType: original.response?.contentType, originalURL: original.finalURL))
         return original
     }
 

@@ -18,6 +18,16 @@ struct Original: Sendable {
     /// write (``PendingEntries``), reported as stored: if they do not decode, the
     /// URL is at fault, as for a download of this job's own, not the store.
     var heldDownload = false
+    /// The hold on these bytes in ``PendingEntries`` that is this load's to
+    /// release, made as the shared download ended (nil: none yet).
+    var holdID: UInt64?
+}
+
+/// A download's response, and its hold in ``PendingEntries`` (each load that
+/// gets it releases the hold once).
+struct Downloaded: Sendable {
+    var response: LoadResponse
+    var holdID: UInt64?
 }
 
 /// The stage that brings an original's bytes from its origin: one download per
@@ -34,7 +44,7 @@ struct OriginalStage: Sendable {
     let services: StageServices
     let lookup: LookupStage
     /// Downloads in flight, one per URL (and validators, for a revalidation).
-    let downloads = Coalescer<String, LoadResponse>()
+    let downloads = Coalescer<String, Downloaded>()
     /// Downloaded originals waiting for, or in, their decode (``ImageManager/Configuration/originalsBudget``).
     let budget: ByteBudget
 
@@ -80,11 +90,36 @@ struct OriginalStage: Sendable {
         let validators = cached.map { [$0.metadata.etag ?? "", $0.metadata.lastModified ?? ""].joined(separator: "|") }
         let jobKey = plainKey + (validators.map { "|revalidate|" + $0 } ?? "")
         let validatorMetadata = cached?.metadata
-        let response = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
-            try await self.load(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
+        // A download's outcome is published before the coalescer lets the URL go: its
+        // bytes held for other loads of the URL, or its failure on the blocklist, which
+        // a new download asks first. A load that looked a moment before the end and
+        // asks the coalescer a moment after finds one or the other, instead of
+        // downloading again (16 sizes of a new URL at once made 2 downloads in 3 of 10 tries).
+        let pending = lookup.pending
+        let blocklist = blocklist
+        let downloaded = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
+            if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
+                throw Self.blocked(url, by: failure, elsewhere: false)
+            }
+            let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
+            guard !response.isNotModified else { return Downloaded(response: response) }
+            let id = pending.hold(response.data, key: plainKey,
+                                  metadata: CacheMetadata(contentType: response.contentType, originalURL: response.url.absoluteString))
+            return Downloaded(response: response, holdID: id)
+        } finished: { result, callers in
+            switch result {
+            case .success(let downloaded):
+                // One hold per load that gets the bytes; none left if every load went.
+                if let id = downloaded.holdID { pending.setHolders(plainKey, id: id, callers) }
+            case .failure(let error):
+                // (Logged by the loads' own record of it, which finds it recorded.)
+                _ = blocklist.record(WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)"), for: url.absoluteString)
+            }
         }
+        let response = downloaded.response
         guard response.isNotModified else {
-            return Original(data: response.data, cacheType: .none, response: response, finalURL: response.url.absoluteString)
+            return Original(data: response.data, cacheType: .none, response: response, finalURL: response.url.absoluteString,
+                            holdID: downloaded.holdID)
         }
         guard let cached, let store else {
             throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)
