@@ -21,13 +21,18 @@ public import NIOHTTPTypes
 ///   the client reads nothing at all for the limit, the connection is closed. A
 ///   client that pipelines requests and never reads its answers would otherwise
 ///   hold what was read and written for it for as long as it liked. A client that
-///   reads, however slowly, is not closed while it reads (as nginx's
-///   `send_timeout`): an answer of a few hundred KB to a phone on a poor link can
-///   keep the buffer full for longer than the limit. It holds no more meanwhile
+///   goes on reading is not closed while it reads (as nginx's `send_timeout`): an
+///   answer of a few hundred KB to a phone on a poor link can keep the buffer
+///   full for longer than the limit. The clock looks every quarter of the limit,
+///   so a client that stopped is closed between one and one and a quarter limits
+///   after it last read. It holds no more meanwhile
 ///   than a client that does not read at all: the fast path writes nothing to a
 ///   connection that cannot take more, and Hummingbird's writer waits for it.
 ///   "Read" is judged by what the client's TCP stack acknowledged (on Linux),
-///   else by NIO's buffer shrinking.
+///   else by NIO's buffer shrinking. A TCP stack acknowledges new bytes as its
+///   application frees room, in steps of about half its receive buffer: a
+///   client that reads less than that in a limit counts as not reading (at the
+///   default 60 s and a 128 KB buffer, slower than about 1 KB/s).
 ///
 /// It sits after the HTTP codec, before ``MemoryHitFastPath``'s handler and
 /// Hummingbird's, so it sees every request and every answer, whichever of them
@@ -48,13 +53,11 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
     /// every answer cost 7 % of a warm request's rate).
     private var waitingForRequest: Scheduled<Void>?
     private var waitingForReader: Scheduled<Void>?
-    /// What was measured when the reader clock last started or saw the client
-    /// read, and the body bytes written since.
+    /// What the reader clock last measured, and the body bytes written since.
     private var atCheck = ReaderProgress(acknowledged: 0, buffered: 0)
     private var writtenSinceCheck = 0
-    /// What was measured when the request clock last found every answer written
-    /// but some still in NIO's buffer (nil: not yet since the last answer).
-    private var drainCheck: ReaderProgress?
+    /// When the reader clock started, or last saw the client read.
+    private var lastReadAt = NIODeadline.uptimeNanoseconds(0)
     private let measure: (any Channel) -> ReaderProgress?
 
     /// - Parameter limit: how long a connection may wait for its next request,
@@ -94,10 +97,7 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
         switch unwrapOutboundIn(data) {
         case .end:
             unanswered = max(0, unanswered - 1)
-            if unanswered == 0 {
-                idleSince = context.eventLoop.now
-                drainCheck = nil
-            }
+            if unanswered == 0 { idleSince = context.eventLoop.now }
         case .body(let buffer) where waitingForReader != nil:
             writtenSinceCheck += buffer.readableBytes
         default:
@@ -110,26 +110,46 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
         if context.channel.isWritable {
             waitingForReader?.cancel()
             waitingForReader = nil
-        } else if waitingForReader == nil {
-            waitForReader(context, from: measure(context.channel))
+        } else {
+            startReaderClock(context)
         }
         context.fireChannelWritabilityChanged()
     }
 
-    /// Starts the reader clock from `progress`. When it runs out, a client that
-    /// read nothing meanwhile is closed; one that read gets the limit again.
-    private func waitForReader(_ context: ChannelHandlerContext, from progress: ReaderProgress?) {
-        atCheck = progress ?? ReaderProgress(acknowledged: 0, buffered: 0)
+    /// Starts the reader clock, unless it runs. It looks every quarter of the
+    /// limit: a client that read anything since the last look has read now; one
+    /// that has not read for the whole limit is closed (so within a quarter of the
+    /// limit past it). It stops once nothing waits on the client: the connection
+    /// can take bytes and NIO holds none.
+    private func startReaderClock(_ context: ChannelHandlerContext) {
+        guard waitingForReader == nil else { return }
+        atCheck = measure(context.channel) ?? ReaderProgress(acknowledged: 0, buffered: 0)
         writtenSinceCheck = 0
+        lastReadAt = context.eventLoop.now
+        lookAtReader(context, at: lastReadAt + step)
+    }
+
+    private var step: TimeAmount { .nanoseconds(max(limit.nanoseconds / 4, 1)) }
+
+    private func lookAtReader(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        waitingForReader = context.eventLoop.assumeIsolated().scheduleTask(in: limit) {
+        waitingForReader = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
             let (handler, context) = (handler.value, bound.value)
             handler.waitingForReader = nil
-            if let now = handler.measure(context.channel), now.hasRead(since: handler.atCheck, written: handler.writtenSinceCheck) {
-                handler.waitForReader(context, from: now)
-            } else {
+            let now = context.eventLoop.now
+            let progress = handler.measure(context.channel)
+            if let progress, progress.hasRead(since: handler.atCheck, written: handler.writtenSinceCheck) {
+                handler.atCheck = progress
+                handler.writtenSinceCheck = 0
+                handler.lastReadAt = now
+            }
+            if now - handler.lastReadAt >= handler.limit {
                 context.close(promise: nil)
+            } else if context.channel.isWritable, (progress?.buffered ?? 0) == 0 {
+                return  // nothing waits on the client
+            } else {
+                handler.lookAtReader(context, at: min(now + handler.step, handler.lastReadAt + handler.limit))
             }
         }
     }
@@ -154,12 +174,10 @@ public final class ConnectionTimeoutHandler: ChannelDuplexHandler, RemovableChan
                 handler.check(context, at: now + handler.limit)
             } else if now >= handler.idleSince + handler.limit {
                 // Every answer was written, but NIO may still hold some of them (the
-                // kernel's buffer it need not: a close sends that before its FIN). A
-                // client still reading them is not idle; one that stopped is.
-                let progress = handler.measure(context.channel)
-                if let progress, progress.buffered > 0,
-                   handler.drainCheck.map({ progress.hasRead(since: $0, written: 0) }) ?? true {
-                    handler.drainCheck = progress
+                // kernel's buffer it need not: a close sends that before its FIN).
+                // The reader clock judges a client still reading them, not this one.
+                if (handler.measure(context.channel)?.buffered ?? 0) > 0 {
+                    handler.startReaderClock(context)
                     handler.check(context, at: now + handler.limit)
                 } else {
                     context.close(promise: nil)

@@ -97,7 +97,9 @@ struct ConnectionTimeoutHandlerTests {
         #expect(!channel.isActive, "it read nothing for the whole limit")
     }
 
-    @Test("a client that reads slowly is not closed while the buffer stays full: each limit it must have read something, counting what was written meanwhile")
+    static let step = TimeAmount.nanoseconds(limit.nanoseconds / 4)
+
+    @Test("a client that reads slowly is not closed while the buffer stays full: whatever it read since the last look (every quarter limit) counts, with what was written meanwhile; once it stops, it is closed a limit after the last look that saw it read")
     func slowReader() throws {
         let buffer = Buffer()
         let channel = try Self.channel(buffer: buffer)
@@ -105,32 +107,51 @@ struct ConnectionTimeoutHandlerTests {
         try channel.writeInbound(Self.head("/second"))
         buffer.bytes = 200_000
         Self.writable(channel, false)
-        // It read 150 KB in the first limit while another answer's 100 KB body was written: progress.
-        channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
+        // It read 150 KB while another answer's 100 KB body was written.
+        channel.embeddedEventLoop.advanceTime(by: Self.step - .seconds(1))
         try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 100_000)))
         buffer.bytes = 150_000
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         #expect(channel.isActive, "it read 150 KB of 300 KB")
-        // In the next limit it read 1 byte: still progress.
-        buffer.bytes -= 1
-        channel.embeddedEventLoop.advanceTime(by: Self.limit)
-        #expect(channel.isActive, "it read a byte")
-        // In the next, 50 KB were written and it read 49 KB: it read, so it stays.
+        // A byte a look, for two limits.
+        for _ in 0..<8 {
+            buffer.bytes -= 1
+            channel.embeddedEventLoop.advanceTime(by: Self.step)
+            #expect(channel.isActive, "it read a byte")
+        }
+        // Acknowledgements count though NIO's buffer does not move (the kernel's send buffer is draining).
+        for _ in 0..<8 {
+            buffer.acknowledged += 4_096
+            channel.embeddedEventLoop.advanceTime(by: Self.step)
+            #expect(channel.isActive, "it acknowledged 4 KB")
+        }
+        // 50 KB written while it read 49 KB: it read.
         try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 50_000)))
         buffer.bytes += 1_000
-        channel.embeddedEventLoop.advanceTime(by: Self.limit)
+        channel.embeddedEventLoop.advanceTime(by: Self.step)
         #expect(channel.isActive, "it read 49 KB")
-        // In the next, NIO's buffer did not move (the kernel's send buffer was draining), but the client acknowledged bytes.
-        buffer.acknowledged += 4_096
-        channel.embeddedEventLoop.advanceTime(by: Self.limit)
-        #expect(channel.isActive, "it acknowledged 4 KB")
-        // Then 10 KB written and nothing read: closed at the end of that limit, not before.
+        // Then 10 KB written and nothing read: closed a limit after that look, not before.
         try channel.writeOutbound(HTTPResponsePart.body(ByteBuffer(repeating: 0, count: 10_000)))
         buffer.bytes += 10_000
         channel.embeddedEventLoop.advanceTime(by: Self.limit - .seconds(1))
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))
         #expect(!channel.isActive, "it read nothing for the whole limit")
+    }
+
+    @Test("a client that stops reading is closed a limit after it last read, not two: its kernel filling its receive buffer just after the clock starts is the last it reads")
+    func stoppedEarly() throws {
+        let buffer = Buffer()
+        let channel = try Self.channel(buffer: buffer)
+        try channel.writeInbound(Self.head())
+        buffer.bytes = 500_000
+        Self.writable(channel, false)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        buffer.acknowledged += 65_536  // what its receive buffer took, then nothing
+        channel.embeddedEventLoop.advanceTime(by: Self.step - .seconds(2) + Self.limit - .seconds(1))
+        #expect(channel.isActive, "a limit has not passed since the look that saw it read")
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive, "closed a limit after that look (the old clock waited two limits)")
     }
 
     @Test("a connection whose answers are all written but not all sent is not idle while its client reads them, and is closed a limit after it stops")
