@@ -8,6 +8,16 @@ import WebImageTestSupport
 
 @Suite("webimage serve", .serialized, .timeLimit(.minutes(5)))
 struct ServeCommandTests {
+    /// An origin on loopback serving the sample photo-1.jpg at /img/photo-1.jpg.
+    static func photoOrigin(_ tool: Tool) async throws -> TestHTTPServer {
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try SampleImages.write(to: samples)
+        let photo = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
+        let origin = try await TestHTTPServer.start()
+        origin.serve("/img/photo-1.jpg", photo, contentType: "image/jpeg")
+        return origin
+    }
+
     @Test("a process on loopback: it starts, serves /health, a negotiated thumbnail by preset, /info of a rotated photo, /metrics, and exits 0 on SIGTERM")
     func serves() async throws {
         let tool = Tool()
@@ -230,11 +240,8 @@ struct ServeCommandTests {
     @Test("http.idleTimeout does not close a client that reads its pipelined answers slowly, even while its buffer stays full for longer than the limit")
     func slowReaderKept() async throws {
         let tool = Tool()
-        let origin = try await TestHTTPServer.start()
+        let origin = try await Self.photoOrigin(tool)
         defer { Task { await origin.shutdown() } }
-        let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
-        origin.serve("/img/photo-1.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg")), contentType: "image/jpeg")
         let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s",
                                       "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])
         defer { running.signal(SIGKILL) }
@@ -437,11 +444,8 @@ struct ServeCommandTests {
     @Test("SIGTERM ends the process a second past the grace period even while a client holds pipelined answers it never reads")
     func exitsPastUnreadAnswers() async throws {
         let tool = Tool()
-        let origin = try await TestHTTPServer.start()
+        let origin = try await Self.photoOrigin(tool)
         defer { Task { await origin.shutdown() } }
-        let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
-        origin.serve("/img/photo-1.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg")), contentType: "image/jpeg")
         let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
                                       "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)",
                                       "--set", "loader.blockPrivateAddresses=false", "--set", "thumbnail.shutdownGrace=1s"])
