@@ -284,6 +284,7 @@ let package = Package(
                            .product(name: "Hummingbird", package: "hummingbird"),
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Logging", package: "swift-log"),
+                           .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "Configuration", package: "swift-configuration"),
                            .product(name: "Metrics", package: "swift-metrics"),
                            .product(name: "Prometheus", package: "swift-prometheus"),

@@ -16,7 +16,9 @@ extension RouterMethods {
     /// ```
     ///
     /// The request's head goes to the endpoint as it came (method, path with query,
-    /// header fields); its body is never read.
+    /// header fields); its body is never read. With a ``ConnectionRequestContext``
+    /// (``ImageRequestContext``) and ``ClientDisconnectHandler`` on the connection,
+    /// as ``ImageServer`` has them, a request whose client goes away is cancelled.
     @discardableResult
     public func addImageRoutes(_ endpoint: ImageEndpoint, at path: RouterPath = "") -> Self {
         let group = self.group(path)
@@ -24,8 +26,12 @@ extension RouterMethods {
         let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .delete, .patch, .options, .trace, .connect]
         for name in ["thumbnail", "placeholder", "info"] {
             for method in methods {
-                group.on(RouterPath(stringLiteral: name), method: method) { request, _ in
-                    Response(await endpoint.respond(to: request.head))
+                group.on(RouterPath(stringLiteral: name), method: method) { request, context in
+                    let head = request.head
+                    if let channel = (context as? any ConnectionRequestContext)?.channel, let watch = ConnectionWatch.of(channel) {
+                        return Response(await watch.run { await endpoint.respond(to: head) })
+                    }
+                    return Response(await endpoint.respond(to: head))
                 }
             }
         }

@@ -61,8 +61,8 @@ public struct ImageServer: Sendable {
     /// Every error is the endpoint's JSON: a path no route has is 404, another
     /// method on these paths 405 with `Allow`, a method HTTP does not define 501;
     /// `OPTIONS *` is 200 with `Allow`.
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router()
+    public func router() -> Router<ImageRequestContext> {
+        let router = Router(context: ImageRequestContext.self)
         // Not Hummingbird's MetricsMiddleware: see RequestMetricsMiddleware.
         router.add(middleware: RequestMetricsMiddleware())
         router.add(middleware: LogRequestsMiddleware(.debug))
@@ -86,12 +86,12 @@ public struct ImageServer: Sendable {
             return buffer
         }
         router.get("/metrics") { _, _ -> Response in
-            guard let metrics else { return NoRouteMiddleware<BasicRequestContext>.notFound(head: false) }
+            guard let metrics else { return NoRouteMiddleware<ImageRequestContext>.notFound(head: false) }
             return Response(status: .ok, headers: [.contentType: metricsType], body: ResponseBody(byteBuffer: await exposition(metrics)))
         }
         // HEAD's Content-Length is the length a GET gets now (RFC 9110 §9.3.2), so it renders the text too.
         router.head("/metrics") { _, _ -> Response in
-            guard let metrics else { return NoRouteMiddleware<BasicRequestContext>.notFound(head: true) }
+            guard let metrics else { return NoRouteMiddleware<ImageRequestContext>.notFound(head: true) }
             let length = await exposition(metrics).readableBytes
             return Response(status: .ok, headers: [.contentType: metricsType, .contentLength: String(length)])
         }
@@ -119,7 +119,7 @@ public struct ImageServer: Sendable {
     ///   server cannot listen (a port in use, a host that does not resolve); after
     ///   it listened, what the server group throws.
     @discardableResult
-    public func run(routes: (Router<BasicRequestContext>) -> Void = { _ in },
+    public func run(routes: (Router<ImageRequestContext>) -> Void = { _ in },
                     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws -> Bool {
         let router = router()
         routes(router)
@@ -134,7 +134,7 @@ public struct ImageServer: Sendable {
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers:
-                [HTTP1KeepAliveHandler(serverName: serverName), QuiesceDeadlineHandler(after: deadline)] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
+                [HTTP1KeepAliveHandler(serverName: serverName), QuiesceDeadlineHandler(after: deadline), ClientDisconnectHandler()] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
                     + (fastPath.map { [$0.channelHandler()] } ?? []))),
             configuration: .init(address: .hostname(host, port: port), serverName: serverName,
                                  availableConnectionsDelegate: maxConnections.map { MaximumAvailableConnections($0, logger: logger) }),

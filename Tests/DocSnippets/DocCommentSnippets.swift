@@ -11,6 +11,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Testing
 import WebImage
@@ -343,6 +344,21 @@ enum PluginFiguresExample {
         var figures: [PluginFigure] {
             [PluginFigure("mycoder_cache_bytes", .gauge, cache.bytes),
              PluginFigure("mycoder_cache_hits_total", .total, cache.hits)]
+        }
+    }
+// snippet-end
+}
+
+/// ConnectionRequestContext's example: a context of the user's own that knows its connection.
+enum ConnectionRequestContextExample {
+// snippet-begin: ConnectionRequestContext
+    struct MyContext: RequestContext, ConnectionRequestContext {
+        var coreContext: CoreRequestContextStorage
+        let channel: any Channel
+
+        init(source: ApplicationRequestContextSource) {
+            coreContext = CoreRequestContextStorage(source: source)
+            channel = source.channel
         }
     }
 // snippet-end

@@ -441,6 +441,35 @@ struct ServeCommandTests {
         #expect(try await running.wait().status == 0)
     }
 
+    @Test("a client that goes away cancels its request: its place under thumbnail.maxInFlight is free at once, not at the deadline")
+    func disconnectCancels() async throws {
+        let tool = Tool()
+        let origin = try await Self.photoOrigin(tool)
+        defer { Task { await origin.shutdown() } }
+        let photo = try Data(contentsOf: tool.home.appendingPathComponent("samples/photo-1.jpg"))
+        origin.serve("/img/slow.jpg", photo, contentType: "image/jpeg", delay: 600_000)
+        // One place, and a deadline far past this test's bound: before, the place stayed taken until it.
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                      "--set", "thumbnail.maxInFlight=1", "--set", "thumbnail.deadline=300s", "--set", "loader.timeout=300s",
+                                      "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        @Sendable func target(_ path: String) -> String {
+            "/thumbnail?url=" + origin.url(path).absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&w=64"
+        }
+        let slow = try await RawHTTP.open(port: port, sending: "GET \(target("/img/slow.jpg")) HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(await eventually { origin.requestCount(path: "/img/slow.jpg") == 1 }, "the slow request reached the origin")
+        #expect(try await RawHTTP.send(port: port, target: target("/img/photo-1.jpg")).status == 503, "its place is taken")
+        close(slow)
+        // The place comes back when the server sees the close, long before the deadline.
+        let freed = await eventually(timeout: .seconds(120)) {
+            (try? await RawHTTP.send(port: port, target: target("/img/photo-1.jpg")).status) == 200
+        }
+        #expect(freed, "the place stayed taken")
+        running.signal(SIGTERM)
+        #expect(try await running.wait().status == 0)
+    }
+
     @Test("SIGTERM ends the process a second past the grace period even while a client holds pipelined answers it never reads")
     func exitsPastUnreadAnswers() async throws {
         let tool = Tool()

@@ -55,13 +55,13 @@ public struct ThumbnailService: Sendable {
     }
 
     /// The library's routes plus the gallery and the samples.
-    public func router() -> Router<BasicRequestContext> {
+    public func router() -> Router<ImageRequestContext> {
         let router = server.router()
         addRoutes(to: router)
         return router
     }
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<ImageRequestContext>) {
         router.get("/") { _, _ in self.galleryPage() }
         router.get("/samples/{name}") { _, context in try self.sample(named: context.parameters.require("name")) }
     }
