@@ -25,12 +25,12 @@ struct InfoCommand: AsyncParsableCommand {
             guard let url = inputURL(input) else { throw WebImageError(.invalidURL, "'\(input)' is not a URL or path") }
             // Headers only, and nothing written: describing an image must not cost
             // its decoded size, nor fill the cache with what was only looked at.
-            let (info, cacheType) = try await manager.info(for: url)
+            var context = ImageContext()
+            context.storeCacheTiers = .none
+            let (info, cacheType) = try await manager.info(for: url, context: context)
             let scale = ImageScale.scale(forKey: manager.cacheKey(for: url))
             var placeholders: ImagePlaceholders?
             if placeholder {
-                var context = ImageContext()
-                context.storeCacheTiers = .none
                 placeholders = try await manager.placeholders(for: url, context: context)
             }
             // The same fields as `webimage serve`'s /info answers.

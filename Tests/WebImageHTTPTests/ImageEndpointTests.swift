@@ -558,6 +558,24 @@ struct EndpointInfoTests {
         let placeholder = EndpointFixture.json(await f.get("/placeholder?url=\(f.source("photo-1.jpg"))"))
         #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
     }
+
+    @Test("/info of a new URL asked many times at once downloads it once and keeps it on disk: the next info and the URL's thumbnails do not download it again")
+    func infoSharesTheOriginal() async throws {
+        let f = try await EndpointFixture.make()
+        defer { Task { await f.close() } }
+        let target = "/info?url=\(f.source("photo-2.jpg"))"
+        let answers = await withTaskGroup(of: ImageResponse.self) { group in
+            for _ in 0..<12 { group.addTask { await f.get(target) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.status == .ok })
+        #expect(f.origin.requestCount(path: "/img/photo-2.jpg") == 1, "one download for twelve infos at once")
+        #expect(await eventually { f.manager.pendingStoreWrites.count == 0 })
+        let again = EndpointFixture.json(await f.get(target))
+        #expect(again["cacheType"] as? String == "disk")
+        #expect(await f.get("/thumbnail?url=\(f.source("photo-2.jpg"))&w=64").status == .ok)
+        #expect(f.origin.requestCount(path: "/img/photo-2.jpg") == 1, "the thumbnail was made from the stored original")
+    }
 }
 
 @Suite("maxBytes: the highest quality that fits")

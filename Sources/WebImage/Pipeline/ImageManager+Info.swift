@@ -4,11 +4,16 @@ extension ImageManager {
     /// Describes an image from its header: format, size, frames and their
     /// durations, loop count, orientation, alpha and colour profile.
     ///
-    /// The bytes come from the disk tier when it has them, else from the loader;
-    /// nothing is decoded beyond the header (where the coder can read headers
-    /// alone, as ``ImageCoder/info(_:)`` says) and no tier is written.
+    /// The original's bytes are loaded as a bytes-only load of the URL loads them
+    /// (``ImageOptions/avoidDecode``): from the memory or disk tier when one has
+    /// them, else downloaded once however many loads and infos want the URL at
+    /// once, within the originals' budget, with the blocklist asked first, and
+    /// stored on disk (not in the memory tier; nowhere where the context's
+    /// ``ImageContext/storeCacheTiers`` leaves the disk out, as `webimage info`
+    /// does) so that the next info, and the URL's thumbnails, do not download it again. Nothing is decoded beyond the
+    /// header (where the coder can read headers alone, as ``ImageCoder/info(_:)`` says).
     ///
-    /// - Returns: the description, and where the bytes came from (`.disk` or `.none`).
+    /// - Returns: the description, and where the bytes came from (`.memory`, `.disk`, `.shared` or `.none`).
     /// - Throws: ``WebImageError``: the loader's errors, ``WebImageError/Code/unsupportedFormat``
     ///   when no coder recognises the bytes, the coder's errors for a header it cannot read.
     ///
@@ -27,20 +32,15 @@ extension ImageManager {
     }
 
     private func readInfo(for url: URL, context: ImageContext, stage: StageBox) async throws -> (info: ImageInfo, cacheType: CacheType) {
-        let key = cacheKey(for: url, context: context)
-        var data: Data?
-        var cacheType = CacheType.none
-        if let store = context.store ?? store, context.queryCacheTiers.contains(.disk),
-           let bytes = try? await store.data(forKey: key) {
-            data = bytes
-            cacheType = .disk
-        }
-        if data == nil {
-            stage.value = .download
-            data = try await stages.original.load(url: url, options: [], context: context, validators: nil) { _ in }.data
-            stage.value = .decode
-        }
-        let bytes = data ?? Data()
+        var original = context
+        original.thumbnailPixelSize = nil
+        original.transformer = nil
+        // A header is no reason to hold an original in memory; the disk keeps it.
+        original.storeCacheTiers.remove(.memory)
+        stage.value = .download
+        let loaded = try await loadImage(with: url, options: .avoidDecode, context: original)
+        stage.value = .decode
+        let bytes = loaded.data ?? Data()
         let coder = context.coder, coders = configuration.coders
         guard coder != nil || coders.decoder(for: bytes) != nil else {
             let what = ImageFormat.sniff(bytes).map { "\($0) data, which no registered coder reads" } ?? "data no registered coder recognises"
@@ -51,6 +51,6 @@ extension ImageManager {
                 throw WebImageError.wrap(error, as: .decodeFailed, "reading the header of \(url.absoluteString)")
             }
         }
-        return (info, cacheType)
+        return (info, loaded.cacheType)
     }
 }
