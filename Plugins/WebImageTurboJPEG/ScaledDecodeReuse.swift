@@ -64,8 +64,10 @@ public final class ScaledDecodeReuse: Sendable {
         self.maxBytes = max(0, maxBytes)
         self.window = window
         // The timer ends with this object (the sweeper cancels it when released).
-        // At most once a second: a lookup drops a stale decode itself.
-        let timer = CacheSweeper(interval: max(window, .seconds(1))) { [weak self] in
+        // Every quarter window, so a decode is gone within a quarter window past its
+        // own (every window let it live up to two); at most once a second: a lookup
+        // drops a stale decode itself.
+        let timer = CacheSweeper(interval: max(window / 4, .seconds(1))) { [weak self] in
             guard let self else { return false }
             self.dropExpired(now: .now)
             return true

@@ -30,9 +30,9 @@ public import NIOHTTPTypes
 ///   connection that cannot take more, and Hummingbird's writer waits for it.
 ///   "Read" is judged by what the client's TCP stack acknowledged (on Linux),
 ///   else by NIO's buffer shrinking. A TCP stack acknowledges new bytes as its
-///   application frees room, in steps of about half its receive buffer: a
-///   client that reads less than that in a limit counts as not reading (at the
-///   default 60 s and a 128 KB buffer, slower than about 1 KB/s).
+///   application frees room, in steps of up to its receive buffer: a client that
+///   reads less than that in a limit counts as not reading (at the default 60 s
+///   and Linux's default 128 KB buffer, slower than about 2–3 KB/s).
 ///
 /// It sits after the HTTP codec, before ``MemoryHitFastPath``'s handler and
 /// Hummingbird's, so it sees every request and every answer, whichever of them
