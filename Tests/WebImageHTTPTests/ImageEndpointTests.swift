@@ -381,16 +381,20 @@ struct EndpointFailureTests {
 
     @Test("thumbnail.deadline bounds /info as it bounds /thumbnail: a stalled origin is 504 at the deadline, not at loader.timeout")
     func infoDeadline() async throws {
-        // 5 s: /info looks in the tiers and waits for room in the originals' budget before
-        // its download, where a deadline that passes is the service's own (503); on a
-        // busy machine those took more than 1 s.
-        let f = try await EndpointFixture.make(["thumbnail.deadline": "5s", "loader.timeout": "600s"])
+        let f = try await EndpointFixture.make(["thumbnail.deadline": "2s", "loader.timeout": "600s"])
         defer { Task { await f.close() } }
         let stalled = f.origin.url("/stall").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let started = ContinuousClock.now
         let answer = await f.get("/info?url=\(stalled)")
-        #expect(answer.status == .gatewayTimeout, "\(EndpointFixture.json(answer))")
-        #expect(EndpointFixture.json(answer)["error"] as? String == "timedOut")
+        let json = EndpointFixture.json(answer)
+        // /info looks in the tiers and waits for room in the originals' budget before
+        // its download. On a machine so busy that the deadline passed before the
+        // download began (the origin never asked), that is the service's own 503.
+        if f.origin.requestCount(path: "/stall") > 0 {
+            #expect(answer.status == .gatewayTimeout && json["error"] as? String == "timedOut", "\(json)")
+        } else {
+            #expect(answer.status == .serviceUnavailable && json["error"] as? String == "workTimedOut", "\(json)")
+        }
         // Bounded by the deadline, not by the 600 s loader timeout (generously: a busy machine).
         #expect(ContinuousClock.now - started < .seconds(300))
     }

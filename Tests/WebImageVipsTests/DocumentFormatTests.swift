@@ -210,9 +210,10 @@ struct DocumentFormatTests {
             #expect(error?.code == .workTimedOut && error?.isTransient == true && error?.message.contains("within vips.pdfTimeLimit") == true,
                     "\(error?.message ?? "")")
         }
-        // Every child was killed and reaped: none drawing at 77x77 (the size no
-        // other test asks for) is left with our pid as its parent.
-        #expect(Self.children(named: "pdftocairo", arguments: "77").isEmpty)
+        // Every child was killed and reaped: none drawing at 77x77 (a size no
+        // other test draws: a Letter page's box of 100 is 77 wide, so both sides
+        // are matched) is left with our pid as its parent.
+        #expect(Self.children(named: "pdftocairo", arguments: ["-scale-to-x", "77", "-scale-to-y", "77"]).isEmpty)
         #expect(try coder.decode(PDFFixtures.pages(1), options: DecodeOptions(thumbnailPixelSize: PixelSize(60))).pixelSize == PixelSize(width: 60, height: 40))
     }
 
@@ -266,8 +267,9 @@ struct DocumentFormatTests {
         }
     }
 
-    /// This process's children by command name and one of their arguments, from /proc.
-    static func children(named name: String, arguments: String) -> [Int32] {
+    /// This process's children by command name and a run of their arguments, from /proc.
+    static func children(named name: String, arguments: [String]) -> [Int32] {
+        let run = Data(arguments.joined(separator: "\0").utf8) + Data([0])
         let me = getpid()
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(Int32.init).filter { pid in
@@ -277,7 +279,7 @@ struct DocumentFormatTests {
             let fields = stat[stat.index(after: close)...].split(separator: " ")
             let argv = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(pid)/cmdline"))) ?? Data()
             return command == name && fields.count > 2 && Int32(fields[1]) == me
-                && argv.split(separator: 0).contains { String(decoding: $0, as: UTF8.self) == arguments }
+                && argv.range(of: run) != nil
         }
     }
 }
