@@ -62,6 +62,9 @@ package enum RawHTTP {
             let fd = try connected(port: port) { fd in
                 var size = receiveBuffer
                 setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+                // A server that stops sending fails the read (EAGAIN) rather than holding the run.
+                var timeout = timeval(tv_sec: 120, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             }
             defer { close(fd) }
             var request = ""

@@ -149,6 +149,10 @@ struct FileCacheStoreTests {
 
         // The pool's only thread is held: what completes meanwhile did not use it.
         let gate = DispatchSemaphore(value: 0)
+        // Released before the pool's shutdown (defers run last first), which waits for
+        // its thread: a failed #require below would otherwise leave it held, and the
+        // whole test run hung there (seen under a loaded CI run).
+        defer { for _ in 0..<3 { gate.signal() } }
         let running = Tally()
         let blocker = Task { try await pool.run { running.increment(); gate.wait() } }
         try #require(await eventually { running.value == 1 })

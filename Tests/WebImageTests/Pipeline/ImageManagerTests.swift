@@ -364,7 +364,15 @@ struct ImageManagerBlocklistTests {
         h.loader.serve("test://host/bad.img", data: Data("BAD! and then nothing an image needs".utf8))
         let first = Task { try await h.manager.loadImage(with: h.url("bad.img"), context: ImageContext(thumbnailPixelSize: PixelSize(100))) }
         // The first size's job downloaded the original and holds it while its decode waits.
-        await withCheckedContinuation { done in DispatchQueue.global().async { coder.started.wait(); done.resume() } }
+        // Bounded: a first load that never reached its decode must fail the test, not hold the run.
+        let reached = await withCheckedContinuation { done in
+            DispatchQueue.global().async { done.resume(returning: coder.started.wait(timeout: .now() + 120) == .success) }
+        }
+        guard reached else {
+            coder.release.signal()
+            Issue.record("the first size's decode never started")
+            return
+        }
         let second = await #expect(throws: WebImageError.self) {
             try await h.manager.loadImage(with: h.url("bad.img"), context: ImageContext(thumbnailPixelSize: PixelSize(200)))
         }
