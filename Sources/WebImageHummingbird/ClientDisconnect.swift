@@ -2,7 +2,7 @@ public import Hummingbird
 public import NIOCore
 import Synchronization
 
-/// A request context that knows its connection, so that ``addImageRoutes(_:at:)``
+/// A request context that knows its connection, so that ``Hummingbird/RouterMethods/addImageRoutes(_:at:)``
 /// can stop the work of a request whose client went away.
 ///
 /// ``ImageRequestContext`` is one; a context of your own conforms by keeping the
@@ -45,7 +45,7 @@ public struct ImageRequestContext: RequestContext, ConnectionRequestContext {
 /// holds every place with one connection at a time.
 ///
 /// Hummingbird runs a request's handler to its end whatever its connection
-/// does; ``addImageRoutes(_:at:)`` runs the endpoint's work in a task this
+/// does; ``Hummingbird/RouterMethods/addImageRoutes(_:at:)`` runs the endpoint's work in a task this
 /// handler cancels, when the request's context is a ``ConnectionRequestContext``.
 /// One per connection (Hummingbird's `additionalChannelHandlers` makes one each).
 public final class ClientDisconnectHandler: ChannelInboundHandler, RemovableChannelHandler {
