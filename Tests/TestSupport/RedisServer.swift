@@ -93,7 +93,14 @@ package final class RedisServer: @unchecked Sendable {
 
     /// Runs `redis-cli` with these arguments (against this server unless they say
     /// otherwise) and returns its standard output.
-    package func cli(_ arguments: [String]) throws -> String {
+    /// On a thread of its own: redis-cli is a process run to its end, seconds
+    /// beside CPU burners, which must not hold one of the cooperative pool's threads.
+    package func cli(_ arguments: [String]) async throws -> String {
+        try await onThread { [self] in try cliBlocking(arguments) }
+    }
+
+    /// ``cli(_:)`` on the calling thread, for code already on a thread of its own.
+    package func cliBlocking(_ arguments: [String]) throws -> String {
         try Self.run(["/usr/bin/redis-cli", "-p", "\(port)"] + arguments)
     }
 
@@ -178,9 +185,13 @@ package final class RedisCluster: Sendable {
                                                            "--cluster-node-timeout", "5000"]))
         }
         self.nodes = nodes
-        _ = try RedisServer.run(["/usr/bin/redis-cli", "--cluster", "create"] + nodes.map(\.address) + ["--cluster-replicas", "0", "--cluster-yes"])
+        let create = ["/usr/bin/redis-cli", "--cluster", "create"] + nodes.map(\.address) + ["--cluster-replicas", "0", "--cluster-yes"]
+        // redis-cli runs to its end: on a thread of its own, not a cooperative one.
+        _ = try await onThread { try RedisServer.run(create) }
+        let members = nodes
         for _ in 0..<600 {
-            if nodes.allSatisfy({ ((try? $0.cli(["cluster", "info"])) ?? "").contains("cluster_state:ok") }) { return }
+            let ok = try await onThread { members.allSatisfy({ ((try? $0.cliBlocking(["cluster", "info"])) ?? "").contains("cluster_state:ok") }) }
+            if ok { return }
             try await Task.sleep(for: .milliseconds(100))
         }
         throw RedisServerError(message: "the cluster did not reach cluster_state:ok")
@@ -190,13 +201,17 @@ package final class RedisCluster: Sendable {
 
     /// A node's cluster id.
     package func id(of node: RedisServer) throws -> String {
-        try node.cli(["cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        try node.cliBlocking(["cluster", "myid"]).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
-    /// Moves `slots` slots from one node to another with `redis-cli --cluster reshard`.
-    package func reshard(from: Int, to: Int, slots: Int) throws {
-        _ = try RedisServer.run(["/usr/bin/redis-cli", "--cluster", "reshard", nodes[0].address,
-                                 "--cluster-from", try id(of: nodes[from]), "--cluster-to", try id(of: nodes[to]),
-                                 "--cluster-slots", "\(slots)", "--cluster-yes", "--cluster-pipeline", "10"])
+    /// Moves `slots` slots from one node to another with `redis-cli --cluster reshard`,
+    /// which takes seconds (tens under load): on a thread of its own, so that it
+    /// holds none of the cooperative pool's threads while other suites need them.
+    package func reshard(from: Int, to: Int, slots: Int) async throws {
+        try await onThread { [self] in
+            _ = try RedisServer.run(["/usr/bin/redis-cli", "--cluster", "reshard", nodes[0].address,
+                                     "--cluster-from", try id(of: nodes[from]), "--cluster-to", try id(of: nodes[to]),
+                                     "--cluster-slots", "\(slots)", "--cluster-yes", "--cluster-pipeline", "10"])
+        }
     }
 }

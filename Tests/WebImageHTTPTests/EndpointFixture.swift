@@ -23,7 +23,7 @@ struct EndpointFixture {
     static func make(_ settings: [String: String] = [:], presets: [String] = [], tracer: (any Tracer)? = nil,
                      configure: (inout ImageEndpoint.Settings) -> Void = { _ in }) async throws -> EndpointFixture {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("endpoint-\(UUID().uuidString)")
-        let names = try SampleImages.write(to: directory.appendingPathComponent("samples"))
+        let names = try await onThread { try SampleImages.write(to: directory.appendingPathComponent("samples")) }
         let origin = try await TestHTTPServer.start()
         var samples: [String: Data] = [:]
         for name in names {

@@ -11,7 +11,7 @@ struct ServeCommandTests {
     /// An origin on loopback serving the sample photo-1.jpg at /img/photo-1.jpg.
     static func photoOrigin(_ tool: Tool) async throws -> TestHTTPServer {
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         let photo = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
         let origin = try await TestHTTPServer.start()
         origin.serve("/img/photo-1.jpg", photo, contentType: "image/jpeg")
@@ -24,7 +24,7 @@ struct ServeCommandTests {
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         for name in ["photo-1.jpg", "oriented-6.jpg"] {
             origin.serve("/img/\(name)", try Data(contentsOf: samples.appendingPathComponent(name)), contentType: "image/jpeg")
         }
@@ -206,7 +206,7 @@ struct ServeCommandTests {
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         let photo = try Data(contentsOf: samples.appendingPathComponent("photo-2.jpg"))
         for index in 0..<3 { origin.serve("/slow/\(index).jpg", photo, contentType: "image/jpeg", delay: 500) }
         let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=0",
@@ -267,7 +267,7 @@ struct ServeCommandTests {
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         let photo = try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg"))
         // Slow enough that SIGTERM lands while all of them are in flight.
         for index in 0..<4 { origin.serve("/slow/\(index).jpg", photo, contentType: "image/jpeg", delay: 1500) }
@@ -311,7 +311,7 @@ struct ServeCommandTests {
         let tool = Tool()
         defer { tool.cleanUp() }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         let fallback = samples.appendingPathComponent("logo.png").path
         // An allowed host that does not resolve: the origin fails, as a dead one would.
         let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
@@ -401,7 +401,7 @@ struct ServeCommandTests {
         let origin = try await TestHTTPServer.start()
         defer { Task { await origin.shutdown() } }
         let samples = tool.home.appendingPathComponent("samples")
-        _ = try SampleImages.write(to: samples)
+        _ = try await onThread { try SampleImages.write(to: samples) }
         origin.serve("/img/photo.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-3.jpg")), contentType: "image/jpeg")
         let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
                                       "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"])

@@ -490,7 +490,7 @@ struct ImageManagerServiceTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = directory.appendingPathComponent("a.png")
-        _ = try SampleImages.write(to: directory)
+        _ = try await onThread { try SampleImages.write(to: directory) }
         let manager = try ConfigLayers.manager(config: try await ConfigLayers.reader(flags: ["store.kind": "memory"], file: nil, environment: [:]))
         let logo = directory.appendingPathComponent("logo.png")
         #expect(try await manager.loadImage(with: logo).image != nil)

@@ -54,7 +54,7 @@ struct RedisConfigurationTests {
         let origin = try await TestHTTPServer.start()
         let samples = FileManager.default.temporaryDirectory.appendingPathComponent("redis-e2e-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: samples) }
-        let names = try SampleImages.write(to: samples)
+        let names = try await onThread { try SampleImages.write(to: samples) }
         let name = try #require(names.first { $0.hasSuffix(".jpg") })
         let image = try Data(contentsOf: samples.appendingPathComponent(name))
         origin.serve("/a.jpg", image, contentType: "image/jpeg")
@@ -104,7 +104,7 @@ struct RedisConfigurationTests {
         await second.shutdown()
         let redis = try #require(second.blocklist.shared as? RedisCacheStore)
         let key = redis.failureKey(forURL: url.absoluteString)
-        #expect(try server.cli(["exists", key]).trimmingCharacters(in: .whitespacesAndNewlines) == "0", "removeAll reached Redis")
+        #expect(try await server.cli(["exists", key]).trimmingCharacters(in: .whitespacesAndNewlines) == "0", "removeAll reached Redis")
 
         let third = try await host()
         _ = try? await third.loadImage(with: url)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WebImage
+import WebImageTestSupport
 
 /// A manager over the test loader and coder, with a memory store as its disk tier
 /// unless a test asks for a real one.
@@ -365,9 +366,9 @@ struct ImageManagerBlocklistTests {
         let first = Task { try await h.manager.loadImage(with: h.url("bad.img"), context: ImageContext(thumbnailPixelSize: PixelSize(100))) }
         // The first size's job downloaded the original and holds it while its decode waits.
         // Bounded: a first load that never reached its decode must fail the test, not hold the run.
-        let reached = await withCheckedContinuation { done in
-            DispatchQueue.global().async { done.resume(returning: coder.started.wait(timeout: .now() + 120) == .success) }
-        }
+        // On a thread of its own: on Linux a `DispatchQueue.global()` thread is one of
+        // the few the cooperative pool runs on, and a wait there starves the load it waits for.
+        let reached = (try? await onThread { coder.started.wait(timeout: .now() + 120) == .success }) ?? false
         guard reached else {
             coder.release.signal()
             Issue.record("the first size's decode never started")
