@@ -39,7 +39,11 @@ public struct ImageEndpoint: Sendable {
     public let settings: Settings
     public var logger: Logger
     /// What `format=auto` may answer in: `thumbnail.formats` that the manager's coders write.
-    let autoFormats: Set<ImageFormat>
+    var autoFormats: Set<ImageFormat> { autoFormatsOnce.value }
+    /// Worked out by the first request that needs it, not here: asking libvips
+    /// which formats it writes starts it, and a JPEG-only service (every request
+    /// naming `format=jpeg`) never needs libvips' modules (about 10 MiB resident).
+    let autoFormatsOnce: AutoFormats
     let ceiling: RequestCeiling
     /// The heavy work rendered at once across requests (`thumbnail.maxCostInFlight`).
     public let work: WorkBudget
@@ -59,7 +63,7 @@ public struct ImageEndpoint: Sendable {
         self.settings = settings
         self.logger = logger
         let coders = manager.configuration.coders
-        autoFormats = Set(settings.formats.filter { coders.encoder(for: $0) != nil })
+        autoFormatsOnce = AutoFormats(settings.formats, coders: coders)
         ceiling = RequestCeiling(settings.maxInFlight)
         work = WorkBudget(limit: Double(settings.maxCostInFlight))
         originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil
@@ -288,3 +292,4 @@ struct HTTPFieldsExtractor: Extractor {
         HTTPField.Name(key).flatMap { fields[$0] }
     }
 }
+

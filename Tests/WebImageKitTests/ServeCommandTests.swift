@@ -44,6 +44,13 @@ struct ServeCommandTests {
         let encoded = { (name: String) in origin.url("/img/\(name)").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
 
         #expect(String(decoding: try await get("/health").data, as: UTF8.self) == "ok\n")
+        // Started without libvips: the formats format=auto may answer are found by
+        // the first request that negotiates (below), so that a JPEG-only service
+        // never loads libvips' modules (about 10 MiB).
+        let startMaps = try #require(FileHandle(forReadingAtPath: "/proc/\(running.pid)/maps"))
+        let startText = String(decoding: try startMaps.readToEnd() ?? Data(), as: UTF8.self)
+        try startMaps.close()
+        #expect(startText.contains("/webimage") && !startText.contains("/vips-modules-"), "libvips started with the service")
         let port = try #require(URL(string: server)?.port)
         let thumbnail = try await get("/thumbnail?url=\(encoded("photo-1.jpg"))&preset=small", accept: "image/webp,*/*")
         #expect(thumbnail.statusCode == 200 && ImageFormat.sniff(thumbnail.data) == .webp)
