@@ -3,7 +3,7 @@
 
     python3 Benchmarks/compare/compare.py cache-hits [--rounds 5] [--entries 2000]
     python3 Benchmarks/compare/compare.py downloads  [--rounds 5] [--files 5000]
-    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 270] [--progressive] [--megapixels 2|12]
+    python3 Benchmarks/compare/compare.py thumbnails [--rounds 3] [--images 270] [--progressive] [--oriented] [--megapixels 2|12]
     python3 Benchmarks/compare/compare.py encoders [--rounds 3] [--repeats 3] [--quality 80] [--photo PATH]
     python3 Benchmarks/compare/compare.py scaling    [--rounds 3] [--max-entries 1000000]
     python3 Benchmarks/compare/compare.py server     [--rounds 3] [--photos 60] [--seconds 10]
@@ -215,6 +215,23 @@ def pixel_difference(ours_dir, vips_dir):
     return statistics.mean(absolute), statistics.mean(signed)
 
 
+def store_oriented(files, progressive):
+    """Rewrites each photo as a camera stores it: its pixels turned or flipped and an
+    EXIF orientation of 2 to 8 (in turn) that makes them upright again, so that
+    every tool must apply it to give the same upright thumbnail."""
+    import pyvips
+    # What turns the upright picture into the stored one, for each orientation tag.
+    stored = {2: lambda im: im.fliphor(), 3: lambda im: im.rot180(), 4: lambda im: im.flipver(),
+              5: lambda im: im.rot90().fliphor(), 6: lambda im: im.rot270(), 7: lambda im: im.rot270().fliphor(),
+              8: lambda im: im.rot90()}
+    for index, path in enumerate(files):
+        orientation = 2 + index % 7
+        upright = pyvips.Image.new_from_file(path, access="sequential").copy_memory()
+        image = stored[orientation](upright).copy()
+        image.set_type(pyvips.GValue.gint_type, "orientation", orientation)
+        image.jpegsave(path, Q=90, interlace=progressive)
+
+
 def thumbnails(args):
     ensure_apt("time", "libvips-tools", "libjpeg-turbo-progs", "libjpeg62-turbo-dev", "liblcms2-dev")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pillow", "pyvips"], check=True)
@@ -239,6 +256,8 @@ def thumbnails(args):
                 width, height = 4000 + (i % 5) * 40, 3000
             run(["vips", "thumbnail", sources[i % 3], target, str(width), "--height", str(height), "--size", "force"])
         files = sorted(os.path.join(inputs, f) for f in os.listdir(inputs))
+        if args.oriented:
+            store_oriented(files, args.progressive)
         cores = os.cpu_count() or 2
         ops = os.path.join(ROOT, "Plugins", "CJPEGTurboOps")
         reference = os.path.join(work, "jpeg_thumb_loop")
@@ -297,11 +316,12 @@ def thumbnails(args):
                      "Pillow (one process) CPU ms per image": cpu_med[PILLOW_ONE], "C reference CPU ms per image": cpu_med[REFERENCE]}
         for name, value in per_image.items():
             print(f"  {name:<60} {value:.2f} ms")
-        kind = "progressive" if args.progressive else "baseline"
+        kind = ("progressive" if args.progressive else "baseline") + (", EXIF-oriented" if args.oriented else "")
         label = f"{args.megapixels} MP"
         report(f"Thumbnails: {len(files)} {kind} JPEGs of about {label} to 256 px JPEG, {cores} cores, {args.rounds} rounds interleaved",
-               rows, f"thumbnails-{args.megapixels}mp" + ("-progressive" if args.progressive else ""),
-               {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive, "megapixels": args.megapixels,
+               rows, f"thumbnails-{args.megapixels}mp" + ("-progressive" if args.progressive else "") + ("-oriented" if args.oriented else ""),
+               {"ratios": ratios, "perImage": per_image, "images": len(files), "progressive": args.progressive, "oriented": args.oriented,
+                "megapixels": args.megapixels,
                 "pixels": {"meanAbsoluteDifferenceFromVipsthumbnail": mean_abs, "meanSignedDifference": mean_signed}})
         for name, ratio in ratios.items():
             print(f"  ratio {name:<70} {ratio:.2f}x")
@@ -869,6 +889,7 @@ def main():
     thumbs.add_argument("--rounds", type=int, default=3)
     thumbs.add_argument("--images", type=int, default=270, help="inputs per round (the issue measured 270: start-up costs amortised as a batch job sees them)")
     thumbs.add_argument("--progressive", action="store_true", help="progressive JPEG inputs (interlace)")
+    thumbs.add_argument("--oriented", action="store_true", help="photos stored turned, with EXIF orientations 2 to 8 (as cameras write them)")
     thumbs.add_argument("--megapixels", type=int, choices=(2, 12), default=12, help="photo size: 1200x1800 or 4000x3000")
     scale = sub.add_parser("scaling")
     scale.add_argument("--rounds", type=int, default=3)
