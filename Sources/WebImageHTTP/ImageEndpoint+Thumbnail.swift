@@ -70,7 +70,7 @@ extension ImageEndpoint {
             context.encodeFormat = format
         } else {
             // One cache entry per answer (AVIF, WebP, or a legacy format), not per Accept header.
-            context.acceptedFormats = AcceptedFormats(accept: accept, allowed: autoFormats)
+            context.acceptedFormats = AcceptedFormats(accept: accept, allowed: autoFormats.value)
         }
     }
 

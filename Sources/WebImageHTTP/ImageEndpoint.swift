@@ -38,12 +38,12 @@ public struct ImageEndpoint: Sendable {
     public let manager: ImageManager
     public let settings: Settings
     public var logger: Logger
-    /// What `format=auto` may answer in: `thumbnail.formats` that the manager's coders write.
-    var autoFormats: Set<ImageFormat> { autoFormatsOnce.value }
-    /// Worked out by the first request that needs it, not here: asking libvips
-    /// which formats it writes starts it, and a JPEG-only service (every request
-    /// naming `format=jpeg`) never needs libvips' modules (about 10 MiB resident).
-    let autoFormatsOnce: AutoFormats
+    /// What `format=auto` may answer in: `thumbnail.formats` that the manager's
+    /// coders write, worked out by the first request that needs it, not here:
+    /// asking libvips which formats it writes starts it, and a JPEG-only service
+    /// (every request naming `format=jpeg`) never needs libvips' modules (about
+    /// 20 MiB resident in `serve`).
+    let autoFormats: AutoFormats
     let ceiling: RequestCeiling
     /// The heavy work rendered at once across requests (`thumbnail.maxCostInFlight`).
     public let work: WorkBudget
@@ -63,7 +63,7 @@ public struct ImageEndpoint: Sendable {
         self.settings = settings
         self.logger = logger
         let coders = manager.configuration.coders
-        autoFormatsOnce = AutoFormats(settings.formats, coders: coders)
+        autoFormats = AutoFormats(settings.formats, coders: coders)
         ceiling = RequestCeiling(settings.maxInFlight)
         work = WorkBudget(limit: Double(settings.maxCostInFlight))
         originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil
@@ -292,4 +292,3 @@ struct HTTPFieldsExtractor: Extractor {
         HTTPField.Name(key).flatMap { fields[$0] }
     }
 }
-

@@ -46,7 +46,7 @@ struct ServeCommandTests {
         #expect(String(decoding: try await get("/health").data, as: UTF8.self) == "ok\n")
         // Started without libvips: the formats format=auto may answer are found by
         // the first request that negotiates (below), so that a JPEG-only service
-        // never loads libvips' modules (about 10 MiB).
+        // never loads libvips' modules (about 20 MiB).
         let startMaps = try #require(FileHandle(forReadingAtPath: "/proc/\(running.pid)/maps"))
         let startText = String(decoding: try startMaps.readToEnd() ?? Data(), as: UTF8.self)
         try startMaps.close()
