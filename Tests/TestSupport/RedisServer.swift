@@ -14,13 +14,25 @@ package final class RedisServer: @unchecked Sendable {
 
     package static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
 
-    /// Starts a server and waits until it answers PING.
+    /// Starts a server and waits until it answers PING. With no port given, a server
+    /// that exits at start (its port taken between the check and its bind) is started
+    /// again on another port.
     package init(arguments: [String] = [], port: Int? = nil) async throws {
-        self.port = try port ?? Self.freePort()
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("webimage-redis-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         extraArguments = arguments
-        try await start()
+        var attempt = 0
+        while true {
+            let candidate = try port ?? Self.freePort()
+            do {
+                let child = try await Self.spawn(port: candidate, directory: directory, arguments: arguments)
+                self.port = candidate
+                pid = child
+                return
+            } catch let error as RedisServerError where error.exited && port == nil && attempt < 5 {
+                attempt += 1
+            }
+        }
     }
 
     deinit {
@@ -33,8 +45,16 @@ package final class RedisServer: @unchecked Sendable {
 
     /// Starts the process (again, after ``kill()``) and waits until it answers.
     package func start() async throws {
+        let child = try await Self.spawn(port: port, directory: directory, arguments: extraArguments)
+        lock.withLock { pid = child }
+    }
+
+    /// Starts `redis-server` on this port and returns its pid once it answers PING;
+    /// throws, with its log, if it exits first.
+    private static func spawn(port: Int, directory: URL, arguments extra: [String]) async throws -> pid_t {
+        let log = directory.appendingPathComponent("redis.log")
         let arguments = ["redis-server", "--port", "\(port)", "--bind", "127.0.0.1", "--dir", directory.path,
-                         "--save", "", "--appendonly", "no", "--logfile", directory.appendingPathComponent("redis.log").path] + extraArguments
+                         "--save", "", "--appendonly", "no", "--logfile", log.path] + extra
         var child: pid_t = 0
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -46,13 +66,28 @@ package final class RedisServer: @unchecked Sendable {
         defer { argv.forEach { free($0) } }
         let rc = posix_spawn(&child, "/usr/bin/redis-server", &actions, nil, argv, environ)
         guard rc == 0 else { throw RedisServerError(message: "cannot start redis-server: \(String(cString: strerror(rc)))") }
-        lock.withLock { pid = child }
+        var last = "no attempt"
         for _ in 0..<600 {  // up to 60 s on a busy machine; returns as soon as it answers
             // PONG, or NOAUTH from a server with a password: either way it is up.
-            if let reply = try? command("PING"), reply == "+PONG" || reply.hasPrefix("-NOAUTH") { return }
+            do {
+                let reply = try command("PING", port: port)
+                if reply == "+PONG" || reply.hasPrefix("-NOAUTH") { return child }
+                last = "replied \(reply.debugDescription)"
+            } catch {
+                last = "\(error) (errno \(errno))"
+            }
+            var status: Int32 = 0
+            if waitpid(child, &status, WNOHANG) == child {
+                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw RedisServerError(message: "redis-server on \(port) exited at start: \(text.suffix(400))", exited: true)
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
-        throw RedisServerError(message: "redis-server on \(port) did not answer PING")
+        Glibc.kill(child, SIGKILL)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        throw RedisServerError(message: "redis-server on \(port) did not answer PING (the last attempt: \(last)); its log ends: \(text.suffix(400))")
     }
 
     /// SIGKILL, and reaps the process.
@@ -74,7 +109,11 @@ package final class RedisServer: @unchecked Sendable {
     /// the reply (`+PONG`, `:3`, `$5`…), or the whole bulk reply's payload.
     @discardableResult
     package func command(_ line: String) throws -> String {
-        let socket = try Self.connect(port: port)
+        try Self.command(line, port: port)
+    }
+
+    private static func command(_ line: String, port: Int) throws -> String {
+        let socket = try connect(port: port)
         defer { close(socket) }
         let request = Array((line + "\r\n").utf8)
         guard write(socket, request, request.count) == request.count else { throw RedisServerError(message: "write failed") }
@@ -84,7 +123,7 @@ package final class RedisServer: @unchecked Sendable {
             let count = read(socket, &buffer, buffer.count)
             if count <= 0 { break }
             reply += buffer[..<count]
-            if let text = String(bytes: reply, encoding: .utf8), Self.isComplete(text) { break }
+            if let text = String(bytes: reply, encoding: .utf8), isComplete(text) { break }
         }
         let text = String(decoding: reply, as: UTF8.self)
         if text.hasPrefix("$") { return text.split(separator: "\r\n", omittingEmptySubsequences: false).dropFirst().first.map(String.init) ?? "" }
@@ -149,10 +188,12 @@ package final class RedisServer: @unchecked Sendable {
         return socket
     }
 
-    /// A free port below 55535 (a cluster node also uses port + 10000).
+    /// A free port whose cluster bus port (port + 10000) is free too, both below
+    /// Linux's ephemeral range (32768 and up), where the kernel hands out the ports
+    /// of other tests' listeners and outgoing connections.
     package static func freePort() throws -> Int {
         for _ in 0..<100 {
-            let candidate = Int.random(in: 20000..<55000)
+            let candidate = Int.random(in: 20000..<22768)
             if portIsFree(candidate) && portIsFree(candidate + 10000) { return candidate }
         }
         throw RedisServerError(message: "no free port")
@@ -171,6 +212,12 @@ package final class RedisServer: @unchecked Sendable {
 
 package struct RedisServerError: Error, CustomStringConvertible {
     package let message: String
+    /// The server exited before it answered (its port was taken, say).
+    package var exited = false
+    package init(message: String, exited: Bool = false) {
+        self.message = message
+        self.exited = exited
+    }
     package var description: String { message }
 }
 

@@ -176,6 +176,14 @@ struct RedisFaultTests {
         _ = server
     }
 
+    @Test("the test server on a port something else holds: it reports redis-server's exit with its log, not a minute of PINGs")
+    func portTaken() async throws {
+        let origin = try await TestHTTPServer.start()
+        let error = await #expect(throws: RedisServerError.self) { _ = try await RedisServer(port: origin.port) }
+        #expect(error?.exited == true && error?.message.contains("exited at start") == true, "\(error?.message ?? "")")
+        await origin.shutdown()
+    }
+
     @Test("killed mid-run and restarted: calls fail typed, then reconnect by themselves")
     func killAndRestart() async throws {
         let server = try await RedisServer()
