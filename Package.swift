@@ -309,7 +309,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WebImageVipsTests",
-            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "WebImageTesting", "WebImageTestSupport",
+            dependencies: ["WebImageVips", "WebImageTurboJPEG", "CVips", "CVipsOps", "CJPEGTurboOps", "WebImageTesting", "WebImageTestSupport",
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: upcoming
         ),

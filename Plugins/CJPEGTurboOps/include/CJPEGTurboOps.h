@@ -140,8 +140,16 @@ int CJT_encode(const unsigned char *pixels, int width, int height, int bands, co
 /// reducing, the kernel widens by the factor, so it averages what the smaller
 /// grid cannot hold; edges repeat. Each output row: vertical first, into one row
 /// of floats, then horizontal.
+/// On x86-64 the row loop runs in AVX2 with fused multiply-adds when the
+/// processor has them, else in SSE2 (see CJT_resample_variant).
 /// Returns 0, or -1 for bad sizes or no memory.
 int CJT_resample(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh);
+
+/// CJT_resample with its row loop chosen: `wide` 0 is the portable (SSE2) loop,
+/// 1 the AVX2 and FMA one. Returns -2 for `wide` 1 where the processor or the
+/// build has no such loop. For tests, which must cover the loop a processor
+/// without AVX2 takes.
+int CJT_resample_variant(const unsigned char *src, int sw, int sh, int bands, unsigned char *dst, int dw, int dh, int wide);
 
 /// Writes the upright pixels of a w x h image stored with EXIF `orientation`
 /// (1...8) into `dst`, which is h x w for 5...8 and w x h otherwise.
