@@ -215,7 +215,54 @@ typedef struct {
     const float **lines;
     float *middle;
     unsigned char *dst;
+    /// For the AVX2 loop's RGB horizontal pass (NULL otherwise): per output
+    /// pixel, its taps in pairs, each pair's two source offsets in floats (3 per
+    /// pixel; past the last tap, the last again) and eight weights (the first tap's
+    /// four times, then the second's, or zeros).
+    int pairs;
+    const int *pairIndex;
+    const float *pairWeight;
 } CJT_passes;
+
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__)) && !defined(CJT_NO_AVX2)
+#include <immintrin.h>
+#define CJT_HAVE_AVX2_LOOP 1
+
+/// The horizontal pass of an RGB row with AVX2: two taps per fused multiply-add
+/// (each pixel's three floats and the next one's first, in one half of the
+/// register), two sums to overlap the adds, the result rounded and packed to
+/// bytes in registers: about a third of the 4-wide pass's instructions.
+__attribute__((target("avx2,fma"))) static void CJT_horizontal_row3_avx2(const float *in, const CJT_passes *p, unsigned char *row_out) {
+    int pairs = p->pairs;
+    for (int x = 0; x < p->dw; x++) {
+        const int *index = p->pairIndex + (size_t) x * (size_t) pairs * 2;
+        const float *weight = p->pairWeight + (size_t) x * (size_t) pairs * 8;
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        int k = 0;
+        for (; k + 2 <= pairs; k += 2) {
+            __m256 u = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(in + (size_t) index[2 * k])),
+                                            _mm_loadu_ps(in + (size_t) index[2 * k + 1]), 1);
+            __m256 v = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(in + (size_t) index[2 * k + 2])),
+                                            _mm_loadu_ps(in + (size_t) index[2 * k + 3]), 1);
+            a = _mm256_fmadd_ps(u, _mm256_loadu_ps(weight + (size_t) k * 8), a);
+            b = _mm256_fmadd_ps(v, _mm256_loadu_ps(weight + (size_t) k * 8 + 8), b);
+        }
+        if (k < pairs) {
+            __m256 u = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(in + (size_t) index[2 * k])),
+                                            _mm_loadu_ps(in + (size_t) index[2 * k + 1]), 1);
+            a = _mm256_fmadd_ps(u, _mm256_loadu_ps(weight + (size_t) k * 8), a);
+        }
+        __m256 sum8 = _mm256_add_ps(a, b);
+        __m128 sum = _mm_add_ps(_mm256_castps256_ps128(sum8), _mm256_extractf128_ps(sum8, 1));
+        // Round to nearest, then saturate to 0...255 by the packs.
+        __m128i words = _mm_packs_epi32(_mm_cvtps_epi32(sum), _mm_setzero_si128());
+        int bytes = _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
+        row_out[x * 3] = (unsigned char) bytes;
+        row_out[x * 3 + 1] = (unsigned char) (bytes >> 8);
+        row_out[x * 3 + 2] = (unsigned char) (bytes >> 16);
+    }
+}
+#endif
 
 /// Every output row: its source rows as floats, the vertical pass, the horizontal.
 static inline __attribute__((always_inline)) void CJT_rows(const CJT_passes *p, int wide) {
@@ -224,7 +271,11 @@ static inline __attribute__((always_inline)) void CJT_rows(const CJT_passes *p, 
         const float *weights = p->vertical->weight + (size_t) y * (size_t) p->vertical->taps;
         if (wide) CJT_vertical_row8(p->lines, weights, p->vertical->taps, p->row, p->middle);
         else CJT_vertical_row(p->lines, weights, p->vertical->taps, 0, p->row, p->middle);
-        CJT_horizontal_row(p->middle, p->horizontal, p->bands, p->dw, p->dst + (size_t) y * (size_t) p->dw * (size_t) p->bands);
+        unsigned char *out = p->dst + (size_t) y * (size_t) p->dw * (size_t) p->bands;
+#ifdef CJT_HAVE_AVX2_LOOP
+        if (wide && p->pairWeight) { CJT_horizontal_row3_avx2(p->middle, p, out); continue; }
+#endif
+        CJT_horizontal_row(p->middle, p->horizontal, p->bands, p->dw, out);
     }
 }
 
@@ -264,7 +315,8 @@ int CJT_resample_variant(const unsigned char *src, int sw, int sh, int bands, un
     CJT_kernel vertical = {0}, horizontal = {0};
     int status = -1;
     float *middle = NULL, *ring = NULL;
-    int *ringRow = NULL;
+    int *ringRow = NULL, *pairIndex = NULL;
+    float *pairWeight = NULL;
     const float **lines = NULL;
     if (CJT_kernel_make(&vertical, sh, dh) || CJT_kernel_make(&horizontal, sw, dw)) goto done;
     // One row between the passes, not the whole vertically resampled image (a
@@ -279,7 +331,26 @@ int CJT_resample_variant(const unsigned char *src, int sw, int sh, int bands, un
     if (!middle || !ring || !ringRow || !lines) goto done;
     for (int i = 0; i < slots; i++) ringRow[i] = -1;
     middle[row] = 0;
-    CJT_passes passes = {src, row, bands, dw, dh, &vertical, &horizontal, ring, ringRow, slots, lines, middle, dst};
+    CJT_passes passes = {src, row, bands, dw, dh, &vertical, &horizontal, ring, ringRow, slots, lines, middle, dst, 0, NULL, NULL};
+    if (wide && bands == 3) {
+        int taps = horizontal.taps, pairs = (taps + 1) / 2;
+        pairIndex = malloc(sizeof(int) * (size_t) dw * (size_t) pairs * 2);
+        pairWeight = malloc(sizeof(float) * (size_t) dw * (size_t) pairs * 8);
+        if (!pairIndex || !pairWeight) goto done;
+        for (int x = 0; x < dw; x++) {
+            const int *index = horizontal.index + (size_t) x * (size_t) taps;
+            const float *weight = horizontal.weight + (size_t) x * (size_t) taps;
+            for (int t = 0; t < pairs * 2; t++) {
+                size_t at = (size_t) x * (size_t) pairs * 2 + (size_t) t;
+                pairIndex[at] = 3 * (t < taps ? index[t] : index[taps - 1]);
+                float w = t < taps ? weight[t] : 0;
+                for (int lane = 0; lane < 4; lane++) pairWeight[at * 4 + (size_t) lane] = w;
+            }
+        }
+        passes.pairs = pairs;
+        passes.pairIndex = pairIndex;
+        passes.pairWeight = pairWeight;
+    }
     if (wide) CJT_rows_avx2(&passes);
     else CJT_rows_sse(&passes);
     status = 0;
@@ -288,6 +359,8 @@ done:
     free(ring);
     free(ringRow);
     free(lines);
+    free(pairIndex);
+    free(pairWeight);
     CJT_kernel_free(&vertical);
     CJT_kernel_free(&horizontal);
     return status;
