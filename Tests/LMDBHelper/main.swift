@@ -1,7 +1,9 @@
 // A second process for the LMDB tests: writes or checks entries whose content is
 // a pure function of their key, so any partial or foreign value is detectable.
 //
-//   webimage-lmdb-helper write DIR PREFIX COUNT   write COUNT entries, exit 0
+//   webimage-lmdb-helper write DIR PREFIX COUNT [HALT]
+//       write COUNT entries, exit 0; with HALT, after entry HALT - 1 create
+//       DIR/halted-PREFIX and go on only once DIR/go exists
 //   webimage-lmdb-helper hammer DIR PREFIX        write forever (until killed)
 import Foundation
 import WebImage
@@ -24,7 +26,12 @@ let prefix = arguments[3]
 switch arguments[1] {
 case "write":
     let count = Int(arguments[4]) ?? 100
+    let halt = arguments.count > 5 ? Int(arguments[5]) : nil
     for index in 0..<count {
+        if index == halt {
+            _ = FileManager.default.createFile(atPath: arguments[2] + "/halted-" + prefix, contents: nil)
+            while !FileManager.default.fileExists(atPath: arguments[2] + "/go") { try await Task.sleep(for: .milliseconds(5)) }
+        }
         try await store.setData(value(for: index, prefix: prefix), forKey: "\(prefix)-\(index)")
         if index % 7 == 0 { _ = try await store.entry(forKey: "\(prefix)-\(index / 2)") }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WebImage
 import WebImageLMDB
+import WebImageTestSupport
 
 /// The helper executable, built beside the test bundle.
 func helperURL() -> URL {
@@ -20,10 +21,26 @@ struct LMDBMultiProcessTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         #expect(FileManager.default.isExecutableFile(atPath: helperURL().path), "helper missing at \(helperURL().path)")
         let store = try LMDBCacheStore(directory: directory, limits: .unlimited, options: .init(mapSize: 1 << 20))
-        let a = try startHelper(["write", directory.path, "a", "300"])
-        let b = try startHelper(["write", directory.path, "b", "300"])
-        // Read while they write: every value seen is whole.
-        var seen = 0
+        // Each writer halts after its first 150 entries, with the store open, until
+        // the reader has looked: then 150 whole entries of each are there, and none
+        // of the rest, whatever the speed of the machine.
+        let go = directory.appendingPathComponent("go")
+        // However the test ends, the writers go on and exit.
+        defer { _ = FileManager.default.createFile(atPath: go.path, contents: nil) }
+        let a = try startHelper(["write", directory.path, "a", "300", "150"])
+        let b = try startHelper(["write", directory.path, "b", "300", "150"])
+        for prefix in ["a", "b"] {
+            let halted = directory.appendingPathComponent("halted-\(prefix)")
+            #expect(await eventually { FileManager.default.fileExists(atPath: halted.path) }, "writer \(prefix) reached its halt")
+        }
+        for prefix in ["a", "b"] {
+            for index in 0..<300 {
+                let data = try await store.data(forKey: "\(prefix)-\(index)")
+                #expect(data == (index < 150 ? helperValue(for: index, prefix: prefix) : nil), "\(prefix)-\(index) while its writer is halted")
+            }
+        }
+        _ = FileManager.default.createFile(atPath: go.path, contents: nil)
+        // Read while they write the rest: every value seen is whole.
         var statusA: Int32?, statusB: Int32?
         var doneA = false, doneB = false
         while !doneA || !doneB {
@@ -33,7 +50,6 @@ struct LMDBMultiProcessTests {
                 let index = Int.random(in: 0..<300)
                 if let data = try await store.data(forKey: "\(prefix)-\(index)") {
                     #expect(data == helperValue(for: index, prefix: prefix))
-                    seen += 1
                 }
             }
             // A warm read completes on the calling thread without suspending: without
