@@ -24,7 +24,9 @@ public struct ImageResponse: Sendable {
 extension HTTPField.Name {
     /// `Server-Timing: SOURCE;dur=MILLISECONDS`: where the answer came from and how long it took.
     public static let serverTiming = HTTPField.Name("Server-Timing")!
-    /// `X-Image-Source`: `memory`, `disk`, `shared` or `network`.
+    /// `X-Image-Source`: `memory`, `disk` or `shared` when the finished image, or
+    /// the original it was made from now, came from that tier; `network` when the
+    /// original was downloaded for this request.
     public static let imageSource = HTTPField.Name("X-Image-Source")!
     /// `X-Image-Size`: the thumbnail's size in pixels, `WxH`, when the endpoint decoded it.
     public static let imageSize = HTTPField.Name("X-Image-Size")!

@@ -29,6 +29,10 @@ struct EndpointThumbnailTests {
 
         let second = await f.get(path, [.accept: "image/avif;q=0,image/webp,*/*"])
         #expect(second.headerFields[.imageSource] == "memory" && second.headerFields[.eTag] == etag && second.body == first.body)
+        // Another size, made now from the original stored by the first: its source
+        // is the tier that original came from, as serving.md says.
+        let other = await f.get("/thumbnail?url=\(f.source("photo-1.jpg"))&w=150&h=150", [.accept: "image/webp"])
+        #expect(other.status == .ok && other.headerFields[.imageSource] == "disk", "\(other.headerFields[.imageSource] ?? "none")")
         #expect(f.origin.requestCount(path: "/img/photo-1.jpg") == 1)
     }
 
