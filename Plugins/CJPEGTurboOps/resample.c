@@ -1,7 +1,9 @@
 // The direct thumbnail path's pixel work (see include/CJPEGTurboOps.h, part 3):
-// one separable Lanczos-3 resample, the EXIF orientation, a crop. Plain C that
-// the compiler vectorises: the vertical pass runs along whole rows, so its inner
-// loop is a multiply-add over contiguous floats.
+// one separable Lanczos-3 resample, the EXIF orientation, a crop. The resample's
+// row loop is C in GCC/Clang vector types, built twice: SSE2 for any x86-64 (and
+// plain C elsewhere), and AVX2 with FMA, chosen at run time where the processor
+// has them. The vertical pass runs along whole rows, so its inner loop is a
+// multiply-add over contiguous floats.
 #include "CJPEGTurboOps.h"
 #include <math.h>
 #include <stddef.h>
@@ -368,7 +370,7 @@ done:
 
 /// The stored pixel shown at (x, y) once upright is src[sy][sx], with sx and sy
 /// each x or y, counted from either end: a step of one output pixel moves the
-/// source by `dx` along its row (orientations 1 to 4) or down its column (5 to 8).
+/// source by `step`, along its row (orientations 1 to 4) or its column (5 to 8).
 void CJT_orient(const unsigned char *src, int w, int h, int bands, int orientation, unsigned char *dst) {
     int swap = orientation >= 5 && orientation <= 8;
     int ow = swap ? h : w, oh = swap ? w : h;
