@@ -54,7 +54,8 @@ extension ImageEndpoint {
         context.thumbnailPixelSize = query.box
         context.maxTransformCost = Double(settings.maxCost)
         context.workBudget = work
-        context.workCost = query.estimatedCost
+        context.workCost = query.renderCost
+        context.encodeWorkWeight = query.encodeWeight
         if let focus = query.crop {
             context.preserveAspectRatio = false
             context.cropFocus = focus

@@ -65,7 +65,7 @@ public struct ImageEndpoint: Sendable {
         let coders = manager.configuration.coders
         autoFormats = AutoFormats(settings.formats, coders: coders)
         ceiling = RequestCeiling(settings.maxInFlight)
-        work = WorkBudget(limit: Double(settings.maxCostInFlight))
+        work = WorkBudget(limit: Double(settings.maxCostInFlight), maxHeavy: settings.maxHeavyInFlight)
         originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil
         originBreaker = manager.configuration.originBreaker == nil && settings.circuitBreakerFailures > 0
             ? OriginCircuitBreaker(failureThreshold: settings.circuitBreakerFailures, cooldown: settings.circuitBreakerCooldown) : nil

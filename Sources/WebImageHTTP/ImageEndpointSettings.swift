@@ -30,6 +30,7 @@ extension ImageEndpoint {
     /// | `loader.circuitBreaker.failures`, `.cooldown` | `5`, `30s` | when the manager has no breaker of its own, the endpoint's: an origin failing that often in a row is answered 503 for the cooldown; `0` for none |
     /// | `thumbnail.maxCost` | `400` | the most one request's work may cost, in megapixel passes (`TransformCost`); past it, 413 before any work |
     /// | `thumbnail.maxCostInFlight` | `250` per core | megapixel passes rendered at once across requests; heavier requests wait for room (`WorkBudget`) |
+    /// | `thumbnail.maxHeavyInFlight` | cores − 1 (at least 1) | requests of a pass or more rendered at once, so that light ones always find a core (`WorkBudget`) |
     /// | `thumbnail.presets.NAME` | none | a query of the parameters above (`w=64&h=64&format=jpeg`) that `preset=NAME` stands for |
     /// | `thumbnail.onlyPresets` | `false` | refuse any sizing, format or transform parameter: only `preset=` |
     /// | `thumbnail.fallbackImage` | none | an image file answered, thumbnailed to the request's box, when the origin fails; read and checked at start-up (``FallbackImage``) |
@@ -79,6 +80,11 @@ extension ImageEndpoint {
         /// costs a pass or more waits for room before its decode (`WorkBudget`).
         /// Default 250 per core.
         public var maxCostInFlight = 250 * max(1, ProcessInfo.processInfo.activeProcessorCount)
+        /// Requests costing a pass or more rendered at once (`WorkBudget.maxHeavy`).
+        /// Default one fewer than the cores, at least one: the decode pool has a
+        /// thread per core, and heavy renders on all of them would keep a plain
+        /// thumbnail waiting for seconds.
+        public var maxHeavyInFlight = WorkBudget.defaultMaxHeavy
         public var deadline: Duration = .seconds(30)
         public var shutdownGrace: Duration = .seconds(20)
         /// With a signer, only signed URLs are answered.
@@ -116,6 +122,7 @@ extension ImageEndpoint {
         public static let keys: Set<String> = [
             "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.formats", "thumbnail.cacheMaxAge",
             "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
+            "thumbnail.maxHeavyInFlight",
             "thumbnail.blockPrivateAddresses", "thumbnail.maxDownloadsPerOrigin", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
             "thumbnail.clientHints", "thumbnail.clientHintsWidthStep",
@@ -176,6 +183,7 @@ extension ImageEndpoint {
             if let failures = try values.int("loader.circuitBreaker.failures", minimum: 0) { circuitBreakerFailures = failures }
             if let cooldown = try values.duration("loader.circuitBreaker.cooldown"), cooldown > .zero { circuitBreakerCooldown = cooldown }
             if let cost = try values.int("thumbnail.maxCostInFlight", minimum: 1) { maxCostInFlight = cost }
+            if let heavy = try values.int("thumbnail.maxHeavyInFlight", minimum: 1) { maxHeavyInFlight = heavy }
             if let deadline = try values.duration("thumbnail.deadline") {
                 guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }
                 self.deadline = deadline

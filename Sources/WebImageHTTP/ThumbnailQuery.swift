@@ -77,12 +77,30 @@ public struct ThumbnailQuery: Sendable {
     }
 
     /// What answering it may cost, in megapixel passes, before the source is
-    /// known: the box's pixels (the thumbnail made on decode), then the `t=`
-    /// steps from a box-sized image of four bands (`TransformCost`). An
-    /// animation costs this per frame: the manager checks the decoded image again.
+    /// known: ``renderCost`` and the encode of its result in the format asked
+    /// for (`format=auto`: AVIF's, the dearest it may answer), each size a
+    /// `maxBytes` search tries (``encodeWeight``). An animation costs this per
+    /// frame: the manager weighs the decoded image again.
     public var estimatedCost: Double {
         let footprint = ImageFootprint(size: box, bands: 4)
+        let output = transform.map { $0.footprint(after: footprint) } ?? footprint
+        return renderCost + TransformCost.pass(output) * encodeWeight
+    }
+
+    /// The decode and transform part of ``estimatedCost``: the box's pixels (the
+    /// thumbnail made on decode), then the `t=` steps from a box-sized image of
+    /// four bands (`TransformCost`). What decides, before the download, whether
+    /// a render is heavy (a missing side counts at ``Settings/maxDimension``, so
+    /// the encode is weighed on the decoded image instead).
+    public var renderCost: Double {
+        let footprint = ImageFootprint(size: box, bands: 4)
         return TransformCost.pass(footprint) + (transform.map { TransformCost.estimate($0, input: footprint) } ?? 0)
+    }
+
+    /// Megapixel passes per megapixel of the encoded result: the format's
+    /// weight (`format=auto`: AVIF's), times the encodes a `maxBytes` search makes.
+    public var encodeWeight: Double {
+        TransformCost.encodeWeight(format ?? .avif) * (maxBytes != nil ? Double(TransformCost.maxBytesEncodes) : 1)
     }
 
     /// The largest `maxBytes` accepted (64 MiB, the loader's default response limit).

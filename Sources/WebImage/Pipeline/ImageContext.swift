@@ -38,8 +38,15 @@ public struct ImageContext: Sendable {
     /// A service-wide bound on heavy work: the load waits for ``workCost`` of it
     /// before its decode, transform and encode run (``WorkBudget``).
     public var workBudget: WorkBudget?
-    /// What this load's render is expected to cost, in megapixel passes.
+    /// What this load's render is expected to cost, in megapixel passes, per
+    /// frame: the decode and the transform, before the image is known.
     public var workCost: Double = 0
+    /// What encoding the result costs, in megapixel passes per megapixel of it
+    /// (``TransformCost/encodeWeight(_:)``, times the encodes a `maxBytes`
+    /// search makes). Weighed once the image is decoded, every frame counted,
+    /// with ``workCost`` per frame: a load that turns out a pass or more
+    /// heavier than the room it holds waits for the rest before its transform.
+    public var encodeWorkWeight: Double = 0
     /// The format derived results are encoded in on disk; default: the source's
     /// (see ``ImageFormat/output(for:requested:canEncode:)``: a result with alpha
     /// is never written in a format without it).

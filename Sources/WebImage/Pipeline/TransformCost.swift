@@ -1,3 +1,5 @@
+import Foundation
+
 /// What a transform chain costs, in megapixel passes: one pass over a million
 /// pixels (every frame counted) is 1. A step's cost is its input's pixels times
 /// its weight: 1 for a step that reads each pixel a few times (crop, flip, tint,
@@ -25,6 +27,34 @@ public enum TransformCost {
 
     /// One pass over `footprint`'s pixels, in megapixel passes.
     public static func pass(_ footprint: ImageFootprint) -> Double { Double(footprint.pixels) / 1_000_000 }
+
+    /// What encoding `footprint` as `format` costs, in megapixel passes: its
+    /// pixels times the format's weight (``encodeWeight(_:)``), times
+    /// ``maxBytesEncodes`` when the encode searches for a size (`maxBytes`).
+    public static func encode(_ footprint: ImageFootprint, as format: ImageFormat, fittingSize: Bool = false) -> Double {
+        pass(footprint) * encodeWeight(format) * (fittingSize ? Double(maxBytesEncodes) : 1)
+    }
+
+    /// An encoder's CPU per megapixel against one pass of blur (about 10 ms of a
+    /// core on this machine's libvips), at the defaults: from docs/performance.md's
+    /// encoder tables (libjpeg-turbo about 5 ms a megapixel; WebP at effort 2 and
+    /// AVIF at effort 0 near four times that, JPEG XL at effort 5 over seven),
+    /// rounded up. An animation pays it per frame.
+    public static func encodeWeight(_ format: ImageFormat) -> Double {
+        switch format {
+        case .jpeg: 0.5
+        case .png: 1
+        case .gif: 1.5
+        case .webp: 2
+        case .avif, .heif: 2.5
+        case .jxl: 4
+        default: 1
+        }
+    }
+
+    /// The most encodes a `maxBytes` search makes: the top quality, then a
+    /// binary search down to the floor (``EncodeOptions/fitting(_:_:)``).
+    public static let maxBytesEncodes = 7
 }
 
 extension WebImageError.Code {
@@ -36,9 +66,16 @@ extension WebImageError.Code {
 /// A bound on the heavy work in flight across loads, in megapixel passes
 /// (``TransformCost``): a load whose ``ImageContext/workCost`` is one pass or
 /// more waits for room before its decode, transform and encode run, and gives
-/// the room back when they end. Loads wait in arrival order, each cancellable
-/// (its deadline, its callers gone); one costing more than the whole limit runs
+/// the room back when they end. A load found heavy only once decoded (an
+/// animation, whose every frame costs) waits then, holding nothing, before its
+/// transform and encode. Loads wait in arrival order, each cancellable (its
+/// deadline, its callers gone); one costing more than the whole limit runs
 /// alone. Lighter loads (a plain thumbnail is a small fraction of a pass) never wait.
+///
+/// Heavy loads also take one of ``maxHeavy`` places, by default one fewer than
+/// the cores: the decode pool has a thread per core and runs its jobs in order,
+/// so heavy renders holding every thread would keep light ones (a plain
+/// thumbnail, milliseconds) waiting behind them for seconds.
 ///
 /// ```swift
 /// let work = WorkBudget(limit: 500)
@@ -49,25 +86,80 @@ extension WebImageError.Code {
 public final class WorkBudget: Sendable {
     /// Megapixel passes that may run at once.
     public let limit: Double
-    private let budget: ByteBudget
+    /// Heavy loads (a pass or more) that may render at once.
+    public let maxHeavy: Int
+    fileprivate let budget: ByteBudget
+    private let places: ByteBudget
 
     /// Costs are kept in kilopixel passes.
-    private static let unit = 1000.0
+    fileprivate static let unit = 1000.0
 
-    public init(limit: Double) {
+    /// The default ``maxHeavy``: one fewer than the cores, at least one.
+    public static var defaultMaxHeavy: Int { max(1, ProcessInfo.processInfo.activeProcessorCount - 1) }
+
+    public init(limit: Double, maxHeavy: Int? = nil) {
         self.limit = max(1, limit)
+        self.maxHeavy = max(1, maxHeavy ?? Self.defaultMaxHeavy)
         budget = ByteBudget(limit: Int(self.limit * Self.unit))
+        places = ByteBudget(limit: self.maxHeavy)
     }
 
     /// Megapixel passes running now, the most at once so far, and the loads waiting.
     public var usage: (inFlight: Double, peak: Double, waiting: Int) {
         let usage = budget.usage
-        return (Double(usage.reserved) / Self.unit, Double(usage.peak) / Self.unit, usage.waiting)
+        return (Double(usage.reserved) / Self.unit, Double(usage.peak) / Self.unit, usage.waiting + places.usage.waiting)
     }
 
-    /// Waits for room for `cost`; nil for a cost under one pass, which never waits.
-    func acquire(_ cost: Double) async throws -> ByteBudget.Reservation? {
+    /// Heavy loads rendering now, and the most at once so far.
+    public var heavy: (inFlight: Int, peak: Int) {
+        let usage = places.usage
+        return (usage.reserved, usage.peak)
+    }
+
+    /// One heavy load's room: its passes and its place.
+    final class Room: Sendable {
+        private let budget: WorkBudget
+        private let state: Lock<(cost: Double, passes: ByteBudget.Reservation)>
+        private let place: ByteBudget.Reservation
+
+        fileprivate init(budget: WorkBudget, cost: Double, passes: ByteBudget.Reservation, place: ByteBudget.Reservation) {
+            self.budget = budget
+            self.state = Lock((cost, passes))
+            self.place = place
+        }
+
+        /// The passes held.
+        var cost: Double { state.withLock { $0.cost } }
+
+        /// Room for `cost` passes in all, keeping the place: the passes held are
+        /// given back first, so that no load waits for passes while holding some
+        /// (places are held only by loads that run or wait for passes, so the
+        /// passes come free).
+        func grow(to cost: Double) async throws {
+            state.withLock { $0.passes.release() }
+            let passes = try await budget.budget.reserve(Int(min(cost, 1e12) * WorkBudget.unit))
+            state.withLock { $0 = (cost, passes) }
+        }
+
+        func release() {
+            state.withLock { $0.passes.release() }
+            place.release()
+        }
+    }
+
+    /// Waits for a place and room for `cost`; nil for a cost under one pass,
+    /// which never waits.
+    func acquire(_ cost: Double) async throws -> Room? {
         guard cost >= 1, cost.isFinite else { return nil }
-        return try await budget.reserve(Int(min(cost, 1e12) * Self.unit))
+        // A place first: a load holding passes while it waits for a place would
+        // keep them from the loads that have one.
+        let place = try await places.reserve(1)
+        do {
+            let passes = try await budget.reserve(Int(min(cost, 1e12) * Self.unit))
+            return Room(budget: self, cost: cost, passes: passes, place: place)
+        } catch {
+            place.release()
+            throw error
+        }
     }
 }

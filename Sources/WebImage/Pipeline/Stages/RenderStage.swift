@@ -54,13 +54,20 @@ final class RenderStage: Sendable {
                         transformer: derived ? nil : plan.context.transformer,
                         serializer: encoding ? serializer(plan.context) : nil)
         services.jobStages.set(plan.jobKey, .waitingForRoom)
-        var room: ByteBudget.Reservation?
-        if !derived, let budget = plan.context.workBudget {
-            do { room = try await budget.acquire(plan.context.workCost) } catch {
+        let workBudget = derived ? nil : plan.context.workBudget
+        let (workCost, encodeWeight) = (plan.context.workCost, plan.context.encodeWorkWeight)
+        let room = Lock<WorkBudget.Room?>(nil)
+        defer { room.withLock { $0?.release() } }
+        func wait(for cost: Double) async throws {
+            guard let workBudget else { return }
+            do {
+                let granted = try await workBudget.acquire(cost)
+                room.withLock { $0 = granted }
+            } catch {
                 throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
             }
         }
-        defer { room?.release() }
+        try await wait(for: workCost)
         // The pool's thread has no task: its spans are started under the load's context.
         let parent = ServiceContext.current ?? .topLevel
         let (pool, maxCost) = (configuration.pool, plan.context.maxTransformCost)
@@ -69,8 +76,35 @@ final class RenderStage: Sendable {
                                          isCancelled: { flag.isCancelled })
             limits.maxCost = maxCost
             let budget = limits
-            return try await pool.run { try flag.makingCurrent { try self.run(work, data, budget, parent) } }
+            // The room held, against which the decoded image's cost is weighed.
+            let held = workBudget == nil ? nil : room.withLock { $0?.cost ?? 0 }
+            let first = try await pool.run {
+                try flag.makingCurrent { try self.run(work, data, budget, parent, perFrameCost: workCost, encodeWeight: encodeWeight, heldRoom: held) }
+            }
+            guard case .needsRoom(let image, let cost) = first else {
+                if case .done(let rendered) = first { return rendered }
+                preconditionFailure("unreachable")
+            }
+            // Heavier than its room, now that its frames and encode are known: it
+            // waits for the whole cost (keeping its place, if it has one; never
+            // holding passes while it waits), then goes on from the decoded image.
+            services.jobStages.set(plan.jobKey, .waitingForRoom)
+            if let held = room.withLock({ $0 }) {
+                do { try await held.grow(to: cost) } catch {
+                    throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
+                }
+            } else {
+                try await wait(for: cost)
+            }
+            return try await pool.run { try flag.makingCurrent { try self.finish(work, image, budget, parent) } }
         }
+    }
+
+    /// What the first pool job ended with.
+    private enum Outcome: Sendable {
+        case done(Rendered)
+        /// Decoded, and costing `cost` passes, a pass or more beyond the room held.
+        case needsRoom(Image, cost: Double)
     }
 
     /// The decode options of one load: the manager's, with the load's options and context on top.
@@ -91,12 +125,18 @@ final class RenderStage: Sendable {
         return decodeOptions
     }
 
-    /// The pool job: decode, transform, encode, each in its span.
-    private func run(_ work: Work, _ data: Data, _ budget: TransformBudget, _ parent: ServiceContext) throws -> Rendered {
+    /// The pool job: decode, transform, encode, each in its span. With `heldRoom`
+    /// (the load is under a work budget, holding that much room), the decoded
+    /// image's cost (`perFrameCost` per frame, and `encodeWeight` per megapixel
+    /// of the transform's result, every frame counted) is weighed first: past the budget's
+    /// `maxCost`, `costLimitExceeded`; a pass or more beyond `heldRoom`, the job ends
+    /// with the image, to wait for room before the rest.
+    private func run(_ work: Work, _ data: Data, _ budget: TransformBudget, _ parent: ServiceContext,
+                     perFrameCost: Double, encodeWeight: Double, heldRoom: Double?) throws -> Outcome {
         let (spans, stages) = (services.spans, services.jobStages)
         let started = ContinuousClock.now
         stages.set(work.jobKey, .decode)
-        var image = try spans.step("webimage.decode", parent) { span in
+        let image = try spans.step("webimage.decode", parent) { span in
             span.set("webimage.bytes", data.count)
             do {
                 var logger = self.services.logger
@@ -116,6 +156,24 @@ final class RenderStage: Sendable {
         pixelsInFlight.add(pixels, ordering: .relaxed)
         defer { pixelsInFlight.subtract(pixels, ordering: .relaxed) }
         services.metrics.decoded(duration: ContinuousClock.now - started)
+        if let heldRoom {
+            // Every frame, and the encode of what the transform will make of them.
+            let decoded = ImageFootprint(image)
+            let output = work.transformer.map { $0.footprint(after: decoded) } ?? decoded
+            let cost = perFrameCost * Double(decoded.frames) + TransformCost.pass(output) * encodeWeight
+            if let maxCost = budget.maxCost, cost > maxCost {
+                let frames = decoded.frames > 1 ? " x \(decoded.frames) frames" : ""
+                throw WebImageError(.costLimitExceeded, "\(image.pixelSize)\(frames) and its encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
+            }
+            if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(image, cost: cost) }
+        }
+        return .done(try finish(work, image, budget, parent))
+    }
+
+    /// The rest of a pool job from the decoded image: transform, encode.
+    private func finish(_ work: Work, _ decoded: Image, _ budget: TransformBudget, _ parent: ServiceContext) throws -> Rendered {
+        let (spans, stages) = (services.spans, services.jobStages)
+        var image = decoded
         if let transformer = work.transformer {
             let input = image
             stages.set(work.jobKey, .transform)
