@@ -50,6 +50,21 @@ extension ImageTransformers {
         /// - Throws: `WebImageError` `invalidArgument` for an
         ///   empty or too long text, a control character, or a size, opacity or
         ///   margin out of range.
+        /// A scalar that puts ink on the image by itself: a letter, number,
+        /// punctuation mark or symbol (not a space, a format character, a
+        /// combining mark, a private-use or unassigned code point).
+        static func draws(_ scalar: Unicode.Scalar) -> Bool {
+            switch scalar.properties.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+                 .decimalNumber, .letterNumber, .otherNumber,
+                 .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation, .initialPunctuation, .finalPunctuation, .otherPunctuation,
+                 .mathSymbol, .currencySymbol, .modifierSymbol, .otherSymbol:
+                true
+            default:
+                false
+            }
+        }
+
         public init(_ text: String, size: Int = 24, colour: RGBColor = .white, opacity: Double = 0.7, gravity: Gravity = .southEast,
                     margin: Int = 10, font: String = TextWatermark.defaultFont) throws {
             guard !text.isEmpty, text.count <= Self.maxCharacters, text.unicodeScalars.count <= Self.maxScalars else {
@@ -60,6 +75,9 @@ extension ImageTransformers {
             }
             guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
                 throw WebImageError(.invalidArgument, "a text watermark is one line: no control characters (newlines, tabs)")
+            }
+            guard text.unicodeScalars.contains(where: Self.draws) else {
+                throw WebImageError(.invalidArgument, "a text watermark needs a letter, digit, punctuation mark or symbol: spaces, format characters (U+200B, U+202E, U+FEFF, tags) and combining marks alone draw nothing")
             }
             guard Self.sizes.contains(size) else { throw WebImageError(.invalidArgument, "a text size from \(Self.sizes.lowerBound) to \(Self.sizes.upperBound) pixels, not \(size)") }
             guard (0...1).contains(opacity) else { throw WebImageError(.invalidArgument, "text opacity must be 0 to 1, not \(opacity)") }

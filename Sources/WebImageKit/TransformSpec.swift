@@ -78,7 +78,7 @@ public enum TransformSpec {
     /// `thumbnail.watermarks` at start).
     public static func parse(_ text: String, limits: Limits = Limits(),
                              watermarkOverlay watermark: (String) throws -> ImageTransformers.Watermark.Overlay) throws -> any ImageTransformer {
-        let parts = text.split(separator: ";").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        let parts = text.unicodeScalars.split(separator: ";").map { String(String.UnicodeScalarView($0)).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !parts.isEmpty else { throw WebImageError(.invalidArgument, "empty transform") }
         let steps = parts.filter { !$0.lowercased().hasPrefix("dpr") }.count
         guard steps <= limits.maxSteps else {
@@ -192,7 +192,9 @@ private struct Step {
 
     init(text: String, dpr: Double, maxSide: Int) {
         self.text = text
-        self.fields = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        // Split at the scalar, not the Character: a combining mark after ':' makes
+        // one Character of the two (`text:\u{301}` would read as one unknown step).
+        self.fields = text.unicodeScalars.split(separator: ":", omittingEmptySubsequences: false).map { String(String.UnicodeScalarView($0)) }
         self.name = fields[0].lowercased()
         self.dpr = dpr
         self.maxSide = maxSide

@@ -37,8 +37,12 @@ struct ColourSpecTests {
         #expect((try TransformSpec.parse("dpr:2;text:x") as? ImageTransformers.TextWatermark)?.size == 48)
         let limits = TransformSpec.Limits(fonts: ["DejaVu Sans", "DejaVu Serif"])
         #expect((try TransformSpec.parse("text:x:::::dejavu serif", limits: limits) as? ImageTransformers.TextWatermark)?.font == "DejaVu Serif")
+        // A combining mark on a letter draws; after ':' it stays with its own field.
+        #expect((try TransformSpec.parse("text:e\u{301}:30") as? ImageTransformers.TextWatermark).map { ($0.text, $0.size) } ?? ("", 0) == ("e\u{301}", 30))
         for bad in ["text", "text:", "text:x:3", "text:x:999", "text:x:24:notacolour", "text:x:24:fff:2", "text:x:24:fff:0.5:up",
-                    "text:x:24:fff:0.5:se:Comic Sans", "text:a:b:c:d:e:f:g", "text:" + String(repeating: "a", count: 101)] {
+                    "text:x:24:fff:0.5:se:Comic Sans", "text:a:b:c:d:e:f:g", "text:" + String(repeating: "a", count: 101),
+                    // Nothing that draws: spaces, format characters (RLO, BOM, ZWSP, a tag), a combining mark alone.
+                    "text: ", "text:\u{202E}", "text:\u{FEFF}", "text:\u{200B}", "text:\u{E0001}", "text:\u{301}", "text:\u{301}:24"] {
             #expect {
                 try TransformSpec.parse(bad, limits: limits)
             } throws: { error in
