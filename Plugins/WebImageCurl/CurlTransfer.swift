@@ -271,8 +271,12 @@ final class CurlTransfer: @unchecked Sendable {
             return WebImageError(.timedOut, "\(url) did not finish within \(request.timeout ?? configuration.timeout): \(text)")
         case CURLE_TOO_MANY_REDIRECTS:
             return WebImageError(.badStatus, "\(url) redirected more than \(configuration.maxRedirects) times", isTransient: false)
-        case CURLE_UNSUPPORTED_PROTOCOL:
+        case CURLE_UNSUPPORTED_PROTOCOL where (300..<400).contains(status) || target != url:
             return WebImageError(.forbidden, "\(url) redirected to another scheme, which is refused: \(text)")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            // No redirect: the origin's answer has no HTTP status line (HTTP/0.9, or
+            // not HTTP at all), which curl refuses with the same code.
+            return WebImageError(.loadFailed, "\(url) did not answer in HTTP: no status line (an HTTP/0.9 or non-HTTP server)", isTransient: false)
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT, CURLE_RECV_ERROR, CURLE_SEND_ERROR,
              CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
             return WebImageError(.loadFailed, "\(url): \(text)", isTransient: true)

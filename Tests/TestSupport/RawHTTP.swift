@@ -165,6 +165,51 @@ package enum RawHTTP {
         }) ?? Data()
     }
 
+    /// A listener on a free loopback port that answers every connection with
+    /// `reply`, whatever it is (no status line: an HTTP/0.9 or non-HTTP origin),
+    /// once the request's head has arrived, then closes it. Until ``RawReplier/stop()``.
+    package final class RawReplier: @unchecked Sendable {
+        package let port: Int
+        private let fd: Int32
+        private let thread: Thread
+
+        package init(reply: Data) throws {
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard listener >= 0 else { throw POSIXError(.EIO) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, $0, &length) == 0 }
+            }
+            guard bound else { close(listener); throw POSIXError(.EADDRINUSE) }
+            fd = listener
+            port = Int(UInt16(bigEndian: address.sin_port))
+            thread = Thread {
+                while true {
+                    let client = accept(listener, nil, nil)
+                    guard client >= 0 else { return }  // the listener was shut down
+                    var head = Data()
+                    var buffer = [UInt8](repeating: 0, count: 4096)
+                    while head.range(of: Data("\r\n\r\n".utf8)) == nil {
+                        let n = read(client, &buffer, buffer.count)
+                        if n <= 0 { break }
+                        head.append(contentsOf: buffer[0..<n])
+                    }
+                    try? RawHTTP.writeAll(client, Array(reply))
+                    close(client)
+                }
+            }
+            thread.start()
+        }
+
+        package func stop() {
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+        }
+    }
+
     private static func connected(port: Int, before: (Int32) -> Void = { _ in }) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }
@@ -184,7 +229,7 @@ package enum RawHTTP {
         return fd
     }
 
-    private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+    fileprivate static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let n = bytes[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

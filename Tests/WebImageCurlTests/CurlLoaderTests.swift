@@ -122,6 +122,18 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("an origin that answers without a status line (HTTP/0.9, raw image bytes, garbage) is loadFailed saying so, not a refused redirect")
+    func notHTTP() async throws {
+        let jpeg = Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data(repeating: 7, count: 200)
+        for reply in [Data("GARBAGE\r\n\r\n".utf8), jpeg] {
+            let origin = try RawHTTP.RawReplier(reply: reply)
+            defer { origin.stop() }
+            let error = await #expect(throws: WebImageError.self) { try await load(CurlLoader(), URL(string: "http://127.0.0.1:\(origin.port)/a.jpg")!) }
+            #expect(error?.code == .loadFailed && error?.message.contains("did not answer in HTTP") == true && error?.isTransient == false,
+                    "\(String(describing: error))")
+        }
+    }
+
     @Test("a server that stalls after headers times out within its bound")
     func stall() async throws {
         try await withServer { server in
