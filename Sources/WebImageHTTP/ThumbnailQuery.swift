@@ -127,26 +127,34 @@ public struct ThumbnailQuery: Sendable {
         guard let text = parameters["url"], !text.isEmpty else {
             throw WebImageError(.invalidArgument, "the query needs url=, an http or https URL of an image")
         }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), schemes.contains(scheme),
+        // No image URL holds a control character, raw or escaped (%00, %0A, %7F):
+        // passed on, they only make origins fail (and a failing origin trips its
+        // circuit breaker for everyone). Checked on the text as given, before any
+        // escaping could hide one (`%0a` escaped again is `%250a`).
+        if let control = controlCharacter(in: text) {
+            throw WebImageError(.invalidURL, "url='\(text)' holds a control character (\(control)): no image URL does")
+        }
+        // Characters a URL cannot hold (a space: the query's `%20`, decoded) are
+        // escaped, and nothing else: an escape already in the text stays as it is.
+        guard let escaped = text.addingPercentEncoding(withAllowedCharacters: urlCharacters),
+              let url = URL(string: escaped, encodingInvalidCharacters: false), let scheme = url.scheme?.lowercased(), schemes.contains(scheme),
               let host = url.host, !host.isEmpty
         else {
             throw WebImageError(.invalidURL, "url='\(text)' is not an absolute \(schemes.sorted().joined(separator: " or ")) URL")
         }
-        // No image URL holds a control character, raw or escaped (%00, %0A, %7F):
-        // passed on, they only make origins fail (and a failing origin trips its
-        // circuit breaker for everyone).
-        if let control = controlCharacter(in: url) {
-            throw WebImageError(.invalidURL, "url='\(text)' holds a control character (\(control)): no image URL does")
-        }
         return url
     }
+
+    /// What a URL may hold unescaped, `%` included (its escapes are kept).
+    private static let urlCharacters = CharacterSet.urlQueryAllowed.union(.urlPathAllowed).union(.urlFragmentAllowed)
+        .union(.urlHostAllowed).union(.urlUserAllowed).union(CharacterSet(charactersIn: "%#[]@:/?"))
 
     /// The first control character (U+0000–U+001F, U+007F) in `url`, raw or
     /// percent-escaped, named as `U+XXXX`; nil if none. (A raw one in the query's
     /// value is escaped by `URL(string:)`, and a double-escaped one arrives as an
     /// escape: decoding the URL's text once finds both.)
-    static func controlCharacter(in url: URL) -> String? {
-        let decoded = QueryParameters.decode(Array(url.absoluteString.utf8)[...])
+    static func controlCharacter(in text: String) -> String? {
+        let decoded = QueryParameters.decode(Array(text.utf8)[...])
         guard let scalar = decoded.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
         let digits = String(scalar.value, radix: 16, uppercase: true)
         return "U+" + String(repeating: "0", count: 4 - digits.count) + digits

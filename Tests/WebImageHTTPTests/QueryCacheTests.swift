@@ -64,7 +64,9 @@ struct ThumbnailQueryTests {
     func controlCharacters() throws {
         for (value, named) in [("http%3A%2F%2Fh%2Fa.jpg%00", "U+0000"), ("http%3A%2F%2Fh%2Fa.jpg%0A", "U+000A"),
                                ("http%3A%2F%2Fh%2Fa.jpg%7F", "U+007F"), ("http%3A%2F%2Fh%2Fa%2500.jpg", "U+0000"),
-                               ("http%3A%2F%2Fh%2Fa%250d%250a.jpg", "U+000D")] {
+                               ("http%3A%2F%2Fh%2Fa%250d%250a.jpg", "U+000D"),
+                               // With a character a URL cannot hold beside it (a space), the escape is still seen.
+                               ("http%3A%2F%2Fh%2Fphoto%20x.jpg%250a", "U+000A"), ("http%3A%2F%2Fh%2Fa%20b%09.jpg", "U+0009")] {
             do {
                 _ = try ThumbnailQuery.sourceURL(QueryParameters("url=\(value)"))
                 Issue.record("\(value) was taken")
@@ -72,8 +74,10 @@ struct ThumbnailQueryTests {
                 #expect(error.code == .invalidURL && error.message.contains(named), "\(value): \(error.message)")
             }
         }
-        // Escapes of other bytes stay as they are.
+        // Escapes of other bytes stay as they are, also beside a character that must be escaped.
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%2520b%25C3%25A9.jpg")).absoluteString == "http://h/a%20b%C3%A9.jpg")
+        #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fphoto%20x%252F.jpg%3Fv%3D1%26w%3D2")).absoluteString == "http://h/photo%20x%2F.jpg?v=1&w=2")
+        #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%25zz.jpg")) }
     }
 
     @Test("the viewport's width is times the DPR as hinted, also when that DPR is lowered to fit the query's own side")
