@@ -198,22 +198,35 @@ public struct ThumbnailQuery: Sendable {
         return Int(text)
     }
 
-    /// `dpr`'s number: digits with at most one point (`2`, `1.5`, `0.75`), no
-    /// sign, exponent or hexadecimal, which `Double("0x1p1")` would take.
+    /// `dpr`'s number in its one spelling: digits with at most one point (`2`,
+    /// `1.5`, `0.75`), no sign, exponent or hexadecimal (which `Double("0x1p1")`
+    /// would take), no leading zero but the one before the point, no trailing
+    /// zero after it (`01`, `1.0` and `1.50` are other URLs for `1` and `1.5`).
     static func decimal(_ text: String) -> Double? {
-        let bytes = text.utf8
+        let bytes = Array(text.utf8)
         guard (1...8).contains(bytes.count), bytes.allSatisfy({ (48...57).contains($0) || $0 == 46 }),
               bytes.filter({ $0 == 46 }).count <= 1, bytes.first != 46, bytes.last != 46 else { return nil }
+        let whole = bytes.prefix { $0 != 46 }
+        guard whole.first != 48 || whole.count == 1 else { return nil }
+        if whole.count < bytes.count, bytes.last == 48 { return nil }
         return Double(text)
     }
 
+    /// The parameters a thumbnail request may carry: any other is refused, so that
+    /// a misspelt one (`width=`) is not answered as if it were absent, and no
+    /// parameter makes another URL for the same answer.
+    public static let parameterNames: Set<String> = ["url", "w", "h", "format", "crop", "dpr", "t", "maxBytes", "preset", "s"]
+
     /// Everything but the URL: used for presets too, which are checked at start-up.
     init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings, hints: ClientHints? = nil) throws {
+        if let unknown = parameters.names.first(where: { !Self.parameterNames.contains($0) }) {
+            throw WebImageError(.invalidArgument, "\(unknown)= is not a parameter of this endpoint (\(Self.parameterNames.sorted().joined(separator: ", ")))")
+        }
         self.url = url
         var dpr = 1.0
         if let raw = parameters["dpr"] {
             guard let value = Self.decimal(raw), (0.1...5).contains(value) else {
-                throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5 (digits and one point)")
+                throw WebImageError(.invalidArgument, "dpr='\(raw)' is not a number from 0.1 to 5 in its one spelling (digits and one point, no leading or trailing zero: 2, 1.5, 0.75)")
             }
             dpr = value
         } else if let hints {

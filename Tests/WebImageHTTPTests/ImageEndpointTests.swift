@@ -131,6 +131,10 @@ struct EndpointThumbnailTests {
         await #expect(throws: WebImageError.self) {
             _ = try await EndpointFixture.make(["thumbnail.presets.bad": "w=99999"], presets: ["bad"])
         }
+        let misspelt = await #expect(throws: WebImageError.self, "a preset's unknown parameter is found at start-up") {
+            _ = try await EndpointFixture.make(["thumbnail.presets.bad": "w=10&bogus=1"], presets: ["bad"])
+        }
+        #expect(misspelt?.message.contains("bogus=") == true, "\(String(describing: misspelt))")
         let costly = await #expect(throws: WebImageError.self, "a preset over thumbnail.maxCost could never be answered") {
             _ = try await EndpointFixture.make(["thumbnail.presets.heavy": "w=2048&h=2048&t=blur:100"], presets: ["heavy"])
         }
@@ -174,6 +178,10 @@ struct EndpointFailureTests {
                               ("url=\(f.source("photo-1.jpg"))&w=%2B100", "w='+100'"), ("url=\(f.source("photo-1.jpg"))&h=0100", "h='0100'"),
                               ("url=\(f.source("photo-1.jpg"))&w=100&maxBytes=%2B5000", "maxBytes"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=0x1p1", "dpr"),
                               ("url=\(f.source("photo-1.jpg"))&w=100&dpr=2e0", "dpr"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=%2B2", "dpr"),
+                              ("url=\(f.source("photo-1.jpg"))&w=100&dpr=1.0", "dpr='1.0'"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=01", "dpr='01'"),
+                              ("url=\(f.source("photo-1.jpg"))&w=100&dpr=00001", "dpr"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=1.50", "dpr"),
+                              // A parameter the endpoint does not read is refused, naming it: a misspelt width is not answered as if absent.
+                              ("url=\(f.source("photo-1.jpg"))&w=100&width=50", "width="), ("url=\(f.source("photo-1.jpg"))&w=100&v=2", "v="),
                               ("url=\(f.source("photo-1.jpg"))&w=10&crop=centre", "both"), ("url=\(f.source("photo-1.jpg"))&w=10&t=rotate:45;" + String(repeating: "blur:1;", count: 9), "steps")] {
             let answer = await f.get("/thumbnail?" + query)
             #expect(answer.status == .badRequest, "\(query)")
