@@ -66,9 +66,11 @@ extension WebImageError.Code {
 /// A bound on the heavy work in flight across loads, in megapixel passes
 /// (``TransformCost``): a load whose ``ImageContext/workCost`` is one pass or
 /// more waits for room before its decode, transform and encode run, and gives
-/// the room back when they end. A load found heavy only once decoded (an
-/// animation, whose every frame costs) waits then, holding nothing, before its
-/// transform and encode. Loads wait in arrival order, each cancellable (its
+/// the room back when they end. Each load is weighed again once decoded (every
+/// frame, and the encode, ``ImageContext/encodeWorkWeight``): one a pass or more
+/// heavier waits there for the rest before its transform and encode, keeping
+/// its place but no passes, and one found heavy only then takes a place first.
+/// Loads wait in arrival order, each cancellable (its
 /// deadline, its callers gone); one costing more than the whole limit runs
 /// alone. Lighter loads (a plain thumbnail is a small fraction of a pass) never wait.
 ///

@@ -81,9 +81,10 @@ final class RenderStage: Sendable {
             let first = try await pool.run {
                 try flag.makingCurrent { try self.run(work, data, budget, parent, perFrameCost: workCost, encodeWeight: encodeWeight, heldRoom: held) }
             }
-            guard case .needsRoom(let image, let cost) = first else {
-                if case .done(let rendered) = first { return rendered }
-                preconditionFailure("unreachable")
+            let (image, cost): (Image, Double)
+            switch first {
+            case .done(let rendered): return rendered
+            case .needsRoom(let decoded, let total): (image, cost) = (decoded, total)
             }
             // Heavier than its room, now that its frames and encode are known: it
             // waits for the whole cost (keeping its place, if it has one; never
