@@ -1,6 +1,9 @@
 import DequeModule
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Threads of its own for blocking work (C calls, file I/O), so that none of it
 /// ever runs on Swift's cooperative pool, whose few threads must never block.
@@ -46,10 +49,30 @@ public final class BlockingThreadPool: Sendable {
         self.threadCount = max(1, threadCount)
         for index in 0..<self.threadCount {
             // Each thread holds the pool until `shutdown()`; the shared pool lives forever.
-            let thread = Thread { self.work() }
-            thread.name = "\(name)-\(index)"
+            let full = "\(name)-\(index)"
+            let thread = Thread {
+                Self.nameCurrentThread(full)
+                self.work()
+            }
+            thread.name = full
             thread.start()
         }
+    }
+
+    /// Gives the calling thread `name` as the OS knows it (`top -H`, `/proc`, gdb,
+    /// `perf`), which Foundation's `Thread.name` does not set on Linux: at most 15
+    /// bytes there, so `webimage.` becomes `wi.` (`wi.blocking-0`), and a longer name
+    /// loses its start, keeping the thread's number.
+    static func nameCurrentThread(_ name: String) {
+        #if os(Linux)
+        var short = name.hasPrefix("webimage.") ? "wi." + name.dropFirst("webimage.".count) : name
+        while short.utf8.count > 15 { short.removeFirst() }
+        // pthread_setname_np is not in Swift's Glibc module; this is what it does.
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        guard fd >= 0 else { return }
+        _ = short.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        #endif
     }
 
     /// Stops the threads once the queued jobs are done. Jobs submitted later throw.

@@ -12,6 +12,20 @@ private final class Payload: Sendable {
 
 @Suite("BlockingThreadPool")
 struct BlockingThreadPoolTests {
+    @Test("its threads carry their names where the OS shows them (/proc, top -H, gdb, perf): wi.blocking-N, wi.io-N")
+    func threadNames() async throws {
+        @Sendable func comm() throws -> String {
+            try String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let blocking = try await BlockingThreadPool.shared.run { try comm() }
+        let io = try await BlockingThreadPool.io.run { try comm() }
+        #expect(blocking.hasPrefix("wi.blocking-") && io.hasPrefix("wi.io-"), "\(blocking), \(io)")
+        let pool = BlockingThreadPool(threadCount: 1, name: "a.pool.with.a.long.name")
+        defer { pool.shutdown() }
+        let long = try await pool.run { try comm() }
+        #expect(long == "th.a.long.name-0".suffix(15) && long.utf8.count == 15, "15 bytes at most, the number kept: \(long)")
+    }
+
     @Test("a finished job's captures are released at once, not when the queue compacts")
     func releasesFinishedJobs() async throws {
         let pool = BlockingThreadPool(threadCount: 1, name: "test.pool")
