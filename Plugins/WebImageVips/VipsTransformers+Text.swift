@@ -54,7 +54,10 @@ extension ImageTransformers {
         /// punctuation mark or symbol (not a space, a format character, a
         /// combining mark, a private-use or unassigned code point).
         static func draws(_ scalar: Unicode.Scalar) -> Bool {
-            switch scalar.properties.generalCategory {
+            // Letters and symbols that are blank by design: the Hangul fillers
+            // (default ignorable) and the blank Braille pattern.
+            if scalar.properties.isDefaultIgnorableCodePoint || scalar.properties.isWhitespace || scalar.value == 0x2800 { return false }
+            return switch scalar.properties.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
                  .decimalNumber, .letterNumber, .otherNumber,
                  .connectorPunctuation, .dashPunctuation, .openPunctuation, .closePunctuation, .initialPunctuation, .finalPunctuation, .otherPunctuation,
@@ -103,8 +106,15 @@ extension ImageTransformers {
         public func transform(_ image: Image) throws -> Image {
             try Vips.ensureInitialized()
             let description = "\(font) \(size)px"
-            let mark = try Vips.make(.transformFailed, "vips_text") { out in
-                CVips_text_overlay(out, Self.markup(text), description, Double(colour.red), Double(colour.green), Double(colour.blue))
+            // What libvips finds nothing to draw in (a blank the check above does
+            // not know) is the request's mistake, as the check's own refusals are.
+            let mark: VipsHandle
+            do {
+                mark = try Vips.make(.transformFailed, "vips_text") { out in
+                    CVips_text_overlay(out, Self.markup(text), description, Double(colour.red), Double(colour.green), Double(colour.blue))
+                }
+            } catch let error as WebImageError where error.message.contains("no text to render") {
+                throw WebImageError(.invalidArgument, "a text watermark needs something to draw: the font draws nothing for these characters")
             }
             guard mark.width * mark.height <= Self.maxDrawnPixels else {
                 throw WebImageError(.stepDoesNotFit, "text watermark: Pango drew \(mark.width)x\(mark.height) pixels, more than the \(Self.maxDrawnPixels) allowed")

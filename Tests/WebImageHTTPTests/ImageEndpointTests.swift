@@ -370,7 +370,7 @@ struct EndpointFailureTests {
         #expect(marked.status == .ok && marked.body != plain.body)
         #expect(await get("text:<span size=\"999999\">x</span>").status == .ok, "markup is drawn as text")
         #expect(await get("text:Hello:20:ff0000:1:nw:DejaVu Serif").status == .ok)
-        for bad in ["text:x:24:fff:1:se:Sans", "text:x:900", "text:", "text:\u{202E}", "text:\u{FEFF}", "text:\u{E0001}", "text:\u{301}"] {
+        for bad in ["text:x:24:fff:1:se:Sans", "text:x:900", "text:", "text:\u{202E}", "text:\u{FEFF}", "text:\u{E0001}", "text:\u{301}", "text:\u{3164}", "text:\u{2800}"] {
             let answer = await get(bad)
             #expect(answer.status == .badRequest && (EndpointFixture.json(answer)["message"] as? String)?.contains("transform") == true, "\(bad): \(EndpointFixture.json(answer))")
         }

@@ -42,7 +42,9 @@ struct ColourSpecTests {
         for bad in ["text", "text:", "text:x:3", "text:x:999", "text:x:24:notacolour", "text:x:24:fff:2", "text:x:24:fff:0.5:up",
                     "text:x:24:fff:0.5:se:Comic Sans", "text:a:b:c:d:e:f:g", "text:" + String(repeating: "a", count: 101),
                     // Nothing that draws: spaces, format characters (RLO, BOM, ZWSP, a tag), a combining mark alone.
-                    "text: ", "text:\u{202E}", "text:\u{FEFF}", "text:\u{200B}", "text:\u{E0001}", "text:\u{301}", "text:\u{301}:24"] {
+                    "text: ", "text:\u{202E}", "text:\u{FEFF}", "text:\u{200B}", "text:\u{E0001}", "text:\u{301}", "text:\u{301}:24",
+                    // Letters and symbols blank by design: Hangul fillers, the blank Braille pattern.
+                    "text:\u{3164}", "text:\u{3164} \u{3164}", "text:\u{115F}", "text:\u{FFA0}", "text:\u{2800}\u{2800}"] {
             #expect {
                 try TransformSpec.parse(bad, limits: limits)
             } throws: { error in

@@ -76,36 +76,50 @@ final class RenderStage: Sendable {
                                          isCancelled: { flag.isCancelled })
             limits.maxCost = maxCost
             let budget = limits
-            // The room held, against which the decoded image's cost is weighed.
-            let held = workBudget == nil ? nil : room.withLock { $0?.cost ?? 0 }
-            let first = try await pool.run {
-                try flag.makingCurrent { try self.run(work, data, budget, parent, perFrameCost: workCost, encodeWeight: encodeWeight, heldRoom: held) }
-            }
-            let (image, cost): (Image, Double)
-            switch first {
-            case .done(let rendered): return rendered
-            case .needsRoom(let decoded, let total): (image, cost) = (decoded, total)
-            }
-            // Heavier than its room, now that its frames and encode are known: it
-            // waits for the whole cost (keeping its place, if it has one; never
-            // holding passes while it waits), then goes on from the decoded image.
-            services.jobStages.set(plan.jobKey, .waitingForRoom)
-            if let held = room.withLock({ $0 }) {
-                do { try await held.grow(to: cost) } catch {
-                    throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
+            // The room held, against which the image's cost is weighed.
+            func held() -> Double? { workBudget == nil ? nil : room.withLock { $0?.cost ?? 0 } }
+            func hold(_ cost: Double) async throws {
+                services.jobStages.set(plan.jobKey, .waitingForRoom)
+                if let current = room.withLock({ $0 }) {
+                    do { try await current.grow(to: cost) } catch {
+                        throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the work budget")
+                    }
+                } else {
+                    try await wait(for: cost)
                 }
-            } else {
-                try await wait(for: cost)
             }
-            return try await pool.run { try flag.makingCurrent { try self.finish(work, image, budget, parent) } }
+            let first = held()
+            var outcome = try await pool.run {
+                try flag.makingCurrent { try self.run(work, data, budget, parent, perFrameCost: workCost, encodeWeight: encodeWeight, heldRoom: first) }
+            }
+            // Heavier than its room, now that its frames (and, once decoded, its
+            // encode) are known: it waits for the whole cost (keeping its place, if
+            // it has one; never holding passes while it waits), then goes on. At
+            // most twice: from the header, before the decode, then from the image.
+            while true {
+                switch outcome {
+                case .done(let rendered):
+                    return rendered
+                case .needsRoom(let decoded?, let cost):
+                    try await hold(cost)
+                    return try await pool.run { try flag.makingCurrent { try self.finish(work, decoded, budget, parent) } }
+                case .needsRoom(nil, let cost):
+                    try await hold(cost)
+                    let holding = held()
+                    outcome = try await pool.run {
+                        try flag.makingCurrent { try self.run(work, data, budget, parent, perFrameCost: workCost, encodeWeight: encodeWeight, heldRoom: holding) }
+                    }
+                }
+            }
         }
     }
 
     /// What the first pool job ended with.
     private enum Outcome: Sendable {
         case done(Rendered)
-        /// Decoded, and costing `cost` passes, a pass or more beyond the room held.
-        case needsRoom(Image, cost: Double)
+        /// Costing `cost` passes, a pass or more beyond the room held: found from
+        /// the header (no image yet) or from the decoded image.
+        case needsRoom(Image?, cost: Double)
     }
 
     /// The decode options of one load: the manager's, with the load's options and context on top.
@@ -135,6 +149,12 @@ final class RenderStage: Sendable {
     private func run(_ work: Work, _ data: Data, _ budget: TransformBudget, _ parent: ServiceContext,
                      perFrameCost: Double, encodeWeight: Double, heldRoom: Double?) throws -> Outcome {
         let (spans, stages) = (services.spans, services.jobStages)
+        // An animation light by its box may be heavy by its frames, and decoding
+        // them is most of its work: weighed from the header before the decode.
+        if let heldRoom, let cost = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight),
+           cost >= 1, cost - heldRoom >= 1 {
+            return .needsRoom(nil, cost: cost)
+        }
         let started = ContinuousClock.now
         stages.set(work.jobKey, .decode)
         let image = try spans.step("webimage.decode", parent) { span in
@@ -169,6 +189,24 @@ final class RenderStage: Sendable {
             if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(image, cost: cost) }
         }
         return .done(try finish(work, image, budget, parent))
+    }
+
+    /// What an animation will cost, from its header, before any frame is decoded:
+    /// `perFrameCost` per frame, and the encode of each frame's thumbnail (the
+    /// image fitted to the box). Nil for a file that is no animation, one decoded
+    /// to its first frame only, or a header no coder reads (the decode says why).
+    private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double) -> Double? {
+        guard !work.options.firstFrameOnly, let format = ImageFormat.sniff(data),
+              [.gif, .webp, .png, .avif, .heif, .jxl].contains(format),
+              let info = try? work.coder?.info(data) ?? services.configuration.coders.info(data), info.frameCount > 1
+        else { return nil }
+        var frame = info.pixelSize
+        if let box = work.options.thumbnailPixelSize, frame.width > 0, frame.height > 0 {
+            let scale = min(1, min(Double(box.width) / Double(frame.width), Double(box.height) / Double(frame.height)))
+            frame = PixelSize(width: max(1, Int(Double(frame.width) * scale)), height: max(1, Int(Double(frame.height) * scale)))
+        }
+        let output = ImageFootprint(size: frame, bands: 4, frames: info.frameCount)
+        return perFrameCost * Double(info.frameCount) + TransformCost.pass(output) * encodeWeight
     }
 
     /// The rest of a pool job from the decoded image: transform, encode.
