@@ -178,3 +178,61 @@ struct GatedTransformer: ImageTransformer {
         return image
     }
 }
+
+/// An animation format for the work budget's header check: `GIF89a` (so that it
+/// sniffs as GIF), then the frame count as one byte. Its header says 200x200 and
+/// the frames; its decode counts how many run at once.
+private final class CountingAnimationCoder: ImageCoder, @unchecked Sendable {
+    let running = Atomic<Int>(0)
+    let most = Atomic<Int>(0)
+
+    static func data(frames: UInt8, seed: UInt8) -> Data { Data("GIF89a".utf8) + Data([frames, seed]) }
+
+    func canDecode(_ data: Data) -> Bool { data.starts(with: Data("GIF89a".utf8)) && data.count == 8 }
+
+    func info(_ data: Data) throws -> ImageInfo {
+        ImageInfo(format: .gif, pixelSize: PixelSize(200), frameDurations: Array(repeating: .milliseconds(100), count: Int(data[6])), loopCount: 0, hasAlpha: false)
+    }
+
+    func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+        let now = running.add(1, ordering: .relaxed).newValue
+        most.max(now, ordering: .relaxed)
+        defer { running.subtract(1, ordering: .relaxed) }
+        Thread.sleep(forTimeInterval: 0.05)
+        let frames = Int(data[6])
+        return Image(pixelSize: PixelSize(200), scale: 1, frames: Array(repeating: Image.Frame(duration: .milliseconds(100)), count: frames),
+                     loopCount: 0, format: .gif, hasAlpha: false,
+                     storage: PixelBuffer(size: PixelSize(200), channels: 4, bytes: [UInt8](repeating: data[7], count: 200 * 200 * 4 * frames)))
+    }
+
+    func canEncode(_ format: ImageFormat) -> Bool { false }
+    func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data { throw WebImageError(.encodeFailed, "decodes only") }
+}
+
+@Suite("WorkBudget in the manager")
+struct WorkBudgetManagerTests {
+    @Test("an animation light by its box but heavy by its frames takes a heavy place before its frames are decoded, from its header: one such decode at a time under maxHeavy 1")
+    func headerWeighsAnimations() async throws {
+        let coder = CountingAnimationCoder()
+        // Four decode threads, so that only the budget can keep the decodes apart.
+        let h = Harness {
+            $0.coders.register(coder, name: "counting")
+            $0.pool = BlockingThreadPool(threadCount: 4, name: "counting")
+        }
+        let work = WorkBudget(limit: 1000, maxHeavy: 1)
+        for index in 0..<4 { h.loader.serve("test://host/anim\(index).gif", data: CountingAnimationCoder.data(frames: 40, seed: UInt8(index))) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    var context = ImageContext(thumbnailPixelSize: PixelSize(200))
+                    context.workBudget = work
+                    context.workCost = 0.04  // a 200 px box: light, under a pass
+                    _ = try await h.manager.loadImage(with: h.url("anim\(index).gif"), context: context)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(coder.most.load(ordering: .relaxed) == 1, "40 frames x 0.04 passes: heavy, so one decode at a time")
+        #expect(work.heavy.peak == 1 && work.usage.peak >= 1.6 && work.usage.inFlight == 0 && work.heavy.inFlight == 0, "\(work.heavy) \(work.usage)")
+    }
+}
