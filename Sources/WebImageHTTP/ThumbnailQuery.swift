@@ -90,7 +90,7 @@ public struct ThumbnailQuery: Sendable {
     /// The decode and transform part of ``estimatedCost``: the box's pixels (the
     /// thumbnail made on decode), then the `t=` steps from a box-sized image of
     /// four bands (`TransformCost`). What decides, before the download, whether
-    /// a render is heavy (a missing side counts at ``Settings/maxDimension``, so
+    /// a render is heavy (a missing side counts at `thumbnail.maxDimension`, so
     /// the encode is weighed on the decoded image instead).
     public var renderCost: Double {
         let footprint = ImageFootprint(size: box, bands: 4)
