@@ -185,6 +185,7 @@ struct GatedTransformer: ImageTransformer {
 private final class CountingAnimationCoder: ImageCoder, @unchecked Sendable {
     let running = Atomic<Int>(0)
     let most = Atomic<Int>(0)
+    let decodes = Atomic<Int>(0)
 
     static func data(frames: UInt8, seed: UInt8) -> Data { Data("GIF89a".utf8) + Data([frames, seed]) }
 
@@ -195,6 +196,7 @@ private final class CountingAnimationCoder: ImageCoder, @unchecked Sendable {
     }
 
     func decode(_ data: Data, options: DecodeOptions) throws -> Image {
+        decodes.add(1, ordering: .relaxed)
         let now = running.add(1, ordering: .relaxed).newValue
         most.max(now, ordering: .relaxed)
         defer { running.subtract(1, ordering: .relaxed) }
@@ -234,5 +236,16 @@ struct WorkBudgetManagerTests {
         }
         #expect(coder.most.load(ordering: .relaxed) == 1, "40 frames x 0.04 passes: heavy, so one decode at a time")
         #expect(work.heavy.peak == 1 && work.usage.peak >= 1.6 && work.usage.inFlight == 0 && work.heavy.inFlight == 0, "\(work.heavy) \(work.usage)")
+
+        // Over the load's maximum by its header: refused before any frame is decoded.
+        let before = coder.decodes.load(ordering: .relaxed)
+        h.loader.serve("test://host/long.gif", data: CountingAnimationCoder.data(frames: 200, seed: 9))
+        var context = ImageContext(thumbnailPixelSize: PixelSize(200))
+        context.workBudget = work
+        context.workCost = 0.04
+        context.maxTransformCost = 4
+        let refused = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("long.gif"), context: context) }
+        #expect(refused?.code == .costLimitExceeded && refused?.message.contains("8 megapixel passes") == true, "\(String(describing: refused))")
+        #expect(coder.decodes.load(ordering: .relaxed) == before, "no frame decoded")
     }
 }

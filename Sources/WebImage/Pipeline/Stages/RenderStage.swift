@@ -151,9 +151,12 @@ final class RenderStage: Sendable {
         let (spans, stages) = (services.spans, services.jobStages)
         // An animation light by its box may be heavy by its frames, and decoding
         // them is most of its work: weighed from the header before the decode.
-        if let heldRoom, let cost = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight),
-           cost >= 1, cost - heldRoom >= 1 {
-            return .needsRoom(nil, cost: cost)
+        if let heldRoom, let cost = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight) {
+            if let maxCost = budget.maxCost, cost > maxCost {
+                // Refused from the header: no frame is decoded for a load that cannot be made.
+                throw WebImageError(.costLimitExceeded, "the animation's frames and their encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
+            }
+            if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(nil, cost: cost) }
         }
         let started = ContinuousClock.now
         stages.set(work.jobKey, .decode)
