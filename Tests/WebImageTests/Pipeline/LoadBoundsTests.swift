@@ -249,3 +249,19 @@ struct WorkBudgetManagerTests {
         #expect(coder.decodes.load(ordering: .relaxed) == before, "no frame decoded")
     }
 }
+
+@Suite("RenderStage.mayAnimate")
+struct MayAnimateTests {
+    @Test("a still PNG or WebP is known from its first bytes and costs no header read; APNG, animated WebP and the animation formats do")
+    func firstBytes() {
+        let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        #expect(!RenderStage.mayAnimate(png + Data("....IHDR....IDAT".utf8), .png))
+        #expect(RenderStage.mayAnimate(png + Data("....IHDR....acTL....IDAT".utf8), .png))
+        #expect(!RenderStage.mayAnimate(png + Data("....IHDR....IDAT....acTL".utf8), .png), "acTL after the pixels does not animate")
+        func webp(_ chunk: String, flags: UInt8) -> Data { Data("RIFF\0\0\0\0WEBP\(chunk)".utf8) + Data([0, 0, 0, 0, flags, 0, 0, 0]) }
+        #expect(RenderStage.mayAnimate(webp("VP8X", flags: 0x02), .webp))
+        #expect(!RenderStage.mayAnimate(webp("VP8X", flags: 0x10), .webp), "alpha only")
+        #expect(!RenderStage.mayAnimate(webp("VP8 ", flags: 0x02), .webp), "a simple lossy WebP")
+        #expect(RenderStage.mayAnimate(Data("GIF89a".utf8), .gif) && !RenderStage.mayAnimate(Data([0xFF, 0xD8]), .jpeg))
+    }
+}

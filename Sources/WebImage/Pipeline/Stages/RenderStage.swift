@@ -199,8 +199,7 @@ final class RenderStage: Sendable {
     /// image fitted to the box). Nil for a file that is no animation, one decoded
     /// to its first frame only, or a header no coder reads (the decode says why).
     private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double) -> Double? {
-        guard !work.options.firstFrameOnly, let format = ImageFormat.sniff(data),
-              [.gif, .webp, .png, .avif, .heif, .jxl].contains(format),
+        guard !work.options.firstFrameOnly, let format = ImageFormat.sniff(data), Self.mayAnimate(data, format),
               let info = try? work.coder?.info(data) ?? services.configuration.coders.info(data), info.frameCount > 1
         else { return nil }
         var frame = info.pixelSize
@@ -210,6 +209,26 @@ final class RenderStage: Sendable {
         }
         let output = ImageFootprint(size: frame, bands: 4, frames: info.frameCount)
         return perFrameCost * Double(info.frameCount) + TransformCost.pass(output) * encodeWeight
+    }
+
+    /// Whether `data` can hold frames, from its first bytes: a PNG only with an
+    /// `acTL` chunk before its pixels, a WebP only with VP8X's animation flag, so
+    /// that a still PNG or WebP (most of them) costs no header read here.
+    static func mayAnimate(_ data: Data, _ format: ImageFormat) -> Bool {
+        switch format {
+        case .gif, .avif, .heif, .jxl:
+            return true
+        case .png:
+            let head = data.prefix(1 << 16)
+            guard let actl = head.range(of: Data("acTL".utf8)) else { return false }
+            return head.range(of: Data("IDAT".utf8)).map { actl.lowerBound < $0.lowerBound } ?? true
+        case .webp:
+            // RIFF....WEBPVP8X, then the flags byte: 0x02 is "animation".
+            let start = data.startIndex
+            return data.count > 20 && data[(start + 12)..<(start + 16)].elementsEqual("VP8X".utf8) && data[start + 20] & 0x02 != 0
+        default:
+            return false
+        }
     }
 
     /// The rest of a pool job from the decoded image: transform, encode.
