@@ -3,9 +3,16 @@ import HTTPTypes
 public import WebImage
 
 extension ImageEndpoint {
+    /// The parameters `info` reads (`s` is a signed URL's signature); any other is 400.
+    public static let infoParameterNames: Set<String> = ["url", "placeholder", "s"]
+
+    /// The parameters `placeholder` reads; any other is 400.
+    public static let placeholderParameterNames: Set<String> = ["url", "s"]
+
     /// `placeholder?url=…`: `{"blurHash": …, "thumbHash": base64}` from a 100x100
     /// thumbnail the manager caches like any other.
     func placeholder(_ parameters: QueryParameters) async throws -> ImageResponse {
+        try parse { try parameters.requireKnown(Self.placeholderParameterNames) }
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let placeholders = try await makePlaceholders(url, context(for: url))
         return Self.json(["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64], maxAge: settings.cacheMaxAge)
@@ -14,6 +21,7 @@ extension ImageEndpoint {
     /// `info?url=…[&placeholder=1]`: `ImageInfo/fields(scale:cacheType:placeholders:)`
     /// as JSON, from the header alone (and a 100x100 thumbnail for the placeholders).
     func info(_ parameters: QueryParameters) async throws -> ImageResponse {
+        try parse { try parameters.requireKnown(Self.infoParameterNames) }
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let wantsPlaceholders = try parse { () throws -> Bool in
             guard let text = parameters["placeholder"] else { return false }

@@ -1,3 +1,5 @@
+import WebImage
+
 /// A query string's parameters, percent-decoded, in order.
 ///
 /// `+` is kept as a plus sign (it is a space only in HTML form encoding, and a
@@ -39,6 +41,15 @@ public struct QueryParameters: Sendable, Hashable {
     /// The first value of `name`, or nil.
     public subscript(_ name: String) -> String? {
         pairs.first { $0.name == name }?.value
+    }
+
+    /// Throws `invalidArgument` naming the first parameter not in `known`, and
+    /// listing those that are: an endpoint refuses what it does not read, so
+    /// that a misspelt parameter is not answered as if it were absent.
+    public func requireKnown(_ known: Set<String>) throws {
+        if let unknown = names.first(where: { !known.contains($0) }) {
+            throw WebImageError(.invalidArgument, "\(unknown)= is not a parameter of this endpoint (\(known.sorted().joined(separator: ", ")))")
+        }
     }
 
     /// The names present, in order (a repeated name once).

@@ -219,9 +219,7 @@ public struct ThumbnailQuery: Sendable {
 
     /// Everything but the URL: used for presets too, which are checked at start-up.
     init(sizing parameters: QueryParameters, url: URL, settings: ImageEndpoint.Settings, hints: ClientHints? = nil) throws {
-        if let unknown = parameters.names.first(where: { !Self.parameterNames.contains($0) }) {
-            throw WebImageError(.invalidArgument, "\(unknown)= is not a parameter of this endpoint (\(Self.parameterNames.sorted().joined(separator: ", ")))")
-        }
+        try parameters.requireKnown(Self.parameterNames)
         self.url = url
         var dpr = 1.0
         if let raw = parameters["dpr"] {

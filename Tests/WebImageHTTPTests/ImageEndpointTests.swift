@@ -621,6 +621,14 @@ struct EndpointInfoTests {
         #expect(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=maybe").status == .badRequest)
         let placeholder = EndpointFixture.json(await f.get("/placeholder?url=\(f.source("photo-1.jpg"))"))
         #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
+        // A parameter the path does not read is refused, naming it, as thumbnail does.
+        for (target, named) in [("/info?url=\(f.source("oriented-6.jpg"))&placeholders=1", "placeholders="),
+                                ("/info?url=\(f.source("oriented-6.jpg"))&w=100", "w="),
+                                ("/placeholder?url=\(f.source("photo-1.jpg"))&placeholder=1", "placeholder=")] {
+            let refused = await f.get(target)
+            #expect(refused.status == .badRequest, "\(target)")
+            #expect((EndpointFixture.json(refused)["message"] as? String)?.hasPrefix(named) == true, "\(target): \(EndpointFixture.json(refused))")
+        }
     }
 
     @Test("/info of a new URL asked many times at once downloads it once and keeps it on disk: the next info and the URL's thumbnails do not download it again")
