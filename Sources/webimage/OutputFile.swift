@@ -49,13 +49,8 @@ enum OutputFile {
             }
             return
         }
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
-            // Foundation's message names Cocoa error codes: say what the system said.
-            if mkdir(path, 0o755) == 0 { return }
-            let reason = String(cString: strerror(errno))
-            throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(reason)")
+        if let failure = CacheDirectory.makeDirectories(path, mode: 0o755) {
+            throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(failure)")
         }
     }
 }

@@ -131,7 +131,13 @@ struct ToolHardeningTests {
         #expect(out.status == 2 && out.stderr.contains("exists and is not a directory"), "\(out.stderr)")
         #expect(!out.stderr.contains("Error Domain") && !out.stderr.contains("NSCocoa"), "\(out.stderr)")
         let under = try await tool.run(["load", "--store", "none", logo, "--out", logo + "/sub"])
-        #expect(under.status == 2 && under.stderr.contains("--out") && !under.stderr.contains("Error Domain"), "\(under.stderr)")
+        #expect(under.status == 2 && under.stderr.contains("--out") && under.stderr.contains("\(logo) is not a directory"), "\(under.stderr)")
+        // The same through the cache directory, for either store that keeps files.
+        for store in ["lmdb", "filesystem"] {
+            let cache = try await tool.run(["load", "--store", store, "--cache-dir", logo + "/cache", logo])
+            #expect(cache.status != 0 && cache.stderr.contains("cannot create cache directory") && cache.stderr.contains("\(logo) is not a directory"), "\(cache.stderr)")
+            #expect(!cache.stderr.contains("NSCocoaErrorDomain"), "\(cache.stderr)")
+        }
     }
 
     @Test("a FIFO as input fails at once with a typed error instead of hanging")

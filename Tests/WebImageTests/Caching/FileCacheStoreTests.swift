@@ -48,6 +48,27 @@ struct FileCacheStoreTests {
         #expect(entry.data == Data([2, 3]) && entry.metadata.etag == "\"e\"" && entry.metadata.size == 2)
     }
 
+    @Test("a directory that cannot be made is storeFailed in the system's words, naming the part of the path that failed; missing parents are made 0700")
+    func directoryErrors() throws {
+        let root = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let file = root.appendingPathComponent("file")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data([1]).write(to: file)
+        for (directory, expected) in [(file, "\(file.path) exists and is not a directory"),
+                                      (file.appendingPathComponent("sub/cache"), "\(file.path) is not a directory")] {
+            let error = #expect(throws: WebImageError.self) { try FileCacheStore(directory: directory, limits: .unlimited) }
+            #expect(error?.code == .storeFailed && error?.message.contains(expected) == true, "\(String(describing: error))")
+            #expect(error?.message.contains("NSCocoaErrorDomain") == false)
+        }
+        let nested = root.appendingPathComponent("a/b/cache")
+        _ = try FileCacheStore(directory: nested, limits: .unlimited)
+        for path in ["a", "a/b", "a/b/cache"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: root.appendingPathComponent(path).path)
+            #expect((attributes[.posixPermissions] as? Int) == 0o700, "\(path)")
+        }
+    }
+
     @Test("the timer sweeps without any call")
     func timer() async throws {
         let directory = temporaryDirectory()
