@@ -40,6 +40,12 @@ public struct ImageServer: Sendable {
     /// requests read and the answers written that its client has not read), so
     /// this with ``idleTimeout`` bounds what clients can make the server hold.
     public var maxConnections: Int? = 1024
+    /// The most connections one client address may have open at once
+    /// (`http.maxConnectionsPerClient`); one more is closed at once
+    /// (``ClientConnectionLimitHandler``). Nil, the default: no bound, as
+    /// behind a proxy, where every client has the proxy's address. Without
+    /// it one client can take every place under ``maxConnections``.
+    public var maxConnectionsPerClient: Int?
     /// How long a connection may wait for its next request, or for its client to
     /// read an answer, before it is closed (`http.idleTimeout`;
     /// ``ConnectionTimeoutHandler``). Nil: forever.
@@ -129,12 +135,14 @@ public struct ImageServer: Sendable {
         // that never reads its answers would otherwise hold the exit (QuiesceDeadlineHandler).
         let deadline = TimeAmount(endpoint.settings.shutdownGrace + .seconds(1))
         let idleLimit = idleTimeout.map(TimeAmount.init)
+        let perClient = maxConnectionsPerClient.map { ClientConnectionCounts(limit: $0) }
         // In this order after the codec: the timeouts see every request and answer,
         // the fast path's and the router's alike.
         let app = Application(
             router: router,
             server: .http1(configuration: .init(additionalChannelHandlers:
-                [HTTP1KeepAliveHandler(serverName: serverName), QuiesceDeadlineHandler(after: deadline), ClientDisconnectHandler()] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
+                (perClient.map { [ClientConnectionLimitHandler(counts: $0)] } ?? [])
+                + [HTTP1KeepAliveHandler(serverName: serverName), QuiesceDeadlineHandler(after: deadline), ClientDisconnectHandler()] + (idleLimit.map { [ConnectionTimeoutHandler(limit: $0)] } ?? [])
                     + (fastPath.map { [$0.channelHandler()] } ?? []))),
             configuration: .init(address: .hostname(host, port: port), serverName: serverName,
                                  availableConnectionsDelegate: maxConnections.map { MaximumAvailableConnections($0, logger: logger) }),

@@ -17,7 +17,8 @@ struct ServeCommand: AsyncParsableCommand {
         abstract: "Serve thumbnails over HTTP: /thumbnail, /placeholder, /info, /health, /metrics.",
         discussion: """
         Configured like every command (--config, --set, WEBIMAGE_*): http.host (127.0.0.1), \
-        http.port (8080), http.maxConnections (1024), http.idleTimeout (60s), and the \
+        http.port (8080), http.maxConnections (1024), http.maxConnectionsPerClient (0: off), \
+        http.idleTimeout (60s), and the \
         thumbnail.* keys in docs/serving.md. thumbnail.allowedHosts \
         is empty by default: every image is refused until it names the hosts to fetch from. \
         Stops gracefully on SIGTERM or SIGINT (thumbnail.shutdownGrace).
@@ -28,7 +29,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// `allocator` is read before the command runs (``ServeAllocator``); it is
     /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
-    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "http.maxConnections", "http.idleTimeout", "allocator"]
+    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "http.maxConnections", "http.maxConnectionsPerClient",
+                                    "http.idleTimeout", "allocator"]
 
     func run() async throws {
         let registry = PrometheusCollectorRegistry()
@@ -59,6 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
             configured.answersMemoryHitsOnEventLoop = try values.bool("http.memoryHitsOnEventLoop") ?? true
             // 0 turns either bound off.
             if let most = try values.int("http.maxConnections", minimum: 0) { configured.maxConnections = most == 0 ? nil : most }
+            if let most = try values.int("http.maxConnectionsPerClient", minimum: 0) { configured.maxConnectionsPerClient = most == 0 ? nil : most }
             if let idle = try values.duration("http.idleTimeout") {
                 // Under a second a client's next request on a kept connection would find it closed.
                 guard idle == .zero || idle >= .seconds(1) else {

@@ -119,9 +119,19 @@ package enum RawHTTP {
 
     /// Opens a connection and writes `bytes` (a request, part of one, or nothing),
     /// reading nothing. The caller closes it (`close(fd)`).
-    package static func open(port: Int, sending bytes: String = "") async throws -> Int32 {
+    /// `from`: the loopback address to connect from (`127.0.0.2`: another client
+    /// to the server), else the system's choice.
+    package static func open(port: Int, sending bytes: String = "", from source: String? = nil) async throws -> Int32 {
         try await onThread {
-            let fd = try connected(port: port)
+            let fd = try connected(port: port) { fd in
+                guard let source else { return }
+                var local = sockaddr_in()
+                local.sin_family = sa_family_t(AF_INET)
+                local.sin_addr.s_addr = inet_addr(source)
+                _ = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                }
+            }
             do { try writeAll(fd, Array(bytes.utf8)) } catch { close(fd); throw error }
             return fd
         }

@@ -503,6 +503,41 @@ struct ServeCommandTests {
         #expect(result.status == 0, "\(result.stderr.suffix(1500))")
     }
 
+    @Test("http.maxConnectionsPerClient: one address's connection past the limit is closed unanswered and counted, while other addresses are served; a closed one frees its place")
+    func perClientLimit() async throws {
+        let tool = Tool()
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0",
+                                      "--set", "http.maxConnectionsPerClient=2", "--set", "http.idleTimeout=0"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        let held = [try await RawHTTP.open(port: port, from: "127.0.0.2"), try await RawHTTP.open(port: port, from: "127.0.0.2")]
+        defer { held.forEach { close($0) } }
+        // The third from that address: closed by the server at once, nothing written. (It sends
+        // nothing: a request the server never read would turn the close into a reset.)
+        let third = try await RawHTTP.open(port: port, from: "127.0.0.2")
+        defer { close(third) }
+        #expect(await RawHTTP.readUntilClosed(third) == Data(), "closed unanswered")
+        // Other addresses are served meanwhile, and the two held connections still are.
+        #expect(try await RawHTTP.send(port: port, target: "/health").status == 200)
+        let other = try await RawHTTP.open(port: port, sending: "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", from: "127.0.0.3")
+        defer { close(other) }
+        #expect(String(decoding: await RawHTTP.readUntilClosed(other) ?? Data(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        try await RawHTTP.send(held[0], "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(String(decoding: await RawHTTP.readUntilClosed(held[0]) ?? Data(), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        // That answer closed held[0]: its place is free once the server has seen the close.
+        var answered = false
+        for _ in 0..<50 where !answered {
+            let again = try await RawHTTP.open(port: port, sending: "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", from: "127.0.0.2")
+            answered = String(decoding: await RawHTTP.readUntilClosed(again) ?? Data(), as: UTF8.self).hasPrefix("HTTP/1.1 200")
+            close(again)
+            if !answered { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered, "a place freed by a close is taken again")
+        let metrics = try await RawHTTP.send(port: port, target: "/metrics")
+        let refused = String(decoding: metrics.body, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("http_connections_refused_total{reason=\"per_client\"}") }
+        #expect(refused.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } }.map { $0 >= 1 } == true, "\(String(describing: refused))")
+    }
+
     @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; CONNECT, a bad Transfer-Encoding and a broken chunk get one answer and a close; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
     func connectionBounds() async throws {
         let tool = Tool()
@@ -585,7 +620,8 @@ struct ServeCommandTests {
         for (setting, word) in [("thumbnail.onlyPresets=true", "thumbnail.onlyPresets"), ("thumbnail.presets.x=w=0", "thumbnail.presets.x"),
                                 ("thumbnail.maxDimenson=10", "thumbnail.maxDimension"), ("thumbnail.maxDimension=70000", "1 to 65535"),
                                 ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port"),
-                                ("http.maxConnections=-1", "http.maxConnections"), ("http.idleTimeout=soon", "http.idleTimeout"),
+                                ("http.maxConnections=-1", "http.maxConnections"), ("http.maxConnectionsPerClient=-1", "http.maxConnectionsPerClient"),
+                                ("http.idleTimeout=soon", "http.idleTimeout"),
                                 ("http.idleTimeout=500ms", "at least 1s")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
