@@ -1,4 +1,7 @@
 import CoreMetrics
+#if canImport(Glibc)
+import Glibc
+#endif
 public import NIOCore
 public import NIOHTTPTypes
 import Synchronization
@@ -7,7 +10,9 @@ import Synchronization
 /// (`http.maxConnectionsPerClient`). One instance is shared by every
 /// connection of a server; ``ClientConnectionLimitHandler`` asks it.
 ///
-/// A client is its IP address (IPv4, or IPv6 whole): the port is not part of it.
+/// A client is its IPv4 address, or its IPv6 address's /64 (the block one
+/// subscriber is usually given, whose other addresses cost nothing to use):
+/// the port is not part of it.
 /// An address leaves the table when its last connection closes, so the table
 /// holds no more entries than there are connections open.
 public final class ClientConnectionCounts: Sendable {
@@ -90,11 +95,29 @@ public final class ClientConnectionLimitHandler: ChannelInboundHandler, Removabl
         guard !judged else { return }
         judged = true
         // A connection without an IP address (a Unix socket) is not limited.
-        guard let client = context.channel.remoteAddress?.ipAddress else { return }
+        guard let client = context.channel.remoteAddress.flatMap(Self.client(of:)) else { return }
         if counts.enter(client) {
             counted = client
         } else {
             context.close(promise: nil)
+        }
+    }
+
+    /// The key a connection from `address` is counted under: an IPv4 address
+    /// (also one an IPv6 socket sees as `::ffff:a.b.c.d`), or an IPv6 /64.
+    static func client(of address: SocketAddress) -> String? {
+        switch address {
+        case .v4: return address.ipAddress
+        case .v6:
+            guard let text = address.ipAddress else { return nil }
+            var raw = in6_addr()
+            guard inet_pton(AF_INET6, text, &raw) == 1 else { return text }
+            let bytes = withUnsafeBytes(of: raw) { Array($0) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+                return bytes[12...].map(String.init).joined(separator: ".")
+            }
+            return stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":") + "::/64"
+        default: return nil
         }
     }
 

@@ -1,5 +1,6 @@
+import NIOCore
 import Testing
-import WebImageHummingbird
+@testable import WebImageHummingbird
 
 @Suite("Connections per client address")
 struct ClientConnectionLimitTests {
@@ -29,5 +30,16 @@ struct ClientConnectionLimitTests {
         // Leaving an address never counted does not go below zero or add an entry.
         counts.leave("10.0.0.1")
         #expect(counts.clients == 0 && counts.enter("10.0.0.1") && counts.open(from: "10.0.0.1") == 1)
+    }
+
+    @Test("a client is an IPv4 address (also as IPv6 sees it) or an IPv6 /64: other addresses of one /64 count as one client")
+    func clientKeys() throws {
+        func key(_ ip: String) throws -> String? { ClientConnectionLimitHandler.client(of: try SocketAddress(ipAddress: ip, port: 4321)) }
+        #expect(try key("192.0.2.7") == "192.0.2.7")
+        #expect(try key("::ffff:192.0.2.7") == "192.0.2.7")
+        #expect(try key("2001:db8:1:2:aaaa::1") == "2001:db8:1:2::/64")
+        #expect(try key("2001:db8:1:2:ffff:ffff:ffff:ffff") == key("2001:db8:1:2::1"))
+        #expect(try key("2001:db8:1:3::1") != key("2001:db8:1:2::1"))
+        #expect(try key("::1") == "0:0:0:0::/64")
     }
 }
