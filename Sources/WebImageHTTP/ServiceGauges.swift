@@ -12,7 +12,7 @@ extension ImageEndpoint {
     /// | `webimage_memory_tier_bytes`, `webimage_memory_tier_entries` | the memory tier's exact cost and entries |
     /// | `webimage_originals_bytes`, `webimage_originals_limit_bytes` | downloaded originals charged to the originals budget, and its limit |
     /// | `webimage_loads_in_flight` | loads the manager is running |
-    /// | `webimage_decoded_pixels_in_flight` | pixels decoded by render jobs still running, every frame counted |
+    /// | `webimage_decoded_pixels_in_flight` | pixels decoded by render jobs still running, every frame counted, an image waiting for room included |
     /// | `webimage_work_in_flight`, `webimage_work_waiting` | megapixel passes rendering now (`thumbnail.maxCostInFlight`), and renders waiting for room |
     /// | `webimage_store_writes_pending`, `webimage_store_writes_pending_bytes` | background store writes not yet landed |
     /// | `webimage_store_bytes`, `webimage_store_entries` | the disk store's data bytes and entries, read at most once a minute (a file store or a bucket walks its entries to count them), within 2 s |

@@ -80,7 +80,9 @@ public final class ImageManager: Sendable {
     public var loadsInFlight: Int { loads.count }
 
     /// Pixels decoded by jobs still running (every frame counted), with the
-    /// results they transform into not counted twice: what the pool's jobs hold.
+    /// results they transform into not counted twice: what the pool's jobs hold,
+    /// and a decoded image waiting for room in the work budget before the rest
+    /// of its job.
     public var decodedPixelsInFlight: Int { stages.render.pixelsInFlight.load(ordering: .relaxed) }
 
     /// Stops the manager without losing work: new loads fail at once with

@@ -250,6 +250,34 @@ struct WorkBudgetManagerTests {
     }
 }
 
+extension WorkBudgetManagerTests {
+    @Test("an image found heavy once decoded stays counted in decodedPixelsInFlight while it waits for room and is finished; nothing stays counted after")
+    func waitingPixelsCounted() async throws {
+        let h = Harness()
+        let work = WorkBudget(limit: 1000, maxHeavy: 1)
+        let gate = Gate()
+        h.loader.serve("test://host/held.timg", data: TestCoder.encode(width: 10, height: 10))
+        h.loader.serve("test://host/large.timg", data: TestCoder.encode(width: 2000, height: 1000))
+        // The heavy place, held at a gate after its decode (100 pixels counted).
+        var heavy = ImageContext()
+        heavy.workBudget = work
+        heavy.workCost = 2
+        heavy.transformer = GatedTransformer(gate: gate)
+        let holder = Task { try await h.manager.loadImage(with: h.url("held.timg"), context: heavy) }
+        #expect(await eventually { work.heavy.inFlight == 1 && h.manager.decodedPixelsInFlight == 100 })
+        // Light by its request, heavy by its 2 MP encode once decoded: it waits for the heavy place with its image.
+        var light = ImageContext()
+        light.workBudget = work
+        light.workCost = 0.04
+        light.encodeWorkWeight = 1
+        let waiting = Task { try await h.manager.loadImage(with: h.url("large.timg"), context: light) }
+        #expect(await eventually { h.manager.decodedPixelsInFlight == 100 + 2_000_000 }, "the waiting image's pixels are counted")
+        gate.open()
+        _ = try await (holder.value, waiting.value)
+        #expect(h.manager.decodedPixelsInFlight == 0)
+    }
+}
+
 @Suite("RenderStage.mayAnimate")
 struct MayAnimateTests {
     @Test("a still PNG or WebP is known from its first bytes and costs no header read; APNG, animated WebP and the animation formats do")

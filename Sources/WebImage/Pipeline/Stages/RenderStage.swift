@@ -100,10 +100,12 @@ final class RenderStage: Sendable {
                 switch outcome {
                 case .done(let rendered):
                     return rendered
-                case .needsRoom(let decoded?, let cost):
+                case .needsRoom(let decoded?, let cost, let pixels):
+                    // The image's pixels stay counted while it waits and is finished.
+                    defer { pixelsInFlight.subtract(pixels, ordering: .relaxed) }
                     try await hold(cost)
                     return try await pool.run { try flag.makingCurrent { try self.finish(work, decoded, budget, parent) } }
-                case .needsRoom(nil, let cost):
+                case .needsRoom(nil, let cost, _):
                     try await hold(cost)
                     let holding = held()
                     outcome = try await pool.run {
@@ -119,7 +121,8 @@ final class RenderStage: Sendable {
         case done(Rendered)
         /// Costing `cost` passes, a pass or more beyond the room held: found from
         /// the header (no image yet) or from the decoded image.
-        case needsRoom(Image?, cost: Double)
+        /// `pixels`: the image's, still counted in ``pixelsInFlight`` (0 without one).
+        case needsRoom(Image?, cost: Double, pixels: Int)
     }
 
     /// The decode options of one load: the manager's, with the load's options and context on top.
@@ -156,7 +159,7 @@ final class RenderStage: Sendable {
                 // Refused from the header: no frame is decoded for a load that cannot be made.
                 throw WebImageError(.costLimitExceeded, "the animation's frames and their encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
             }
-            if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(nil, cost: cost) }
+            if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(nil, cost: cost, pixels: 0) }
         }
         let started = ContinuousClock.now
         stages.set(work.jobKey, .decode)
@@ -178,7 +181,9 @@ final class RenderStage: Sendable {
         let held = image.pixelSize.width.multipliedReportingOverflow(by: image.pixelSize.height * max(1, image.frameCount))
         let pixels = held.overflow ? Int.max / 4 : held.partialValue
         pixelsInFlight.add(pixels, ordering: .relaxed)
-        defer { pixelsInFlight.subtract(pixels, ordering: .relaxed) }
+        // Handed on with the image when it must wait for room: the caller subtracts them.
+        var handedOn = false
+        defer { if !handedOn { pixelsInFlight.subtract(pixels, ordering: .relaxed) } }
         services.metrics.decoded(duration: ContinuousClock.now - started)
         if let heldRoom {
             // Every frame, and the encode of what the transform will make of them.
@@ -189,7 +194,10 @@ final class RenderStage: Sendable {
                 let frames = decoded.frames > 1 ? " x \(decoded.frames) frames" : ""
                 throw WebImageError(.costLimitExceeded, "\(image.pixelSize)\(frames) and its encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
             }
-            if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(image, cost: cost) }
+            if cost >= 1, cost - heldRoom >= 1 {
+                handedOn = true
+                return .needsRoom(image, cost: cost, pixels: pixels)
+            }
         }
         return .done(try finish(work, image, budget, parent))
     }
