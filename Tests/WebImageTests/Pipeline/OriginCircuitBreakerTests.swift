@@ -171,6 +171,25 @@ struct OriginCircuitBreakerTests {
         #expect(OriginCircuitBreaker.outcome(of: WebImageError.httpStatus(503, url: "https://a.example/x")) == .failed)
     }
 
+    @Test("with the manager: an origin's 503 asking a longer pause than maxCooldown is reported with maxCooldown, as the refusals after it are")
+    func longPauseCapped() async throws {
+        let clock = ManualInstant()
+        let breaker = OriginCircuitBreaker(cooldown: .seconds(30), maxCooldown: .seconds(300), clock: clock.source)
+        let h = Harness { $0.originBreaker = breaker }
+        h.loader.serve("test://host/busy.timg", .init(data: Data("busy".utf8), status: 503, headers: ["retry-after": "3600"]))
+        let first = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("busy.timg")) }
+        #expect(first?.statusCode == 503 && first?.retryAfter == .seconds(300), "\(String(describing: first))")
+        let next = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("busy.timg"), options: .retryFailed) }
+        #expect(next?.code == .originUnavailable && next?.retryAfter == .seconds(300), "\(String(describing: next))")
+        // Without a breaker the origin's own word (at most a day) is passed on.
+        let plain = Harness { $0.originBreaker = nil }
+        plain.loader.serve("test://host/busy.timg", .init(data: Data("busy".utf8), status: 503, headers: ["retry-after": "3600"]))
+        let unbroken = await #expect(throws: WebImageError.self) { try await plain.manager.loadImage(with: plain.url("busy.timg")) }
+        #expect(unbroken?.retryAfter == .seconds(3600))
+        await h.manager.shutdown()
+        await plain.manager.shutdown()
+    }
+
     @Test("it remembers at most its capacity of origins, dropping the one failing longest ago")
     func bounded() throws {
         let clock = ManualInstant()

@@ -12,6 +12,8 @@ final class TestLoader: Loader {
         var status: Int = 200
         var etag: String?
         var error: WebImageError?
+        /// More response fields, names in lower case.
+        var headers: [String: String] = [:]
     }
 
     private struct State {
@@ -52,7 +54,7 @@ final class TestLoader: Loader {
         }
         progress(LoadProgress(received: Int64(resource.data.count / 2), expected: Int64(resource.data.count)))
         progress(LoadProgress(received: Int64(resource.data.count), expected: Int64(resource.data.count)))
-        var headers: [String: String] = [:]
+        var headers = resource.headers
         if let etag = resource.etag { headers["etag"] = etag }
         return LoadResponse(data: resource.data, statusCode: resource.status, headers: headers, url: request.url)
     }

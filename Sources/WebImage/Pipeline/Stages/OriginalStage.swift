@@ -176,9 +176,16 @@ struct OriginalStage: Sendable {
         }
         // One error for a status outside 2xx and 304: its outcome for the breaker,
         // then thrown (the Retry-After is parsed once).
-        let failure = response.isNotModified || (200..<300).contains(response.statusCode) ? nil
+        var failure = response.isNotModified || (200..<300).contains(response.statusCode) ? nil
             : WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
-        if let admission { breaker?.report(admission, outcome: failure.map(OriginCircuitBreaker.outcome(of:)) ?? .answered) }
+        if let admission, let breaker {
+            breaker.report(admission, outcome: failure.map(OriginCircuitBreaker.outcome(of:)) ?? .answered)
+            // The breaker pauses the origin for at most its maxCooldown, whatever
+            // the origin asked: the first answer says so too, as the breaker's
+            // own refusals after it do (an origin's 3600 would otherwise reach
+            // clients once, then 300).
+            if let pause = failure?.retryAfter, pause > breaker.maxCooldown { failure?.retryAfter = breaker.maxCooldown }
+        }
         services.metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if let failure { throw failure }
         if response.isNotModified { return response }
