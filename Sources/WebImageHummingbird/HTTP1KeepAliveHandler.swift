@@ -146,7 +146,8 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
 
     static func message(for error: HTTPParserError) -> String {
         switch error {
-        case .headerOverflow: "the request's line and header fields are longer than this server reads (80 KiB)"
+        // NIO's one error for either bound of Hummingbird's decoder.
+        case .headerOverflow: "the request's line and header fields are more than this server reads (80 KiB, or 1000 fields)"
         default: "the request is not valid HTTP/1.1 (\(error))"
         }
     }

@@ -558,6 +558,9 @@ struct ServeCommandTests {
         let refused = await RawHTTP.readUntilClosed(hostless).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
         #expect(refused.hasPrefix("HTTP/1.1 200") && refused.contains("HTTP/1.1 400 Bad Request") && refused.hasSuffix("which HTTP/1.1 requires\"}"),
                 "\(refused)")
+        // More header fields than the decoder reads, though short: 400 naming that bound too.
+        let many = try await RawHTTP.send(port: port, target: "/health", headers: Dictionary(uniqueKeysWithValues: (0..<1001).map { ("X-\($0)", "1") }))
+        #expect(many.status == 400 && String(decoding: many.body, as: UTF8.self).contains("1000 fields"), "\(many.status) \(String(decoding: many.body, as: UTF8.self))")
 
         let capped = try tool.start(["serve", "--cache-dir", tool.cache.path + "-capped", "--set", "http.port=0",
                                      "--set", "http.maxConnections=1", "--set", "http.idleTimeout=0"])
