@@ -137,15 +137,26 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard refusal == nil, !closingAfterAnswers else { return }  // this connection already ends here
         guard insideRequest else {
-            return refuse(Refusal(status: .badRequest, message: Self.message(for: parseError), method: .GET), context)
+            return refuse(Refusal(status: Self.status(for: parseError), message: Self.message(for: parseError), method: .GET), context)
         }
         closingAfterAnswers = true
         context.fireErrorCaught(error)
         if nothingPending { closeLingering(context) }
     }
 
+    /// 505 for another version of HTTP (RFC 9110 §15.6.6), 400 for the rest.
+    static func status(for error: HTTPParserError) -> HTTPResponseStatus {
+        switch error {
+        case .invalidVersion, .paused: .httpVersionNotSupported
+        default: .badRequest
+        }
+    }
+
     static func message(for error: HTTPParserError) -> String {
         switch error {
+        case .invalidVersion: "the request's HTTP version is not one this server speaks: HTTP/1.1 and 1.0 only"
+        // The parser stops at HTTP/2's connection preface (PRI * HTTP/2.0).
+        case .paused: "the request is HTTP/2 (its connection preface): this server speaks HTTP/1.1 and 1.0 only"
         // NIO's one error for either bound of Hummingbird's decoder.
         case .headerOverflow: "the request's line and header fields are more than this server reads (80 KiB, or 1000 fields)"
         default: "the request is not valid HTTP/1.1 (\(error))"

@@ -558,6 +558,13 @@ struct ServeCommandTests {
         let refused = await RawHTTP.readUntilClosed(hostless).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
         #expect(refused.hasPrefix("HTTP/1.1 200") && refused.contains("HTTP/1.1 400 Bad Request") && refused.hasSuffix("which HTTP/1.1 requires\"}"),
                 "\(refused)")
+        // Another HTTP version, and HTTP/2's connection preface: 505 saying so, and the close.
+        for (request, says) in [("GET /health HTTP/2.0\r\nHost: a\r\n\r\n", "HTTP version"), ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "HTTP/2")] {
+            let connection = try await RawHTTP.open(port: port, sending: request)
+            defer { close(connection) }
+            let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "still open or reset"
+            #expect(answer.hasPrefix("HTTP/1.1 505 HTTP Version Not Supported") && answer.contains(says) && answer.contains("HTTP/1.1 and 1.0 only"), "\(answer)")
+        }
         // More header fields than the decoder reads, though short: 400 naming that bound too.
         let many = try await RawHTTP.send(port: port, target: "/health", headers: Dictionary(uniqueKeysWithValues: (0..<1001).map { ("X-\($0)", "1") }))
         #expect(many.status == 400 && String(decoding: many.body, as: UTF8.self).contains("1000 fields"), "\(many.status) \(String(decoding: many.body, as: UTF8.self))")
