@@ -48,7 +48,9 @@ public struct QueryParameters: Sendable, Hashable {
     /// that a misspelt parameter is not answered as if it were absent.
     public func requireKnown(_ known: Set<String>) throws {
         if let unknown = names.first(where: { !known.contains($0) }) {
-            throw WebImageError(.invalidArgument, "\(unknown)= is not a parameter of this endpoint (\(known.sorted().joined(separator: ", ")))")
+            // Named as far as a reader needs: a name of 80 KB is not echoed whole into the answer and the log.
+            let shown = unknown.unicodeScalars.count > 64 ? String(String.UnicodeScalarView(unknown.unicodeScalars.prefix(64))) + "…" : unknown
+            throw WebImageError(.invalidArgument, "the parameter '\(shown)' is not one this endpoint reads (\(known.sorted().joined(separator: ", ")))")
         }
     }
 

@@ -39,6 +39,7 @@ enum OutputFile {
     /// - Throws: `WebImageError` `.invalidArgument` with a plain message when the
     ///   path names something that is not a directory or cannot be made.
     static func makeDirectory(_ path: String) throws {
+        guard !path.isEmpty else { throw WebImageError(.invalidArgument, "--out '': an empty path names no directory") }
         var info = stat()
         if stat(path, &info) == 0 {
             guard (info.st_mode & S_IFMT) == S_IFDIR else {

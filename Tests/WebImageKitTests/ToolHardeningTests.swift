@@ -132,6 +132,8 @@ struct ToolHardeningTests {
         #expect(!out.stderr.contains("Error Domain") && !out.stderr.contains("NSCocoa"), "\(out.stderr)")
         let under = try await tool.run(["load", "--store", "none", logo, "--out", logo + "/sub"])
         #expect(under.status == 2 && under.stderr.contains("--out") && under.stderr.contains("\(logo) is not a directory"), "\(under.stderr)")
+        let empty = try await tool.run(["load", "--store", "none", logo, "--out", ""])
+        #expect(empty.status == 2 && empty.stderr.contains("--out ''"), "\(empty.stderr)")
         // The same through the cache directory, for either store that keeps files.
         for store in ["lmdb", "filesystem"] {
             let cache = try await tool.run(["load", "--store", store, "--cache-dir", logo + "/cache", logo])

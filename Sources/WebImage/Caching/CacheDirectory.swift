@@ -28,20 +28,30 @@ package enum CacheDirectory {
     /// a time, so that a failure can say which part failed and why (Foundation's
     /// own error names a Cocoa code, "NSCocoaErrorDomain error 512"). Nil when
     /// the directory is there at the end, else what failed:
-    /// `/srv/file is not a directory`, `/proc/x: No such file or directory`.
+    /// `/srv/file is not a directory`, `/proc/x: No such file or directory`;
+    /// the directories it made before the failure are removed again.
     package static func makeDirectories(_ path: String, mode: mode_t) -> String? {
+        guard !path.isEmpty else { return "an empty path names no directory" }
         var prefix = path.hasPrefix("/") ? "" : "."
+        var made: [String] = []
+        func failed(_ reason: String) -> String {
+            for directory in made.reversed() { rmdir(directory) }
+            return reason
+        }
         for component in path.split(separator: "/") where component != "." {
             prefix += "/" + component
-            if mkdir(prefix, mode) == 0 { continue }
+            if mkdir(prefix, mode) == 0 {
+                made.append(prefix)
+                continue
+            }
             let code = errno
             var info = stat()
             if code == EEXIST {
                 if stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR { continue }
-                return "\(prefix) is not a directory"
+                return failed("\(prefix) is not a directory")
             }
             // A parent that exists but is a file reports ENOTDIR on the child.
-            return "\(prefix): \(String(cString: strerror(code)))"
+            return failed("\(prefix): \(String(cString: strerror(code)))")
         }
         return nil
     }

@@ -61,6 +61,11 @@ struct FileCacheStoreTests {
             #expect(error?.code == .storeFailed && error?.message.contains(expected) == true, "\(String(describing: error))")
             #expect(error?.message.contains("NSCocoaErrorDomain") == false)
         }
+        // A path that fails part way (a name longer than any file system takes) leaves none of the directories it made.
+        let tooLong = root.appendingPathComponent("made/also-made/" + String(repeating: "n", count: 300) + "/cache")
+        let long = #expect(throws: WebImageError.self) { try FileCacheStore(directory: tooLong, limits: .unlimited) }
+        #expect(long?.message.contains("File name too long") == true, "\(String(describing: long))")
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made before the failure are removed")
         let nested = root.appendingPathComponent("a/b/cache")
         _ = try FileCacheStore(directory: nested, limits: .unlimited)
         for path in ["a", "a/b", "a/b/cache"] {

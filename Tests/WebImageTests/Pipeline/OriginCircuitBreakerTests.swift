@@ -181,6 +181,12 @@ struct OriginCircuitBreakerTests {
         #expect(first?.statusCode == 503 && first?.retryAfter == .seconds(300), "\(String(describing: first))")
         let next = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("busy.timg"), options: .retryFailed) }
         #expect(next?.code == .originUnavailable && next?.retryAfter == .seconds(300), "\(String(describing: next))")
+        // The same when the loader throws the status (as the HTTP loader does) rather than returning it.
+        let thrown = Harness { $0.originBreaker = OriginCircuitBreaker(cooldown: .seconds(30), maxCooldown: .seconds(300), clock: clock.source) }
+        thrown.loader.serve("test://host/busy.timg", .init(data: Data(), error: WebImageError.httpStatus(429, url: "test://host/busy.timg", retryAfter: "3600")))
+        let thrownFirst = await #expect(throws: WebImageError.self) { try await thrown.manager.loadImage(with: thrown.url("busy.timg")) }
+        #expect(thrownFirst?.statusCode == 429 && thrownFirst?.retryAfter == .seconds(300), "\(String(describing: thrownFirst))")
+        await thrown.manager.shutdown()
         // Without a breaker the origin's own word (at most a day) is passed on.
         let plain = Harness { $0.originBreaker = nil }
         plain.loader.serve("test://host/busy.timg", .init(data: Data("busy".utf8), status: 503, headers: ["retry-after": "3600"]))

@@ -170,8 +170,8 @@ struct OriginalStage: Sendable {
         do {
             response = try await send(request, with: loader, limit: context.originLimit, progress: progress)
         } catch {
-            let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
-            if let admission { breaker?.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure)) }
+            var failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
+            if let admission, let breaker { Self.report(&failure, admission, to: breaker) }
             throw failure
         }
         // One error for a status outside 2xx and 304: its outcome for the breaker,
@@ -179,12 +179,7 @@ struct OriginalStage: Sendable {
         var failure = response.isNotModified || (200..<300).contains(response.statusCode) ? nil
             : WebImageError.httpStatus(response.statusCode, url: url.absoluteString, retryAfter: response.headers["retry-after"])
         if let admission, let breaker {
-            breaker.report(admission, outcome: failure.map(OriginCircuitBreaker.outcome(of:)) ?? .answered)
-            // The breaker pauses the origin for at most its maxCooldown, whatever
-            // the origin asked: the first answer says so too, as the breaker's
-            // own refusals after it do (an origin's 3600 would otherwise reach
-            // clients once, then 300).
-            if let pause = failure?.retryAfter, pause > breaker.maxCooldown { failure?.retryAfter = breaker.maxCooldown }
+            if failure != nil { Self.report(&failure!, admission, to: breaker) } else { breaker.report(admission, outcome: .answered) }
         }
         services.metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if let failure { throw failure }
@@ -193,6 +188,15 @@ struct OriginalStage: Sendable {
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
         }
         return response
+    }
+
+    /// Tells the breaker how a load failed. Its pause is at most its
+    /// maxCooldown, whatever the origin asked, so the failure's `retryAfter`
+    /// says no more: the first answer then names the pause the breaker's
+    /// refusals after it name (an origin's 3600 would reach clients once, then 300).
+    private static func report(_ failure: inout WebImageError, _ admission: OriginCircuitBreaker.Admission, to breaker: OriginCircuitBreaker) {
+        breaker.report(admission, outcome: OriginCircuitBreaker.outcome(of: failure))
+        if let pause = failure.retryAfter, pause > breaker.maxCooldown { failure.retryAfter = breaker.maxCooldown }
     }
 
     /// The loader's call, in its span, within the origin's share of the loader's slots.
