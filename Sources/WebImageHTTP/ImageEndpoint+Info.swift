@@ -24,9 +24,12 @@ extension ImageEndpoint {
         try parse { try parameters.requireKnown(Self.infoParameterNames) }
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
         let wantsPlaceholders = try parse { () throws -> Bool in
-            guard let text = parameters["placeholder"] else { return false }
-            guard let flag = Bool(setting: text) else { throw WebImageError(.invalidArgument, "placeholder='\(text)' is not 1 or 0") }
-            return flag
+            // One spelling each, as thumbnail's numbers have: `true` or `yes` would be another URL for the same answer.
+            switch parameters["placeholder"] {
+            case nil, "0": return false
+            case "1": return true
+            case let text?: throw WebImageError(.invalidArgument, "placeholder='\(text)' is not 1 or 0")
+            }
         }
         let context = context(for: url)
         let (info, cacheType) = try await manager.info(for: url, context: context)

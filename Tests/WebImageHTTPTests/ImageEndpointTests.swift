@@ -618,7 +618,10 @@ struct EndpointInfoTests {
         #expect(json["blurHash"] == nil)
         let withPlaceholders = EndpointFixture.json(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=1"))
         #expect((withPlaceholders["blurHash"] as? String)?.isEmpty == false && (withPlaceholders["thumbHash"] as? String)?.isEmpty == false)
-        #expect(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=maybe").status == .badRequest)
+        for spelling in ["maybe", "true", "yes", "", "01"] {
+            #expect(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=\(spelling)").status == .badRequest, "one spelling: 1 or 0, not '\(spelling)'")
+        }
+        #expect(EndpointFixture.json(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=0"))["blurHash"] == nil)
         let placeholder = EndpointFixture.json(await f.get("/placeholder?url=\(f.source("photo-1.jpg"))"))
         #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
         // A parameter the path does not read is refused, naming it, as thumbnail does.
