@@ -36,13 +36,23 @@ extension ImageManager {
     /// thumbnail loaded through the pipeline (so it is cached like any other,
     /// under `…#webimage(thumb=100x100)`, and the original is downloaded once).
     /// The hashes are computed on the manager's blocking pool.
+    ///
+    /// They are made from the thumbnail's stored bytes, decoded, whether the
+    /// thumbnail was just made or read from a cache: from the freshly made
+    /// pixels they would differ by the encoder's loss, so that one URL's hashes
+    /// would depend on whether this process had made its thumbnail.
     public func placeholders(for url: URL, options: ImageOptions = [], context: ImageContext = ImageContext()) async throws -> ImagePlaceholders {
         var context = context
         context.thumbnailPixelSize = PixelSize(100)
         context.preserveAspectRatio = true
         context.transformer = nil
-        let result = try await loadImage(with: url, options: options.subtracting(.avoidDecode), context: context)
-        guard let image = result.image else { throw WebImageError(.decodeFailed, "no image to make placeholders from") }
-        return try await configuration.pool.run { try image.placeholders() }
+        let result = try await loadImage(with: url, options: options.union(.avoidDecode), context: context)
+        guard let data = result.data else { throw WebImageError(.decodeFailed, "no thumbnail to make placeholders from") }
+        let coders = configuration.coders
+        return try await configuration.pool.run {
+            var decode = DecodeOptions()
+            decode.keepOrientation = true  // a thumbnail's bytes are upright already
+            return try coders.decode(data, options: decode).placeholders()
+        }
     }
 }

@@ -279,9 +279,24 @@ struct ServiceTransformerTests {
         configuration.coders.registerVips()
         let manager = ImageManager(configuration: configuration)
         #expect(try await manager.placeholders(for: file) == hashes)
-        #expect(manager.memoryCache?.image(forKey: manager.resultKey(for: file, context: ImageContext(thumbnailPixelSize: PixelSize(100)))) != nil,
-                "made from a cached 100x100 thumbnail")
+        let key = manager.resultKey(for: file, context: ImageContext(thumbnailPixelSize: PixelSize(100)))
+        #expect(manager.memoryCache?.data(forKey: key) != nil, "made from a cached 100x100 thumbnail's bytes")
         await manager.shutdown()
+
+        // A photo's hashes are the same whether its thumbnail was just made or read
+        // back from the store (as after a restart): both come from its stored bytes.
+        let photo = directory.appendingPathComponent("photo.jpg")
+        try Fixtures.photoJPEG(width: 640, height: 427).write(to: photo)
+        let store = MemoryCacheStore(limits: .unlimited)
+        var stored = ImageManager.Configuration()
+        stored.coders.registerVips()
+        stored.store = store
+        let first = ImageManager(configuration: stored)
+        let fresh = try await first.placeholders(for: photo, options: .waitStoreCache)
+        await first.shutdown()
+        let second = ImageManager(configuration: stored)
+        #expect(try await second.placeholders(for: photo) == fresh, "read back from the store")
+        await second.shutdown()
     }
 
     @Test("the new transformers apply to every frame of an animation")
