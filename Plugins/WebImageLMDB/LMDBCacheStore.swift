@@ -87,13 +87,15 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
         readers: BlockingThreadPool = .io,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        self.directory = directory.standardizedFileURL
         self.limits = limits
         self.clock = clock
         self.readers = readers
         self.readsOnCallingThread = options.readsOnCallingThread
         let maxMap = options.maxMapSize ?? max(1 << 30, (limits.maxSize ?? (4 << 30)) * 4)
         do {
+            // The directory as the kernel resolved it when making it: `..` after a
+            // symbolic link is not simplified as text (a standardized URL would be).
+            self.directory = try CacheDirectory.prepare(directory)
             environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
         } catch {
             writer.shutdown()

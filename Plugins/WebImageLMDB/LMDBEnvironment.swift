@@ -44,8 +44,8 @@ final class LMDBEnvironment: @unchecked Sendable {
     private struct IdleReader: @unchecked Sendable { let txn: OpaquePointer }
     private static let maxIdleReaders = 64
 
-    init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
-        try CacheDirectory.prepare(directory)
+    init(directory requested: URL, mapSize: Int, maxMapSize: Int) throws {
+        let directory = try CacheDirectory.prepare(requested)
         Self.setAsideIfDamaged(directory)
         let mapLock = try ReadWriteLock()
         var env: OpaquePointer?

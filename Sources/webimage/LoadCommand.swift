@@ -89,8 +89,9 @@ struct LoadCommand: AsyncParsableCommand {
         }
         let manager = try await global.manager()
         let context = try loadContext(manager)
+        var outDirectory: String?
         if let out {
-            do { try OutputFile.makeDirectory(out) } catch let error as WebImageError {
+            do { outDirectory = try OutputFile.makeDirectory(out) } catch let error as WebImageError {
                 Terminal.error(error.message)
                 throw ExitCode(2)
             }
@@ -101,7 +102,7 @@ struct LoadCommand: AsyncParsableCommand {
         let watcher = await Self.stopOnSignals(source, interrupted)
         defer { watcher.cancel() }
         let load = InputLoad(manager: manager, context: context, options: cacheOnly ? [.waitStoreCache, .fromCacheOnly] : [.waitStoreCache],
-                             out: out)
+                             out: outDirectory)
         await Self.loadAll(source, load, reporter, limits: limits)
         reporter.finish()
         await manager.shutdown(gracePeriod: .seconds(30))

@@ -38,20 +38,15 @@ enum OutputFile {
     /// Makes the `--out` directory (and its parents) if it is missing.
     /// - Throws: `WebImageError` `.invalidArgument` with a plain message when the
     ///   path names something that is not a directory or cannot be made.
-    static func makeDirectory(_ path: String) throws {
+    /// - Returns: the directory as the kernel resolved it (`realpath`), which
+    ///   the writes use: `..` after a symbolic link is the target's parent.
+    static func makeDirectory(_ path: String) throws -> String {
         guard !path.isEmpty else { throw WebImageError(.invalidArgument, "--out '': an empty path names no directory") }
-        var info = stat()
-        if stat(path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFDIR else {
-                throw WebImageError(.invalidArgument, "--out \(path): it exists and is not a directory")
-            }
-            guard access(path, W_OK | X_OK) == 0 else {
-                throw WebImageError(.invalidArgument, "--out \(path): \(String(cString: strerror(errno)))")
-            }
-            return
-        }
-        if let failure = CacheDirectory.makeDirectories(path, mode: 0o755) {
-            throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(failure)")
+        switch CacheDirectory.ensure(path, mode: 0o755) {
+        case nil: return CacheDirectory.resolved(path) ?? path
+        case .notADirectory: throw WebImageError(.invalidArgument, "--out \(path): it exists and is not a directory")
+        case .notWritable(let reason): throw WebImageError(.invalidArgument, "--out \(path): \(reason)")
+        case .cannotMake(let reason): throw WebImageError(.invalidArgument, "--out \(path): cannot make the directory: \(reason)")
         }
     }
 }

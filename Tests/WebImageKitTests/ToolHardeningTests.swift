@@ -132,6 +132,15 @@ struct ToolHardeningTests {
         #expect(!out.stderr.contains("Error Domain") && !out.stderr.contains("NSCocoa"), "\(out.stderr)")
         let under = try await tool.run(["load", "--store", "none", logo, "--out", logo + "/sub"])
         #expect(under.status == 2 && under.stderr.contains("--out") && under.stderr.contains("\(logo) is not a directory"), "\(under.stderr)")
+        // `..` after a symbolic link, for --out and the cache: where the kernel resolves it.
+        let inner = tool.home.appendingPathComponent("real/inner")
+        try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: tool.home.appendingPathComponent("link"), withDestinationURL: inner)
+        let linked = try await tool.run(["load", "--store", "lmdb", "--cache-dir", tool.home.path + "/link/../cache", logo, "--out", tool.home.path + "/link/../out"])
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(FileManager.default.fileExists(atPath: tool.home.path + "/real/out/logo.png"), "\(linked.stderr)")
+        #expect(FileManager.default.fileExists(atPath: tool.home.path + "/real/cache/data.mdb"))
+        #expect(!FileManager.default.fileExists(atPath: tool.home.path + "/out") && !FileManager.default.fileExists(atPath: tool.home.path + "/cache"))
         let empty = try await tool.run(["load", "--store", "none", logo, "--out", ""])
         #expect(empty.status == 2 && empty.stderr.contains("--out ''"), "\(empty.stderr)")
         // The same through the cache directory, for either store that keeps files.

@@ -7,21 +7,48 @@ package enum CacheDirectory {
     /// - Throws: ``WebImageError/Code/storeFailed`` saying which it is not, in
     ///   the system's words (`Not a directory`, `Permission denied`), naming the
     ///   part of the path that failed.
-    package static func prepare(_ directory: URL) throws {
+    /// - Returns: the directory as the kernel resolved it (`realpath`): `..`
+    ///   after a symbolic link is the link's target's parent, as `mkdir` found
+    ///   it, not the path simplified as text (as a standardized URL would be).
+    @discardableResult
+    package static func prepare(_ directory: URL) throws -> URL {
         let path = directory.path
+        switch ensure(path, mode: 0o700) {
+        case nil: return resolved(path).map { URL(fileURLWithPath: $0, isDirectory: true) } ?? directory
+        case .notADirectory: throw WebImageError(.storeFailed, "cache directory \(path) exists and is not a directory")
+        case .notWritable(let reason): throw WebImageError(.storeFailed, "cache directory \(path) cannot be written: \(reason)")
+        case .cannotMake(let reason): throw WebImageError(.storeFailed, "cannot create cache directory \(path): \(reason)")
+        }
+    }
+
+    /// `path` with every symbolic link and `.` or `..` resolved by the kernel, or nil.
+    package static func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    /// Why a directory could not be had.
+    package enum Failure: Equatable, Sendable {
+        /// The path exists and is something else.
+        case notADirectory
+        /// It exists and this process cannot write it: the system's reason.
+        case notWritable(String)
+        /// It, or a parent, could not be made: which part failed, and why.
+        case cannotMake(String)
+    }
+
+    /// A directory at `path` this process can write: there already, or made
+    /// with its missing parents (each `mode`, see ``makeDirectories(_:mode:)``).
+    /// Nil when it is there, else why not.
+    package static func ensure(_ path: String, mode: mode_t) -> Failure? {
         var info = stat()
-        if stat(path, &info) == 0 {
-            guard (info.st_mode & S_IFMT) == S_IFDIR else {
-                throw WebImageError(.storeFailed, "cache directory \(path) exists and is not a directory")
-            }
-            guard access(path, W_OK | X_OK) == 0 else {
-                throw WebImageError(.storeFailed, "cache directory \(path) cannot be written: \(String(cString: strerror(errno)))")
-            }
-            return
+        if !path.isEmpty, stat(path, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else { return .notADirectory }
+            guard access(path, W_OK | X_OK) == 0 else { return .notWritable(String(cString: strerror(errno))) }
+            return nil
         }
-        if let failure = makeDirectories(path, mode: 0o700) {
-            throw WebImageError(.storeFailed, "cannot create cache directory \(path): \(failure)")
-        }
+        return makeDirectories(path, mode: mode).map(Failure.cannotMake)
     }
 
     /// Makes `path` and its missing parents, each with `mode`, one `mkdir(2)` at

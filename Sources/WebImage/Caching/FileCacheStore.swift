@@ -95,12 +95,13 @@ public final class FileCacheStore: CacheStore {
         readsOnCallingThread: Bool = true,
         clock: @escaping @Sendable () -> Date = { Date() }
     ) throws {
-        self.directory = directory.standardizedFileURL
+        // The directory as the kernel resolved it when making it: `..` after a
+        // symbolic link is not simplified as text (a standardized URL would be).
+        self.directory = try FileCacheStore.prepare(directory)
         self.directoryPrefix = self.directory.path.hasSuffix("/") ? self.directory.path : self.directory.path + "/"
         self.limits = limits
         self.pool = pool
         self.clock = clock
-        try FileCacheStore.prepare(self.directory)
         self.readsInline = readsOnCallingThread && Self.isLocalFilesystem(self.directory.path)
         sweeper.withLock { $0 = .removingExpired(from: self, every: limits.sweepInterval) }
     }
@@ -195,12 +196,11 @@ public final class FileCacheStore: CacheStore {
 extension FileCacheStore {
     var tmpDirectory: String { directoryPrefix + "tmp" }
 
-    private static func prepare(_ directory: URL) throws {
-        try CacheDirectory.prepare(directory)
-        try CacheDirectory.prepare(directory.appendingPathComponent("tmp"))
-        guard access(directory.path, W_OK | X_OK) == 0 else {
-            throw WebImageError(.storeFailed, "cache directory \(directory.path) is not writable: \(String(cString: strerror(errno)))")
-        }
+    /// The directory, made if needed and resolved, with its `tmp` inside.
+    private static func prepare(_ directory: URL) throws -> URL {
+        let resolved = try CacheDirectory.prepare(directory)
+        try CacheDirectory.prepare(resolved.appendingPathComponent("tmp"))
+        return resolved
     }
 
     /// A file extension safe in a name: the key's, if short and alphanumeric.

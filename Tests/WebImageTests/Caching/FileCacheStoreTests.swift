@@ -49,7 +49,7 @@ struct FileCacheStoreTests {
     }
 
     @Test("a directory that cannot be made is storeFailed in the system's words, naming the part of the path that failed; missing parents are made 0700")
-    func directoryErrors() throws {
+    func directoryErrors() async throws {
         let root = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: root) }
         let file = root.appendingPathComponent("file")
@@ -66,6 +66,15 @@ struct FileCacheStoreTests {
         let long = #expect(throws: WebImageError.self) { try FileCacheStore(directory: tooLong, limits: .unlimited) }
         #expect(long?.message.contains("File name too long") == true, "\(String(describing: long))")
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made before the failure are removed")
+        // `..` after a symbolic link is the link's target's parent, as the kernel resolves it, for the store's every file.
+        let inner = root.appendingPathComponent("real/inner")
+        try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("link"), withDestinationURL: inner)
+        let linked = try FileCacheStore(directory: root.appendingPathComponent("link/../cache"), limits: .unlimited)
+        try await linked.setData(Data([7]), forKey: "k")
+        #expect(linked.directory.path == root.appendingPathComponent("real/cache").resolvingSymlinksInPath().path, "\(linked.directory.path)")
+        #expect(try await linked.data(forKey: "k") == Data([7]))
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("cache").path), "not the path simplified as text")
         let nested = root.appendingPathComponent("a/b/cache")
         _ = try FileCacheStore(directory: nested, limits: .unlimited)
         for path in ["a", "a/b", "a/b/cache"] {
