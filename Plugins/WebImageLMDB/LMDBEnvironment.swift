@@ -44,8 +44,9 @@ final class LMDBEnvironment: @unchecked Sendable {
     private struct IdleReader: @unchecked Sendable { let txn: OpaquePointer }
     private static let maxIdleReaders = 64
 
-    init(directory requested: URL, mapSize: Int, maxMapSize: Int) throws {
-        let directory = try CacheDirectory.prepare(requested)
+    /// - Parameter directory: made and resolved already (`CacheDirectory.prepare`,
+    ///   which ``LMDBCacheStore`` calls first).
+    init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
         Self.setAsideIfDamaged(directory)
         let mapLock = try ReadWriteLock()
         var env: OpaquePointer?
