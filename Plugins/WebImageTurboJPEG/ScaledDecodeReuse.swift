@@ -117,7 +117,8 @@ public final class ScaledDecodeReuse: Sendable {
             return pixels
         case .running(let pending):
             // Nil when that decode failed: this one tries itself (and meets the same error).
-            if let pixels = pending.wait() {
+            // The wait gives this thread's core to another job of the pool meanwhile.
+            if let pixels = BlockingThreadPool.blocking({ pending.wait() }) {
                 state.withLock { $0.hits += 1 }
                 return pixels
             }

@@ -70,6 +70,17 @@ package func blockingThreadPoolExample(bytes: Data) async throws {
     _ = pixels
 }
 
+/// The blocking(_:) example's decode of the same file that another job runs.
+private struct RunningDecode { func wait() -> [UInt8] { [] } }
+
+package func blockingRegionExample() {
+    let decodeOfTheSameFile = RunningDecode()
+// snippet-begin: BlockingThreadPool.blocking
+    let pixels = BlockingThreadPool.blocking { decodeOfTheSameFile.wait() }
+// snippet-end
+    _ = pixels
+}
+
 package func cacheKeyFilterExample(configuration: inout ImageManager.Configuration) {
 // snippet-begin: CacheKeyFilter
     // Signed URLs change on every request; strip the signature to share one entry.

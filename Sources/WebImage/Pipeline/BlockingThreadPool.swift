@@ -16,7 +16,7 @@ import Glibc
 /// still waits in the queue gets `CancellationError` at once and the job never
 /// runs; a job that has started runs to the end (a C call cannot be interrupted).
 public final class BlockingThreadPool: Sendable {
-    /// The pool for CPU-bound work (decoding, transforming, encoding): one thread per core.
+    /// The pool for CPU-bound work (decoding, transforming, encoding): one job per core at once.
     public static let shared = BlockingThreadPool(threadCount: ProcessInfo.processInfo.activeProcessorCount, name: "webimage.blocking")
 
     /// The pool for blocking I/O (disk stores, file loads): separate from
@@ -38,25 +38,65 @@ public final class BlockingThreadPool: Sendable {
 
     private let queue = Lock(Queue())
     private let available = DispatchSemaphore(value: 0)
-    /// The number of threads.
+    /// One per job that may run at once: a thread holds one while it runs a job,
+    /// except inside ``blocking(_:)``.
+    private let slots: DispatchSemaphore
+    /// The number of jobs that run at once.
     public let threadCount: Int
+    /// The threads: `threadCount`, and as many again that take the slots of
+    /// threads waiting inside ``blocking(_:)``.
+    private let allThreads: Int
 
     /// Jobs waiting for a thread (not those running).
     public var queuedJobs: Int { queue.withLock { $0.jobs.count } }
 
-    /// Starts `threadCount` threads named `name-N`.
+    /// Starts `threadCount` threads named `name-N`, and `threadCount` more that
+    /// run jobs only while others wait inside ``blocking(_:)``.
     public init(threadCount: Int, name: String) {
         self.threadCount = max(1, threadCount)
-        for index in 0..<self.threadCount {
+        self.allThreads = 2 * self.threadCount
+        self.slots = DispatchSemaphore(value: self.threadCount)
+        for index in 0..<allThreads {
             // Each thread holds the pool until `shutdown()`; the shared pool lives forever.
             let full = "\(name)-\(index)"
             let thread = Thread {
                 Self.nameCurrentThread(full)
+                pthread_setspecific(Self.currentPool, Unmanaged.passUnretained(self).toOpaque())
                 self.work()
             }
             thread.name = full
             thread.start()
         }
+    }
+
+    /// The pool whose thread this is, for ``blocking(_:)``.
+    private static let currentPool: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    /// Runs `body`, which waits for something other than the processor (another
+    /// job's result, say), and lets another job of the pool run on the processor
+    /// meanwhile, when called from a job of a pool. Elsewhere it only runs `body`.
+    ///
+    /// Without it, a job that waits for another job's result holds one of the
+    /// pool's processors idle: with one per core, several sizes of one photo
+    /// waiting for its one decode left a core with nothing to do. Each pool has
+    /// as many threads again as it runs jobs at once, to take over while jobs
+    /// wait here; once `body` returns, the job waits for a processor of the
+    /// pool again, so no more than ``threadCount`` jobs ever run at once.
+    /// What `body` waits for must not be a job still queued in the same pool.
+    ///
+    /// ```swift
+    /// let pixels = BlockingThreadPool.blocking { decodeOfTheSameFile.wait() }
+    /// ```
+    public static func blocking<T>(_ body: () throws -> T) rethrows -> T {
+        guard let raw = pthread_getspecific(currentPool) else { return try body() }
+        let pool = Unmanaged<BlockingThreadPool>.fromOpaque(raw).takeUnretainedValue()
+        pool.slots.signal()
+        defer { pool.slots.wait() }
+        return try body()
     }
 
     /// Gives the calling thread `name` as the OS knows it (`top -H`, `/proc`, gdb,
@@ -78,7 +118,7 @@ public final class BlockingThreadPool: Sendable {
     /// Stops the threads once the queued jobs are done. Jobs submitted later throw.
     public func shutdown() {
         queue.withLock { $0.stopped = true }
-        for _ in 0..<threadCount { available.signal() }
+        for _ in 0..<allThreads { available.signal() }
     }
 
     /// Runs `body` on one of the pool's threads and returns its result.
@@ -115,11 +155,15 @@ public final class BlockingThreadPool: Sendable {
     private func work() {
         while true {
             available.wait()
-            guard let job = queue.withLock({ $0.jobs.popFirst() }) else {
-                if queue.withLock({ $0.stopped }) { return }
-                continue
-            }
-            job.run()
+            slots.wait()
+            // The job (and its input) is released before its processor is given back.
+            let ran: Bool = {
+                guard let job = queue.withLock({ $0.jobs.popFirst() }) else { return false }
+                job.run()
+                return true
+            }()
+            slots.signal()
+            if !ran, queue.withLock({ $0.stopped }) { return }
         }
     }
 }

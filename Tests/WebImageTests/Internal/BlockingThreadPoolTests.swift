@@ -10,6 +10,11 @@ private final class Payload: Sendable {
     init(count: Int) { bytes = Data(count: count) }
 }
 
+/// Jobs running at once, the most seen, and waits inside `blocking(_:)`.
+private final class RunningJobs: Sendable {
+    let state = Mutex((running: 0, most: 0, waited: 0))
+}
+
 @Suite("BlockingThreadPool")
 struct BlockingThreadPoolTests {
     @Test("its threads carry their names where the OS shows them (/proc, top -H, gdb, perf): wi.blocking-N, wi.io-N")
@@ -44,6 +49,59 @@ struct BlockingThreadPoolTests {
             try await pool.run {}
             #expect(watched == nil, "the pool still holds a finished job's input")
         }
+    }
+
+    @Test("a job waiting inside blocking(_:) gives its processor to the next job, and takes one back before it goes on")
+    func blockingGivesUpTheProcessor() async throws {
+        let pool = BlockingThreadPool(threadCount: 1, name: "test.pool")
+        defer { pool.shutdown() }
+        let gate = DispatchSemaphore(value: 0)
+        let waiting = Tally()
+        // The one processor's job waits for the next job: without blocking(_:) the
+        // next job could not start until this wait timed out.
+        let first = Task {
+            try await pool.run { () -> Bool in
+                waiting.increment()
+                return BlockingThreadPool.blocking { gate.wait(timeout: .now() + .seconds(120)) } == .success
+            }
+        }
+        try #require(await eventually { waiting.value == 1 })
+        _ = try await pool.run { gate.signal() }
+        #expect(try await first.value, "the next job did not run while the first waited")
+        // Outside a pool's job it only runs the body.
+        #expect(BlockingThreadPool.blocking { 42 } == 42)
+    }
+
+    @Test("no more than threadCount jobs run at once when some wait inside blocking(_:)")
+    func blockingKeepsTheBound() async throws {
+        let pool = BlockingThreadPool(threadCount: 2, name: "test.pool")
+        defer { pool.shutdown() }
+        let counts = RunningJobs()
+        let running = { @Sendable (change: Int) in counts.state.withLock { $0.running += change; $0.most = max($0.most, $0.running) } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<16 {
+                group.addTask {
+                    try await pool.run {
+                        running(1)
+                        usleep(2_000)
+                        if index.isMultiple(of: 2) {
+                            running(-1)
+                            BlockingThreadPool.blocking {
+                                counts.state.withLock { $0.waited += 1 }
+                                usleep(5_000)
+                            }
+                            running(1)
+                            usleep(1_000)
+                        }
+                        running(-1)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let final = counts.state.withLock { $0 }
+        #expect(final.waited == 8 && final.running == 0)
+        #expect(final.most <= 2, "\(final.most) jobs ran at once on a pool of 2")
     }
 
     @Test("a job cancelled while queued never runs, and its caller returns at once")
