@@ -23,8 +23,11 @@ requests, then after `--idle` seconds of no traffic, and fails (exit 1) on:
 - a deliberate mistake that is not a 4xx;
 - anonymous RSS above the bound: memory.costLimit + 512 MiB (the work budget's
   peak, serving.md) + 256 MiB;
-- anonymous RSS after the idle wait above twice its value after the first
-  1 000 requests (or after the first tenth of a shorter run).
+- anonymous RSS beyond the memory tier's bytes after the idle wait above twice
+  the same after the first 1 000 requests (or after the first tenth of a
+  shorter run). The tier (`memory.costLimit`) is kept by design and fills over
+  the run, so it is left out on both sides: what is checked is whether the rest
+  comes back.
 
 `make soak-mixed` runs 20 000 requests; CI runs 2 000 (`make soak-mixed-ci`).
 """
@@ -303,9 +306,11 @@ def main():
             problems.append(f"{len(failures)} requests answered wrongly")
         if peak_anon > bound:
             problems.append(f"anonymous RSS reached {peak_anon / MIB:.0f} MiB, over the bound {bound / MIB:.0f} MiB")
-        if idle["RssAnon"] > 2 * first:
-            problems.append(f"after {args.idle:.0f} s idle anonymous RSS is {idle['RssAnon'] / MIB:.0f} MiB, over twice "
-                            f"its {first / MIB:.0f} MiB after the first {state['samples'][0]['requests'] if state['samples'] else 0} requests")
+        first_beyond = first - (state["samples"][0]["tier"] if state["samples"] else idle["tier"])
+        idle_beyond = idle["RssAnon"] - idle["tier"]
+        if idle_beyond > 2 * first_beyond:
+            problems.append(f"after {args.idle:.0f} s idle anonymous RSS beyond the memory tier is {idle_beyond / MIB:.0f} MiB, over twice "
+                            f"its {first_beyond / MIB:.0f} MiB after the first {state['samples'][0]['requests'] if state['samples'] else 0} requests")
         server.send_signal(15)
         code = server.wait(timeout=60)
         server = None
@@ -326,7 +331,8 @@ def main():
             print(open(os.path.join(work, "serve.log")).read()[-3000:])
             return 1
         print(f"soak-mixed passed: {args.requests} requests in {busy:.0f} s, anonymous RSS peak {peak_anon / MIB:.0f} MiB "
-              f"(bound {bound / MIB:.0f}), {idle['RssAnon'] / MIB:.0f} MiB after {args.idle:.0f} s idle")
+              f"(bound {bound / MIB:.0f}), {idle['RssAnon'] / MIB:.0f} MiB after {args.idle:.0f} s idle "
+              f"({idle_beyond / MIB:.0f} beyond the memory tier, against {first_beyond / MIB:.0f} after the first sample)")
         return 0
     finally:
         if server is not None:

@@ -92,12 +92,16 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
         self.readers = readers
         self.readsOnCallingThread = options.readsOnCallingThread
         let maxMap = options.maxMapSize ?? max(1 << 30, (limits.maxSize ?? (4 << 30)) * 4)
+        // The directories made here, removed again if the environment cannot open
+        // (a path too long for its files, say): a failed open leaves nothing behind.
+        var made: [String] = []
         do {
             // The directory as the kernel resolved it when making it: `..` after a
             // symbolic link is not simplified as text (a standardized URL would be).
-            self.directory = try CacheDirectory.prepare(directory)
+            self.directory = try CacheDirectory.prepare(directory, made: &made)
             environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
         } catch {
+            CacheDirectory.removeMade(made)
             writer.shutdown()
             throw error
         }

@@ -35,3 +35,18 @@ package struct SmallFileSystem {
     }
 }
 
+
+/// A directory path of exactly `length` bytes: `root`/made, then components of
+/// at most 200 bytes. Near `PATH_MAX` (4096 with its NUL), it names a directory
+/// that can be made but whose files' paths are too long.
+package func pathOfLength(_ length: Int, under root: URL) -> URL {
+    var path = root.appendingPathComponent("made").path
+    precondition(path.utf8.count + 2 <= length, "no room under \(root.path)")
+    while path.utf8.count < length {
+        let remaining = length - path.utf8.count
+        // Each component is "/" and at least one byte: never leave a remainder of one.
+        let component = remaining <= 201 ? remaining - 1 : remaining - 201 < 2 ? 199 : 200
+        path += "/" + String(repeating: "d", count: component)
+    }
+    return URL(fileURLWithPath: path)
+}

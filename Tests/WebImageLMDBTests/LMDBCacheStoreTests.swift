@@ -3,6 +3,7 @@ import Testing
 import WebImage
 import WebImageLMDB
 import WebImageTesting
+import WebImageTestSupport
 
 /// The content the helper process writes for a key (kept in step with LMDBHelper/main.swift).
 func helperValue(for index: Int, prefix: String) -> Data {
@@ -250,6 +251,13 @@ struct LMDBCacheStoreTests {
         try Data([1]).write(to: file)
         let notDirectory = #expect(throws: WebImageError.self) { try LMDBCacheStore(directory: file) }
         #expect(notDirectory?.code == .storeFailed && notDirectory?.message.contains("not a directory") == true)
+
+        // A directory that can be made but whose files' paths are too long for LMDB:
+        // the open fails, and the directories made for it are removed again.
+        let deep = pathOfLength(4096 - 5, under: root)
+        let tooLong = #expect(throws: WebImageError.self) { try LMDBCacheStore(directory: deep) }
+        #expect(tooLong?.code == .storeFailed && tooLong?.message.contains("mdb_env_open") == true, "\(String(describing: tooLong))")
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made for it are left behind")
 
         let corrupt = root.appendingPathComponent("corrupt")
         try FileManager.default.createDirectory(at: corrupt, withIntermediateDirectories: true)

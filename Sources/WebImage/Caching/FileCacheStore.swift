@@ -196,10 +196,17 @@ public final class FileCacheStore: CacheStore {
 extension FileCacheStore {
     var tmpDirectory: String { directoryPrefix + "tmp" }
 
-    /// The directory, made if needed and resolved, with its `tmp` inside.
+    /// The directory, made if needed and resolved, with its `tmp` inside. When
+    /// `tmp` cannot be had, the directories made here are removed again.
     private static func prepare(_ directory: URL) throws -> URL {
-        let resolved = try CacheDirectory.prepare(directory)
-        try CacheDirectory.prepare(resolved.appendingPathComponent("tmp"))
+        var made: [String] = []
+        let resolved = try CacheDirectory.prepare(directory, made: &made)
+        do {
+            try CacheDirectory.prepare(resolved.appendingPathComponent("tmp"), made: &made)
+        } catch {
+            CacheDirectory.removeMade(made)
+            throw error
+        }
         return resolved
     }
 

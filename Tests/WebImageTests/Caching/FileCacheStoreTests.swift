@@ -66,6 +66,11 @@ struct FileCacheStoreTests {
         let long = #expect(throws: WebImageError.self) { try FileCacheStore(directory: tooLong, limits: .unlimited) }
         #expect(long?.message.contains("File name too long") == true, "\(String(describing: long))")
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made before the failure are removed")
+        // A directory that can be made but not its `tmp` (the path would pass PATH_MAX): none of it is left.
+        let noRoomForTmp = pathOfLength(4096 - 3, under: root)
+        let noTmp = #expect(throws: WebImageError.self) { try FileCacheStore(directory: noRoomForTmp, limits: .unlimited) }
+        #expect(noTmp?.code == .storeFailed && noTmp?.message.contains("tmp") == true, "\(String(describing: noTmp))")
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made for the store are removed")
         // `..` after a symbolic link is the link's target's parent, as the kernel resolves it, for the store's every file.
         let inner = root.appendingPathComponent("real/inner")
         try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)
