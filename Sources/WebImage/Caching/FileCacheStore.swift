@@ -197,11 +197,18 @@ extension FileCacheStore {
     var tmpDirectory: String { directoryPrefix + "tmp" }
 
     /// The directory, made if needed and resolved, with its `tmp` inside. When
-    /// `tmp` cannot be had, the directories made here are removed again.
+    /// `tmp` cannot be had, or an entry's path would be longer than the system
+    /// takes, the directories made here are removed again.
     private static func prepare(_ directory: URL) throws -> URL {
         var made: [String] = []
         let resolved = try CacheDirectory.prepare(directory, made: &made)
         do {
+            // An entry is "/" and 64 hex digits and an extension of up to 5 ("." included, 71
+            // bytes); Linux takes paths of up to 4095 bytes (PATH_MAX with its NUL).
+            let longest = resolved.path.utf8.count + 71
+            guard longest <= 4095 else {
+                throw WebImageError(.storeFailed, "cache directory \(directory.path) is too long: its entries' paths would be up to \(longest) bytes, and the system takes 4095")
+            }
             try CacheDirectory.prepare(resolved.appendingPathComponent("tmp"), made: &made)
         } catch {
             CacheDirectory.removeMade(made)

@@ -56,6 +56,9 @@ final class BackgroundWork: Sendable {
     /// Refuses new work from now on; work already started goes on.
     func stop() { state.withLock { $0.stopped = true } }
 
+    /// Whether ``stop()`` was called: work is refused because the manager shuts down.
+    var isStopped: Bool { state.withLock { $0.stopped } }
+
     func leave(bytes: Int = 0) {
         let idle = state.withLock { state -> Bool in
             state.pending -= 1

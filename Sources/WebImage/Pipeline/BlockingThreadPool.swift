@@ -70,11 +70,16 @@ public final class BlockingThreadPool: Sendable {
     }
 
     /// The pool whose thread this is, for ``blocking(_:)``.
-    private static let currentPool: pthread_key_t = {
+    private static let currentPool = makeThreadKey()
+    /// Set while this thread's job waits inside ``blocking(_:)``: a call within
+    /// that wait has no processor to give.
+    private static let lending = makeThreadKey()
+
+    private static func makeThreadKey() -> pthread_key_t {
         var key = pthread_key_t()
         precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
         return key
-    }()
+    }
 
     /// Runs `body`, which waits for something other than the processor (another
     /// job's result, say), and lets another job of the pool run on the processor
@@ -86,16 +91,21 @@ public final class BlockingThreadPool: Sendable {
     /// as many threads again as it runs jobs at once, to take over while jobs
     /// wait here; once `body` returns, the job waits for a processor of the
     /// pool again, so no more than ``threadCount`` jobs ever run at once.
-    /// What `body` waits for must not be a job still queued in the same pool.
+    /// What `body` waits for must not be a job still queued in the same pool. A
+    /// call within another's wait only runs its body.
     ///
     /// ```swift
     /// let pixels = BlockingThreadPool.blocking { decodeOfTheSameFile.wait() }
     /// ```
     public static func blocking<T>(_ body: () throws -> T) rethrows -> T {
-        guard let raw = pthread_getspecific(currentPool) else { return try body() }
+        guard let raw = pthread_getspecific(currentPool), pthread_getspecific(lending) == nil else { return try body() }
         let pool = Unmanaged<BlockingThreadPool>.fromOpaque(raw).takeUnretainedValue()
+        pthread_setspecific(lending, raw)
         pool.slots.signal()
-        defer { pool.slots.wait() }
+        defer {
+            pool.slots.wait()
+            pthread_setspecific(lending, nil)
+        }
         return try body()
     }
 

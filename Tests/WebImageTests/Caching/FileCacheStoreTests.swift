@@ -66,11 +66,20 @@ struct FileCacheStoreTests {
         let long = #expect(throws: WebImageError.self) { try FileCacheStore(directory: tooLong, limits: .unlimited) }
         #expect(long?.message.contains("File name too long") == true, "\(String(describing: long))")
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made before the failure are removed")
-        // A directory that can be made but not its `tmp` (the path would pass PATH_MAX): none of it is left.
-        let noRoomForTmp = pathOfLength(4096 - 3, under: root)
-        let noTmp = #expect(throws: WebImageError.self) { try FileCacheStore(directory: noRoomForTmp, limits: .unlimited) }
-        #expect(noTmp?.code == .storeFailed && noTmp?.message.contains("tmp") == true, "\(String(describing: noTmp))")
-        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made for the store are removed")
+        // A directory that can be made, but whose entries' paths would pass PATH_MAX: refused at
+        // once (it used to start, then fail every read and write), and none of it is left.
+        for length in [4096 - 3, 4030] {
+            let noRoom = pathOfLength(length, under: root)
+            let tooLong = #expect(throws: WebImageError.self) { try FileCacheStore(directory: noRoom, limits: .unlimited) }
+            #expect(tooLong?.code == .storeFailed && tooLong?.message.contains("is too long") == true, "\(String(describing: tooLong))")
+            #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made for the store are removed")
+        }
+        // One byte shorter than the longest entry path the system takes: it works.
+        let longest = pathOfLength(4095 - 71, under: root)
+        let fits = try FileCacheStore(directory: longest, limits: .unlimited)
+        try await fits.setData(Data([9]), forKey: "https://x.com/a.jpeg")
+        #expect(try await fits.data(forKey: "https://x.com/a.jpeg") == Data([9]))
+        try FileManager.default.removeItem(at: root.appendingPathComponent("made"))
         // `..` after a symbolic link is the link's target's parent, as the kernel resolves it, for the store's every file.
         let inner = root.appendingPathComponent("real/inner")
         try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: true)

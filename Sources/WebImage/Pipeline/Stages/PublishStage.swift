@@ -121,8 +121,11 @@ struct PublishStage: Sendable {
     func background(bytes: Int, key: String, _ job: @escaping @Sendable () async -> Void) -> Bool {
         guard !writes.start(bytes: bytes, job) else { return true }
         services.metrics.droppedWrite()
-        services.logger.warning("cache write dropped: too many pending writes",
-                                metadata: ["key": "\(key)", "pending": "\(writes.pending.count)"])
+        // Refused because the manager shuts down (its grace has ended), or because
+        // the bound is reached: the log says which.
+        let pending = writes.pending
+        services.logger.warning(writes.isStopped ? "cache write dropped: the manager is shutting down" : "cache write dropped: too many pending writes",
+                                metadata: ["key": "\(key)", "pending": "\(pending.count)", "pendingBytes": "\(pending.bytes)"])
         return false
     }
 }
