@@ -10,7 +10,7 @@ extension ImageEndpoint {
     /// | gauge | what |
     /// | --- | --- |
     /// | `webimage_memory_tier_bytes`, `webimage_memory_tier_entries` | the memory tier's exact cost and entries |
-    /// | `webimage_originals_bytes`, `webimage_originals_limit_bytes` | downloaded originals charged to the originals budget, and its limit |
+    /// | `webimage_originals_bytes`, `webimage_originals_limit_bytes` | downloaded originals charged to the originals budget (each download once, until the last load holding its bytes ends), and its limit |
     /// | `webimage_loads_in_flight` | loads the manager is running |
     /// | `webimage_decoded_pixels_in_flight` | pixels decoded by render jobs still running, every frame counted, an image waiting for room included |
     /// | `webimage_work_in_flight`, `webimage_work_waiting` | megapixel passes rendering now (`thumbnail.maxCostInFlight`), and renders waiting for room |

@@ -91,7 +91,7 @@ public struct ThumbnailQuery: Sendable {
     /// thumbnail made on decode), then the `t=` steps from a box-sized image of
     /// four bands (`TransformCost`). What decides, before the download, whether
     /// a render is heavy (a missing side counts at `thumbnail.maxDimension`, so
-    /// the encode is weighed on the decoded image instead).
+    /// the encode is weighed from the image's header, before its decode).
     public var renderCost: Double {
         let footprint = ImageFootprint(size: box, bands: 4)
         return TransformCost.pass(footprint) + (transform.map { TransformCost.estimate($0, input: footprint) } ?? 0)

@@ -2,9 +2,10 @@ import DequeModule
 import Synchronization
 
 /// A budget of bytes for downloaded originals, charged by bytes that exist: a
-/// load is admitted before it downloads while there is room, and its charge then
-/// grows with what its response declares (Content-Length) or has delivered, until
-/// its decode ends. A request that has not been answered holds nothing, so an
+/// load is admitted before it downloads while there is room, and its download's
+/// charge (one for all the loads that share the download, ``charge(origin:)``)
+/// then grows with what its response declares (Content-Length) or has
+/// delivered, until the last of those loads ends. A request that has not been answered holds nothing, so an
 /// origin that accepts connections and never answers takes no room from others.
 ///
 /// Admission is in arrival order (a large reservation is not starved by small
@@ -90,8 +91,14 @@ final class ByteBudget: Sendable {
         return Reservation(budget: self, bytes: bytes, origin: origin)
     }
 
-    /// One load's charge: grown as bytes are declared or arrive, resized to the
-    /// body when it is whole, released when the decode ends.
+    /// A charge of nothing yet, made without waiting: for bytes the loads that
+    /// will hold them were admitted for already (one download that several
+    /// loads share, each admitted by ``reserve(_:origin:)`` before it joined).
+    func charge(origin: String = "") -> Reservation { Reservation(budget: self, bytes: 0, origin: origin) }
+
+    /// One download's charge: grown as bytes are declared or arrive, resized to
+    /// the body when it is whole, released when the decode ends (or when the
+    /// last reference to it goes).
     final class Reservation: Sendable {
         private let budget: ByteBudget
         private let origin: String

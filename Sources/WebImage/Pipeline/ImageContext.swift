@@ -43,9 +43,11 @@ public struct ImageContext: Sendable {
     public var workCost: Double = 0
     /// What encoding the result costs, in megapixel passes per megapixel of it
     /// (``TransformCost/encodeWeight(_:)``, times the encodes a `maxBytes`
-    /// search makes). Weighed once the image is decoded, every frame counted,
-    /// with ``workCost`` per frame: a load that turns out a pass or more
-    /// heavier than the room it holds waits for the rest before its transform.
+    /// search makes). Weighed from the image's header before its decode (when
+    /// the box could make it heavy, and for every animation) and again once it
+    /// is decoded, every frame counted, with ``workCost`` per frame: a load
+    /// that turns out a pass or more heavier than the room it holds waits for
+    /// the rest, before its decode when the header told.
     public var encodeWorkWeight: Double = 0
     /// The format derived results are encoded in on disk; default: the source's
     /// (see ``ImageFormat/output(for:requested:canEncode:)``: a result with alpha

@@ -53,9 +53,10 @@ extension ImageManager {
         public var maxResponseSize: Int64 = LoadRequest.defaultMaxResponseSize
         /// The bytes of downloaded originals that may wait for, or be in, their
         /// decode at once, charged by bytes that exist: a load is admitted before
-        /// its download while there is room, then charged what its response
-        /// declares (`Content-Length`) or has delivered, and gives it all back
-        /// when its decode ends. A request not yet answered holds nothing, so an
+        /// its download while there is room, then the download is charged what
+        /// its response declares (`Content-Length`) or has delivered, once however
+        /// many loads share it (the sizes of one URL), and gives it all back when
+        /// the last of those loads ends. A request not yet answered holds nothing, so an
         /// origin that never answers takes no room from others; an origin that
         /// holds half the budget lets other origins' loads pass it. Past the
         /// budget, loads wait their turn (in order, each cancellable) before they

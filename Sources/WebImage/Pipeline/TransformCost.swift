@@ -66,8 +66,10 @@ extension WebImageError.Code {
 /// A bound on the heavy work in flight across loads, in megapixel passes
 /// (``TransformCost``): a load whose ``ImageContext/workCost`` is one pass or
 /// more waits for room before its decode, transform and encode run, and gives
-/// the room back when they end. Each load is weighed again once decoded (every
-/// frame, and the encode, ``ImageContext/encodeWorkWeight``): one a pass or more
+/// the room back when they end. Each load is weighed again from its header
+/// before its decode (every animation; a still image when its box could make
+/// it heavy) and once decoded (every frame, and the encode,
+/// ``ImageContext/encodeWorkWeight``): one a pass or more
 /// heavier waits there for the rest before its transform and encode, keeping
 /// its place but no passes, and one found heavy only then takes a place first.
 /// Loads wait in arrival order, each cancellable (its

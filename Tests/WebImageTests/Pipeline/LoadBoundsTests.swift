@@ -86,6 +86,44 @@ struct LoadBoundsTests {
         #expect(h.manager.originalsInFlight.peak >= body, "the bodies were charged")
     }
 
+    @Test("eight sizes of one URL at once share its original: one download, charged once to the originals' budget; stored, one read of it while the jobs that use it run")
+    func originalSharedBySizes() async throws {
+        let store = KeyCountingStore()
+        let h = Harness(store: store)
+        let body = TestCoder.encode(width: 64, height: 64)
+        h.loader.serve("test://host/one.timg", data: body)
+        h.loader.close()
+        let plainKey = h.manager.plan(url: h.url("one.timg"), options: [], context: ImageContext()).plainKey
+        func sizes(_ sides: [Int], gate: Gate?) -> [Task<ImageResult, any Error>] {
+            sides.map { side in
+                Task {
+                    var context = ImageContext(thumbnailPixelSize: PixelSize(side))
+                    if let gate { context.transformer = GatedTransformer(gate: gate) }
+                    return try await h.manager.loadImage(with: h.url("one.timg"), context: context)
+                }
+            }
+        }
+        let downloading = sizes(Array(stride(from: 4, through: 32, by: 4)), gate: nil)
+        try #require(await eventually { h.manager.stages.original.downloads.waiterCount == 8 })
+        h.loader.open()
+        for load in downloading { #expect(try await load.value.cacheType == .none) }
+        #expect(h.loader.requestCount == 1)
+        #expect(h.manager.originalsInFlight.peak == body.count, "charged once, not once per size")
+        // Each job lets go as it ends, a moment after its callers have the result.
+        #expect(await eventually { h.manager.originalsInFlight.bytes == 0 && h.manager.stages.lookup.pending.holders(plainKey) == 0 })
+
+        // Stored now: eight other sizes, each held in its transform until all of them have the original.
+        let readsBefore = await store.reads(plainKey)
+        let gate = Gate()
+        let reading = sizes(Array(stride(from: 5, through: 33, by: 4)), gate: gate)
+        let shared = await eventually { h.manager.stages.lookup.pending.holders(plainKey) == 8 }
+        gate.open()
+        #expect(shared, "every job holds the one copy")
+        for load in reading { #expect(try await load.value.cacheType == .disk) }
+        #expect(await store.reads(plainKey) - readsBefore == 1, "one read of the stored original for the eight jobs")
+        #expect(await eventually { h.manager.stages.lookup.pending.holders(plainKey) == 0 }, "released with the last job")
+    }
+
     @Test("a deadline: the caller gets timedOut, and the download of a load nobody else waits for is cancelled")
     func deadline() async throws {
         let h = Harness()
@@ -167,6 +205,36 @@ struct InFlightCounterTests {
         #expect(counter.count == 0)
         #expect(InFlightCounter().limit > 1 << 40, "no ceiling by default")
     }
+}
+
+/// ``TestCoder``'s decode without a header read: its `info` fails.
+private struct HeaderlessCoder: ImageCoder {
+    func canDecode(_ data: Data) -> Bool { TestCoder().canDecode(data) }
+    func info(_ data: Data) throws -> ImageInfo { throw WebImageError(.decodeFailed, "reads no header") }
+    func decode(_ data: Data, options: DecodeOptions) throws -> Image { try TestCoder().decode(data, options: options) }
+    func canEncode(_ format: ImageFormat) -> Bool { TestCoder().canEncode(format) }
+    func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data { try TestCoder().encode(image, as: format, options: options) }
+}
+
+/// A store that counts the reads of each key.
+private final class KeyCountingStore: CacheStore {
+    let base = MemoryCacheStore(limits: .unlimited)
+    private let counts = Mutex<[String: Int]>([:])
+
+    func reads(_ key: String) async -> Int { counts.withLock { $0[key] ?? 0 } }
+
+    func entry(forKey key: String) async throws -> CacheEntry? {
+        counts.withLock { $0[key, default: 0] += 1 }
+        return try await base.entry(forKey: key)
+    }
+    func metadata(forKey key: String) async throws -> CacheMetadata? { try await base.metadata(forKey: key) }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws { try await base.setData(data, forKey: key, metadata: metadata) }
+    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await base.updateMetadata(metadata, forKey: key) }
+    func removeData(forKey key: String) async throws { try await base.removeData(forKey: key) }
+    func removeAll() async throws { try await base.removeAll() }
+    func removeExpired() async throws { try await base.removeExpired() }
+    var totalSize: Int { get async throws { try await base.totalSize } }
+    var count: Int { get async throws { try await base.count } }
 }
 
 /// A transform that waits at a gate (on the pool's thread, which may block).
@@ -251,9 +319,38 @@ struct WorkBudgetManagerTests {
 }
 
 extension WorkBudgetManagerTests {
-    @Test("an image found heavy once decoded stays counted in decodedPixelsInFlight while it waits for room and is finished; nothing stays counted after")
+    @Test("a still image light by its box's decode but heavy by its encode takes a heavy place from its header, before its decode: its pixels never wait for room")
+    func headerWeighsStills() async throws {
+        // A pool of its own: a gated job on the shared pool, beside another test's, would leave no thread for this one's render.
+        let h = Harness { $0.pool = BlockingThreadPool(threadCount: 2, name: "headerWeighsStills") }
+        let work = WorkBudget(limit: 1000, maxHeavy: 1)
+        let gate = Gate()
+        h.loader.serve("test://host/held.timg", data: TestCoder.encode(width: 10, height: 10))
+        h.loader.serve("test://host/wide.timg", data: TestCoder.encode(width: 2000, height: 1000))
+        var heavy = ImageContext()
+        heavy.workBudget = work
+        heavy.workCost = 2
+        heavy.transformer = GatedTransformer(gate: gate)
+        let holder = Task { try await h.manager.loadImage(with: h.url("held.timg"), context: heavy) }
+        #expect(await eventually { work.heavy.inFlight == 1 && h.manager.decodedPixelsInFlight == 100 })
+        // 0.04 passes by its request; its 2000x1000 result's encode, 2 passes more.
+        var light = ImageContext(thumbnailPixelSize: PixelSize(2000))
+        light.workBudget = work
+        light.workCost = 0.04
+        light.encodeWorkWeight = 1
+        let waiting = Task { try await h.manager.loadImage(with: h.url("wide.timg"), context: light) }
+        #expect(await eventually { work.usage.waiting == 1 }, "it waits for the heavy place")
+        #expect(h.manager.decodedPixelsInFlight == 100, "without its pixels: only the holder's are counted")
+        gate.open()
+        let (_, made) = try await (holder.value, waiting.value)
+        #expect(made.image?.pixelSize == PixelSize(width: 2000, height: 1000))
+        #expect(work.heavy.peak == 1 && work.usage.peak >= 2.04 && h.manager.decodedPixelsInFlight == 0, "\(work.usage)")
+    }
+
+    @Test("an image whose header no coder reads, found heavy once decoded, stays counted in decodedPixelsInFlight while it waits for room and is finished; nothing stays counted after")
     func waitingPixelsCounted() async throws {
-        let h = Harness()
+        // A pool of its own: a gated job on the shared pool, beside another test's, would leave no thread for this one's render.
+        let h = Harness { $0.pool = BlockingThreadPool(threadCount: 2, name: "waitingPixelsCounted") }
         let work = WorkBudget(limit: 1000, maxHeavy: 1)
         let gate = Gate()
         h.loader.serve("test://host/held.timg", data: TestCoder.encode(width: 10, height: 10))
@@ -270,6 +367,7 @@ extension WorkBudgetManagerTests {
         light.workBudget = work
         light.workCost = 0.04
         light.encodeWorkWeight = 1
+        light.coder = HeaderlessCoder()
         let waiting = Task { try await h.manager.loadImage(with: h.url("large.timg"), context: light) }
         #expect(await eventually { h.manager.decodedPixelsInFlight == 100 + 2_000_000 }, "the waiting image's pixels are counted")
         gate.open()

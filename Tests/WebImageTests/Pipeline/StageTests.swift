@@ -57,6 +57,36 @@ struct LookupStageTests {
         let first = await f.stages.lookup.entry(plan.plainKey, plan, firstRead: read)
         #expect(first?.entry.data == Data([3]) && first?.held == false, "the caller's read first")
         f.stages.lookup.pending.release(plan.plainKey, id: held)
+        #expect(f.stages.lookup.pending.count == 0)
+    }
+
+    @Test("an original read from the store is shared with the jobs that look while one holds it: one copy, not one read each; it leaves with the last, and a failed decode of it is still the store's")
+    func sharedStoredOriginal() async throws {
+        let f = StageFixture()
+        let plan = f.plan("s.timg")
+        // Large enough to live outside the Data value (small ones are stored inline, copied with it).
+        let bytes = Data((0..<4096).map { UInt8($0 % 251) })
+        try await f.store.setData(bytes, forKey: plan.plainKey)
+        let a = try #require(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil, sharing: true))
+        let aID = try #require(a.holdID, "the job holds what it read")
+        #expect(a.entry.data == bytes && a.held == false)
+        // The store changes: a second job still gets the bytes the first holds.
+        try await f.store.setData(Data([9]), forKey: plan.plainKey)
+        let b = try #require(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil, sharing: true))
+        #expect(b.entry.data == bytes && b.holdID == aID, "the bytes the first job read, not a second read")
+        #expect(b.held == false, "read from the store: a failed decode is damage on disk, not the URL's")
+        a.entry.data.withUnsafeBytes { first in
+            b.entry.data.withUnsafeBytes { second in #expect(first.baseAddress == second.baseAddress, "one copy") }
+        }
+        f.stages.lookup.pending.release(plan.plainKey, id: aID)
+        #expect(f.stages.lookup.pending.count == 1, "the second job still holds it")
+        f.stages.lookup.pending.release(plan.plainKey, id: aID)
+        #expect(f.stages.lookup.pending.count == 0, "gone with the last job")
+        let c = await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil, sharing: true)
+        #expect(c?.entry.data == Data([9]), "a job after them reads the store again")
+        if let id = c?.holdID { f.stages.lookup.pending.release(plan.plainKey, id: id) }
+        // Without sharing (a derived key), nothing is held.
+        #expect(await f.stages.lookup.entry(plan.plainKey, plan, firstRead: nil)?.holdID == nil && f.stages.lookup.pending.count == 0)
     }
 
     @Test("a store that fails to read is a miss, counted as a store error")
@@ -72,44 +102,56 @@ struct LookupStageTests {
 
 @Suite("OriginalStage")
 struct OriginalStageTests {
-    @Test("a download is charged to the originals' budget by its bytes, held by the job until it lets go, and released on failure")
+    @Test("a download is charged to the originals' budget by its bytes, once however many jobs share it, until the last lets go; a failed one holds nothing")
     func budget() async throws {
         let f = StageFixture()
         let bytes = TestCoder.encode(width: 8, height: 8)
         f.loader.serve("test://host/d.timg", data: bytes)
-        let (original, room) = try await f.stages.original.download(f.plan("d.timg")) { _ in }
-        #expect(original.data == bytes && original.cacheType == .none && original.response != nil)
+        var original: Original? = try await f.stages.original.download(f.plan("d.timg")) { _ in }
+        #expect(original?.data == bytes && original?.cacheType == CacheType.none && original?.response != nil)
         #expect(f.manager.originalsInFlight.bytes == bytes.count, "held while the job renders it")
-        room.release()
-        #expect(f.manager.originalsInFlight.bytes == 0)
+        original = nil
+        #expect(f.manager.originalsInFlight.bytes == 0, "released with the job's last reference")
         let missing = await #expect(throws: WebImageError.self) { try await f.stages.original.download(f.plan("none.timg")) { _ in } }
         #expect(missing?.code == .notFound)
         #expect(f.manager.originalsInFlight.bytes == 0, "a failed download holds nothing")
     }
 
-    @Test("downloads of one URL are shared: two jobs, one request")
+    @Test("downloads of one URL are shared: two jobs, one request, one charge")
     func shared() async throws {
         let f = StageFixture()
-        f.loader.serve("test://host/e.timg", data: TestCoder.encode(width: 2, height: 2))
+        let bytes = TestCoder.encode(width: 2, height: 2)
+        f.loader.serve("test://host/e.timg", data: bytes)
         f.loader.close()
-        async let first = f.stages.original.download(f.plan("e.timg")) { _ in }
-        async let second = f.stages.original.download(f.plan("e.timg", context: ImageContext(thumbnailPixelSize: PixelSize(1)))) { _ in }
-        #expect(await eventually { f.stages.original.downloads.waiterCount == 2 })
-        f.loader.open()
-        let (a, b) = try await (first, second)
-        a.1.release()
-        b.1.release()
-        #expect(a.0.data == b.0.data && f.loader.requestCount == 1)
-        // The bytes were held for other loads of the URL before the download let the URL
-        // go, with one hold for each job that got them: the entry leaves at the second release.
-        let id = try #require(a.0.holdID)
-        #expect(b.0.holdID == id)
-        let plain = f.plan("e.timg").plainKey
-        #expect(f.stages.lookup.pending.entry(forKey: plain)?.data == a.0.data)
-        f.stages.lookup.pending.release(plain, id: id)
-        #expect(f.stages.lookup.pending.entry(forKey: plain) != nil, "the second job still holds it")
-        f.stages.lookup.pending.release(plain, id: id)
-        #expect(f.stages.lookup.pending.count == 0)
+        // In a group, whose results are the test's only references (an async let keeps its own).
+        var both = try await withThrowingTaskGroup(of: Original.self) { group in
+            group.addTask { try await f.stages.original.download(f.plan("e.timg")) { _ in } }
+            group.addTask { try await f.stages.original.download(f.plan("e.timg", context: ImageContext(thumbnailPixelSize: PixelSize(1)))) { _ in } }
+            #expect(await eventually { f.stages.original.downloads.waiterCount == 2 })
+            f.loader.open()
+            var originals: [Original] = []
+            for try await original in group { originals.append(original) }
+            return originals
+        }
+        do {
+            let (a, b) = (both[0], both[1])
+            #expect(a.data == b.data && f.loader.requestCount == 1)
+            #expect(f.manager.originalsInFlight.bytes == bytes.count, "charged once for both jobs")
+            // The bytes were held for other loads of the URL before the download let the URL
+            // go, with one hold for each job that got them: the entry leaves at the second release.
+            let id = try #require(a.holdID)
+            #expect(b.holdID == id)
+            let plain = f.plan("e.timg").plainKey
+            #expect(f.stages.lookup.pending.entry(forKey: plain)?.entry.data == a.data)
+            f.stages.lookup.pending.release(plain, id: id)
+            #expect(f.stages.lookup.pending.entry(forKey: plain) != nil, "the second job still holds it")
+            f.stages.lookup.pending.release(plain, id: id)
+            #expect(f.stages.lookup.pending.count == 0)
+        }
+        both.removeLast()
+        #expect(f.manager.originalsInFlight.bytes == bytes.count, "the first job still holds the bytes")
+        both.removeAll()
+        #expect(f.manager.originalsInFlight.bytes == 0)
     }
 
     @Test("a new download asks the blocklist first, so a load that checked before another's failure was recorded does not fetch again")
@@ -119,8 +161,7 @@ struct OriginalStageTests {
         _ = f.manager.blocklist.record(WebImageError(.decodeFailed, "not an image"), for: "test://host/h.timg")
         let refused = await #expect(throws: WebImageError.self) { try await f.stages.original.download(f.plan("h.timg")) { _ in } }
         #expect(refused?.code == .blockedURL && f.loader.requestCount == 0)
-        let retried = try await f.stages.original.download(f.plan("h.timg", options: .retryFailed)) { _ in }
-        retried.1.release()
+        _ = try await f.stages.original.download(f.plan("h.timg", options: .retryFailed)) { _ in }
         #expect(f.loader.requestCount == 1, ".retryFailed passes")
     }
 

@@ -27,7 +27,8 @@ final class LoadStages: Sendable {
 /// One coalesced job: what every caller of one job key shares. It composes the
 /// stages and holds what the job owns until it ends: the original's room in the
 /// originals' budget, and the original itself, visible to other jobs (other
-/// sizes of the URL) until its store write takes over.
+/// sizes of the URL) until its store write takes over, or (read from the
+/// store) until the last job that shares it ends.
 ///
 /// 1. A derived result already stored: its bytes are the finished image.
 /// 2. The original: stored, else downloaded (``OriginalStage``).
@@ -40,7 +41,9 @@ struct LoadJob: ~Copyable {
     let stages: LoadStages
     let firstRead: LookupStage.DiskRead?
     let progress: @Sendable (LoadProgress) -> Void
-    private var room: ByteBudget.Reservation?
+    /// The download's charge in the originals' budget, shared with the other
+    /// loads of the download: the last reference to go releases it.
+    private var charge: ByteBudget.Reservation?
     private var heldOriginal: UInt64?
 
     init(_ plan: LoadPlan, stages: LoadStages, firstRead: LookupStage.DiskRead?, progress: @escaping @Sendable (LoadProgress) -> Void) {
@@ -51,7 +54,6 @@ struct LoadJob: ~Copyable {
     }
 
     deinit {
-        room?.release()
         if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
         stages.services.jobStages.clear(plan.jobKey)
     }
@@ -92,8 +94,11 @@ struct LoadJob: ~Copyable {
 
     /// The original: stored, else (unless ``ImageOptions/fromCacheOnly``) downloaded.
     private mutating func original() async throws -> Original {
-        if let found = await stages.lookup.entry(plan.plainKey, plan, firstRead: firstRead) {
+        if let found = await stages.lookup.entry(plan.plainKey, plan, firstRead: firstRead, sharing: true) {
             let entry = found.entry
+            // Shared with the other jobs of the original until this one ends.
+            if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
+            heldOriginal = found.holdID
             try stages.services.judge(stored: entry, plan)
             stages.services.metrics.hit(entry.cacheType)
             return Original(data: entry.data, cacheType: entry.cacheType, finalURL: entry.metadata.originalURL, heldDownload: found.held)
@@ -107,10 +112,9 @@ struct LoadJob: ~Copyable {
 
     /// Downloads the original, holding its room in the budget and sharing its bytes until the job ends.
     private mutating func download() async throws -> Original {
-        room?.release()
-        room = nil
-        let (original, reservation) = try await stages.original.download(plan, progress: progress)
-        room = reservation
+        charge = nil
+        let original = try await stages.original.download(plan, progress: progress)
+        charge = original.charge
         if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
         // The download held the bytes already, one hold for each load that got them;
         // a revalidated entry (304) is held here.

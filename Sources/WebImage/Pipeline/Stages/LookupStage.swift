@@ -89,19 +89,34 @@ struct LookupStage: Sendable {
         /// Bytes this process just downloaded or made: a failed decode of them is
         /// no damage on disk.
         var held: Bool
+        /// The job's hold on the entry in ``PendingEntries`` (a lookup that shares),
+        /// released when the job ends.
+        var holdID: UInt64?
     }
 
     /// One disk lookup inside a job: the read the caller's task already made for
     /// this key, else an entry held in memory on its way to the store, else the store.
-    func entry(_ key: String, _ plan: LoadPlan, firstRead: DiskRead?) async -> Found? {
+    /// `sharing` (an original): the entry is held in ``PendingEntries`` for the
+    /// job, which releases ``Found/holdID`` as it ends, so that the jobs of other
+    /// sizes running meanwhile share its bytes rather than read a copy each.
+    func entry(_ key: String, _ plan: LoadPlan, firstRead: DiskRead?, sharing: Bool = false) async -> Found? {
+        func held() -> Found? {
+            if sharing {
+                return pending.share(key).map { Found(entry: $0.entry, held: !$0.stored, holdID: $0.id) }
+            }
+            return pending.entry(forKey: key).map { Found(entry: $0.entry, held: !$0.stored) }
+        }
+        func found(_ entry: CacheEntry) -> Found {
+            Found(entry: entry, held: false, holdID: sharing ? pending.hold(entry, key: key, stored: true) : nil)
+        }
         if let firstRead, firstRead.key == key {
-            if let entry = firstRead.entry { return Found(entry: entry, held: false) }
-            return pending.entry(forKey: key).map { Found(entry: $0, held: true) }
+            if let entry = firstRead.entry { return found(entry) }
+            return held()
         }
         guard plan.readsDisk else { return nil }
-        if let entry = pending.entry(forKey: key) { return Found(entry: entry, held: true) }
+        if let entry = held() { return entry }
         guard let store = plan.store else { return nil }
-        return await read(store, key).map { Found(entry: $0, held: false) }
+        return await read(store, key).map(found)
     }
 
     /// Reads `key` from `store`, in a span; a failure is a miss, counted and logged.

@@ -21,13 +21,17 @@ struct Original: Sendable {
     /// The hold on these bytes in ``PendingEntries`` that is this load's to
     /// release, made as the shared download ended (nil: none yet).
     var holdID: UInt64?
+    /// The download's charge in the originals' budget, one for all the loads
+    /// that share it: released when the last of them lets it go.
+    var charge: ByteBudget.Reservation?
 }
 
-/// A download's response, and its hold in ``PendingEntries`` (each load that
-/// gets it releases the hold once).
+/// A download's response, its hold in ``PendingEntries`` (each load that gets
+/// it releases the hold once) and its charge in the originals' budget.
 struct Downloaded: Sendable {
     var response: LoadResponse
     var holdID: UInt64?
+    var charge: ByteBudget.Reservation?
 }
 
 /// The stage that brings an original's bytes from its origin: one download per
@@ -50,26 +54,21 @@ struct OriginalStage: Sendable {
 
     var blocklist: FailedURLBlocklist { services.configuration.blocklist }
 
-    /// Downloads the original within the originals' budget. The reservation it
-    /// returns is charged nothing until the response declares a length or bytes
-    /// arrive, then what exists; the job holds it until it ends.
-    func download(_ plan: LoadPlan, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> (Original, ByteBudget.Reservation) {
+    /// Downloads the original within the originals' budget: the load is admitted
+    /// first (it waits while the budget is spent), then the download, which the
+    /// loads of one URL share, is charged once, by what its response declares or
+    /// delivers, until the last load that holds its bytes ends
+    /// (``Original/charge``). Two hundred sizes of one new URL charge its bytes
+    /// once, not two hundred times.
+    func download(_ plan: LoadPlan, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> Original {
         services.jobStages.set(plan.jobKey, .waitingForOriginals)
-        let reservation: ByteBudget.Reservation
-        do { reservation = try await budget.reserve(0, origin: Self.originKey(plan.url)) } catch {
+        do { try await budget.reserve(0, origin: Self.originKey(plan.url)).release() } catch {
             throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
-        }
-        let reporting: @Sendable (LoadProgress) -> Void = { value in
-            reservation.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
-            progress(value)
         }
         services.jobStages.set(plan.jobKey, .download)
         do {
-            let original = try await fetch(plan, progress: reporting)
-            reservation.resize(to: original.data.count)
-            return (original, reservation)
+            return try await fetch(plan, progress: progress)
         } catch {
-            reservation.release()
             throw recordFailure(error, url: plan.url)
         }
     }
@@ -96,16 +95,22 @@ struct OriginalStage: Sendable {
         // asks the coalescer a moment after finds one or the other, instead of
         // downloading again (16 sizes of a new URL at once made 2 downloads in 3 of 10 tries).
         let pending = lookup.pending
-        let blocklist = blocklist
+        let (blocklist, budget) = (blocklist, budget)
         let downloaded = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
             if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
                 throw Self.blocked(url, by: failure, elsewhere: false)
             }
-            let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata, progress: progress)
+            // Charged once for every load that shares it: they were admitted as they came.
+            let charge = budget.charge(origin: Self.originKey(url))
+            let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata) { value in
+                charge.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
+                progress(value)
+            }
             guard !response.isNotModified else { return Downloaded(response: response) }
+            charge.resize(to: response.data.count)
             let id = pending.hold(response.data, key: plainKey,
                                   metadata: CacheMetadata(contentType: response.contentType, originalURL: response.url.absoluteString))
-            return Downloaded(response: response, holdID: id)
+            return Downloaded(response: response, holdID: id, charge: charge)
         } finished: { result, callers in
             switch result {
             case .success(let downloaded):
@@ -119,7 +124,7 @@ struct OriginalStage: Sendable {
         let response = downloaded.response
         guard response.isNotModified else {
             return Original(data: response.data, cacheType: .none, response: response, finalURL: response.url.absoluteString,
-                            holdID: downloaded.holdID)
+                            holdID: downloaded.holdID, charge: downloaded.charge)
         }
         guard let cached, let store else {
             throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)

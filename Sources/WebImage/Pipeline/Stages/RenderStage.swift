@@ -153,11 +153,14 @@ final class RenderStage: Sendable {
                      perFrameCost: Double, encodeWeight: Double, heldRoom: Double?) throws -> Outcome {
         let (spans, stages) = (services.spans, services.jobStages)
         // An animation light by its box may be heavy by its frames, and decoding
-        // them is most of its work: weighed from the header before the decode.
-        if let heldRoom, let cost = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight) {
+        // them is most of its work; a still image light by its box's decode may be
+        // heavy by its encode. Both are weighed from the header before the decode,
+        // so that a load found heavy waits for its room without holding pixels.
+        if let heldRoom, let (cost, frames) = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight, heldRoom: heldRoom) {
             if let maxCost = budget.maxCost, cost > maxCost {
                 // Refused from the header: no frame is decoded for a load that cannot be made.
-                throw WebImageError(.costLimitExceeded, "the animation's frames and their encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
+                let what = frames > 1 ? "the animation's \(frames) frames" : "the image"
+                throw WebImageError(.costLimitExceeded, "\(what) and its encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
             }
             if cost >= 1, cost - heldRoom >= 1 { return .needsRoom(nil, cost: cost, pixels: 0) }
         }
@@ -202,21 +205,43 @@ final class RenderStage: Sendable {
         return .done(try finish(work, image, budget, parent))
     }
 
-    /// What an animation will cost, from its header, before any frame is decoded:
-    /// `perFrameCost` per frame, and the encode of each frame's thumbnail (the
-    /// image fitted to the box). Nil for a file that is no animation, one decoded
-    /// to its first frame only, or a header no coder reads (the decode says why).
-    private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double) -> Double? {
-        guard !work.options.firstFrameOnly, let format = ImageFormat.sniff(data), Self.mayAnimate(data, format),
-              let info = try? work.coder?.info(data) ?? services.configuration.coders.info(data), info.frameCount > 1
-        else { return nil }
+    /// What a load will cost, from its header, before any pixel is decoded:
+    /// `perFrameCost` per frame, and the encode of what the transform makes of
+    /// the image fitted to the box. Nil when the header need not be read, or no
+    /// coder reads it (the decode says why).
+    ///
+    /// An animation's header is always read (its frames are most of its work). A
+    /// still image's is read only when the most it can cost (its box, every side
+    /// full) is a pass or more beyond `heldRoom`: a small thumbnail reads none.
+    /// Found heavy here, the load waits for room before its decode; weighed only
+    /// after it, the image's pixels would wait with it, and under a burst of
+    /// such loads the decoded images would pile up behind the heavy places.
+    private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double, heldRoom: Double) -> (cost: Double, frames: Int)? {
+        let animates = !work.options.firstFrameOnly && (ImageFormat.sniff(data).map { Self.mayAnimate(data, $0) } ?? false)
+        if !animates {
+            // A still's cost differs from the room held only by its encode.
+            guard encodeWeight > 0 else { return nil }
+            if let box = work.options.thumbnailPixelSize {
+                let bound = ImageFootprint(size: box, bands: 4)
+                let most = perFrameCost + TransformCost.pass(work.transformer.map { $0.footprint(after: bound) } ?? bound) * encodeWeight
+                guard most >= 1, most - heldRoom >= 1 else { return nil }
+            }
+        }
+        guard let info = try? work.coder?.info(data) ?? services.configuration.coders.info(data) else { return nil }
+        let frames = animates ? info.frameCount : 1
+        if animates, frames <= 1 { return nil }
         var frame = info.pixelSize
         if let box = work.options.thumbnailPixelSize, frame.width > 0, frame.height > 0 {
-            let scale = min(1, min(Double(box.width) / Double(frame.width), Double(box.height) / Double(frame.height)))
-            frame = PixelSize(width: max(1, Int(Double(frame.width) * scale)), height: max(1, Int(Double(frame.height) * scale)))
+            if work.options.preserveAspectRatio {
+                let scale = min(1, min(Double(box.width) / Double(frame.width), Double(box.height) / Double(frame.height)))
+                frame = PixelSize(width: max(1, Int(Double(frame.width) * scale)), height: max(1, Int(Double(frame.height) * scale)))
+            } else {
+                frame = PixelSize(width: min(box.width, frame.width), height: min(box.height, frame.height))
+            }
         }
-        let output = ImageFootprint(size: frame, bands: 4, frames: info.frameCount)
-        return perFrameCost * Double(info.frameCount) + TransformCost.pass(output) * encodeWeight
+        let fitted = ImageFootprint(size: frame, bands: 4, frames: frames)
+        let output = work.transformer.map { $0.footprint(after: fitted) } ?? fitted
+        return (perFrameCost * Double(frames) + TransformCost.pass(output) * encodeWeight, frames)
     }
 
     /// Whether `data` can hold frames, from its first bytes: a PNG only with an
