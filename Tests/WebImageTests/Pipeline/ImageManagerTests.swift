@@ -230,6 +230,24 @@ struct ImageManagerKeyTests {
         let error = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("huge.timg")) }
         #expect(error?.code == .pixelLimitExceeded)
     }
+
+    @Test("an original over a request's pixel limit is stored all the same: the next request, another size, fails from the store without downloading it again; bytes no coder reads are not stored")
+    func overLimitOriginalStored() async throws {
+        let h = Harness { $0.decodeOptions.pixelLimit = 1000 }
+        let huge = TestCoder.encode(width: 100, height: 100)
+        h.loader.serve("test://host/huge.timg", data: huge)
+        h.loader.serve("test://host/junk.timg", data: Data("not an image".utf8))
+        for side in [10, 20, 30] {
+            let refused = await #expect(throws: WebImageError.self) {
+                try await h.manager.loadImage(with: h.url("huge.timg"), options: .waitStoreCache, context: ImageContext(thumbnailPixelSize: PixelSize(side)))
+            }
+            #expect(refused?.code == .pixelLimitExceeded, "\(String(describing: refused))")
+        }
+        #expect(h.loader.requestCount == 1, "downloaded once")
+        #expect(try await h.store.data(forKey: "test://host/huge.timg") == huge)
+        _ = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("junk.timg"), options: .waitStoreCache) }
+        #expect(try await h.store.data(forKey: "test://host/junk.timg") == nil)
+    }
 }
 
 @Suite("ImageManager: revalidation")

@@ -34,7 +34,9 @@ final class LoadStages: Sendable {
 /// 2. The original: stored, else downloaded (``OriginalStage``).
 /// 3. Bytes only, for an original: checked to be an image, stored, returned.
 /// 4. Render (``RenderStage``); stored bytes no coder reads are a damaged entry,
-///    removed and downloaded again, once.
+///    removed and downloaded again, once. Downloaded bytes a coder read, whose
+///    render this request asked too much of (a pixel or cost limit, a step),
+///    are stored all the same.
 /// 5. Publish (``PublishStage``): the original and the result stored, the memory tier.
 struct LoadJob: ~Copyable {
     let plan: LoadPlan
@@ -166,6 +168,12 @@ struct LoadJob: ~Copyable {
                     // A cancelled job (its callers gone, or its deadline passed) is no
                     // failure of its own: the deadline's error is counted when it fires.
                     if failure.code != .cancelled { stages.services.metrics.failed(failure.code) }
+                    // Bytes a coder read are a good original that this request asked too
+                    // much of: stored, so that the next request (another size, lighter
+                    // steps, or the same one again) reads them instead of downloading them.
+                    if source.cacheType == .none, Self.keepsOriginal(after: failure) {
+                        _ = await stages.publish.storeOriginal(source.data, response: source.response, plan)
+                    }
                     throw failure
                 }
                 guard source.cacheType != .none, !source.heldDownload else { throw stages.original.recordFailure(failure, url: plan.url) }
@@ -214,6 +222,12 @@ struct LoadJob: ~Copyable {
         }
         return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure,
                            checksum: checksum, lastModified: madeAt)
+    }
+
+    /// Whether a render that failed so had its original read by a coder (its
+    /// header at least): a request's limits, steps or encode, not its bytes.
+    static func keepsOriginal(after error: WebImageError) -> Bool {
+        [.pixelLimitExceeded, .costLimitExceeded, .transformFailed, .encodeFailed].contains(error.code)
     }
 
     /// Whether a decode failure is the URL's fault (its bytes are no image any
