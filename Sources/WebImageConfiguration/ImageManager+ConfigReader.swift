@@ -103,8 +103,14 @@ extension ImageManager.Configuration {
             throw values.invalid("store.path", text, "a directory (leave it unset for the default)")
         }
         let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
-        store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", catalog,
-                                   settings: CacheStoreSettings(directory: path, limits: limits, values: values))
+        do {
+            store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", catalog,
+                                       settings: CacheStoreSettings(directory: path, limits: limits, values: values))
+        } catch let error as WebImageError where error.code != .invalidArgument {
+            // A store that could not open where it was put: its path, not its kind, is at fault.
+            let message = (error.underlying as? WebImageError)?.message ?? error.message
+            throw WebImageError(error.code, "\(values.text("store.path") != nil ? "store.path" : "store") (\(kind)): \(message)", isTransient: false, underlying: error.underlying)
+        }
     }
 
     /// The shared tier behind the disk tier: `store.shared.kind`, `.url`, `.prefix`,
