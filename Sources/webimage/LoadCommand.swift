@@ -90,8 +90,10 @@ struct LoadCommand: AsyncParsableCommand {
         let manager = try await global.manager()
         let context = try loadContext(manager)
         var outDirectory: String?
+        var madeForOut: [String] = []
         if let out {
-            do { outDirectory = try OutputFile.makeDirectory(out) } catch let error as WebImageError {
+            do { outDirectory = try OutputFile.makeDirectory(out, made: &madeForOut) } catch let error as WebImageError {
+                CacheDirectory.removeMade(madeForOut)
                 Terminal.error(error.message)
                 throw ExitCode(2)
             }
@@ -105,6 +107,9 @@ struct LoadCommand: AsyncParsableCommand {
                              out: outDirectory)
         await Self.loadAll(source, load, reporter, limits: limits)
         reporter.finish()
+        // Inputs failed: the directories made for --out go again if nothing was
+        // written into them (rmdir leaves one that holds a file).
+        if reporter.failures > 0 { CacheDirectory.removeMade(madeForOut) }
         await manager.shutdown(gracePeriod: .seconds(30))
         if let number = interrupted.signal {
             Terminal.error("stopped by signal \(number) after \(reporter.done) inputs; loads in flight finished and were stored")

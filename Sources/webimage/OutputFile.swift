@@ -38,11 +38,13 @@ enum OutputFile {
     /// Makes the `--out` directory (and its parents) if it is missing.
     /// - Throws: `WebImageError` `.invalidArgument` with a plain message when the
     ///   path names something that is not a directory or cannot be made.
+    /// - Parameter made: gets the directories it made (the deepest last), for
+    ///   a run that writes nothing into them to remove again.
     /// - Returns: the directory as the kernel resolved it (`realpath`), which
     ///   the writes use: `..` after a symbolic link is the target's parent.
-    static func makeDirectory(_ path: String) throws -> String {
+    static func makeDirectory(_ path: String, made: inout [String]) throws -> String {
         guard !path.isEmpty else { throw WebImageError(.invalidArgument, "--out '': an empty path names no directory") }
-        switch CacheDirectory.ensure(path, mode: 0o755) {
+        switch CacheDirectory.ensure(path, mode: 0o755, made: &made) {
         case nil: return CacheDirectory.resolved(path) ?? path
         case .notADirectory: throw WebImageError(.invalidArgument, "--out \(path): it exists and is not a directory")
         case .notWritable(let reason): throw WebImageError(.invalidArgument, "--out \(path): \(reason)")

@@ -143,6 +143,16 @@ struct ToolHardeningTests {
         #expect(!FileManager.default.fileExists(atPath: tool.home.path + "/out") && !FileManager.default.fileExists(atPath: tool.home.path + "/cache"))
         let empty = try await tool.run(["load", "--store", "none", logo, "--out", ""])
         #expect(empty.status == 2 && empty.stderr.contains("--out ''"), "\(empty.stderr)")
+        // An --out path so long that no file fits under it: every input fails, and
+        // the directories made for it go again; where a file was written, they stay.
+        // (4090 bytes, and "/logo.png" passes PATH_MAX.)
+        let deep = pathOfLength(4090, under: tool.home.appendingPathComponent("deep"))
+        let tooLong = try await tool.run(["load", "--store", "none", logo, "--out", deep.path])
+        #expect(tooLong.status != 0, "\(tooLong.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: tool.home.path + "/deep/made"), "nothing made is left: \(tooLong.stderr)")
+        let fits = tool.home.appendingPathComponent("deep/fits")
+        #expect(try await tool.run(["load", "--store", "none", logo, "--out", fits.path]).status == 0)
+        #expect(FileManager.default.fileExists(atPath: fits.path + "/logo.png"))
         // The same through the cache directory, for either store that keeps files.
         for store in ["lmdb", "filesystem"] {
             let cache = try await tool.run(["load", "--store", store, "--cache-dir", logo + "/cache", logo])
@@ -403,7 +413,7 @@ struct ToolDiskFullTests {
         #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
         let error = try #require(result.lines.first?["error"] as? [String: Any])
         #expect(error["code"] as? String == "storeFailed" && (error["message"] as? String)?.contains("No space left") == true, "\(error)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: out.path) == [], "nothing is left in --out")
+        #expect(!FileManager.default.fileExists(atPath: out.path), "nothing is left: not even the --out directory made for the run")
     }
 }
 
