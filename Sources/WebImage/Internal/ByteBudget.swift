@@ -15,8 +15,9 @@ import Synchronization
 /// granted alone, when nothing else is charged. Growth is never refused (the
 /// bytes have arrived); while the charges are over the limit, no load is
 /// admitted. So the charges stay within the limit plus what the downloads in
-/// flight receive after it filled, and those are bounded by the loader's
-/// concurrency and response size. A caller waiting for its turn can be cancelled.
+/// flight receive after it filled: those admitted while it had room (queued for
+/// a slot or transferring), each up to the response size. A caller waiting for
+/// its turn can be cancelled.
 final class ByteBudget: Sendable {
     let limit: Int
     /// The most one origin may hold before its further loads wait.

@@ -62,7 +62,9 @@ extension ImageManager {
         /// budget, loads wait their turn (in order, each cancellable) before they
         /// download. A body already downloading is never stopped, so the charges
         /// can pass the budget by what the downloads in flight receive after it
-        /// filled (at most the loader's concurrency times ``maxResponseSize``).
+        /// filled: every download admitted while it had room, queued ones too
+        /// (a load is admitted before it waits for its origin's or the loader's
+        /// slot), each up to ``maxResponseSize``.
         /// Default 512 MiB.
         public var originalsBudget = 512 << 20
         /// Where decoding, transforming and encoding run.

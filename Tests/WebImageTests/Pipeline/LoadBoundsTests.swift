@@ -86,7 +86,7 @@ struct LoadBoundsTests {
         #expect(h.manager.originalsInFlight.peak >= body, "the bodies were charged")
     }
 
-    @Test("eight sizes of one URL at once share its original: one download, charged once to the originals' budget; stored, one read of it while the jobs that use it run")
+    @Test("eight sizes of one URL at once share its original: one download, charged once to the originals' budget and stored once; stored, one read of it while the jobs that use it run")
     func originalSharedBySizes() async throws {
         let store = KeyCountingStore()
         let h = Harness(store: store)
@@ -109,6 +109,7 @@ struct LoadBoundsTests {
         for load in downloading { #expect(try await load.value.cacheType == .none) }
         #expect(h.loader.requestCount == 1)
         #expect(h.manager.originalsInFlight.peak == body.count, "charged once, not once per size")
+        #expect(await eventually { store.writes(plainKey) == 1 } && store.writes(plainKey) == 1, "stored once, not once per size")
         // Each job lets go as it ends, a moment after its callers have the result.
         #expect(await eventually { h.manager.originalsInFlight.bytes == 0 && h.manager.stages.lookup.pending.holders(plainKey) == 0 })
 
@@ -220,15 +221,20 @@ private struct HeaderlessCoder: ImageCoder {
 private final class KeyCountingStore: CacheStore {
     let base = MemoryCacheStore(limits: .unlimited)
     private let counts = Mutex<[String: Int]>([:])
+    private let writeCounts = Mutex<[String: Int]>([:])
 
     func reads(_ key: String) async -> Int { counts.withLock { $0[key] ?? 0 } }
+    func writes(_ key: String) -> Int { writeCounts.withLock { $0[key] ?? 0 } }
 
     func entry(forKey key: String) async throws -> CacheEntry? {
         counts.withLock { $0[key, default: 0] += 1 }
         return try await base.entry(forKey: key)
     }
     func metadata(forKey key: String) async throws -> CacheMetadata? { try await base.metadata(forKey: key) }
-    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws { try await base.setData(data, forKey: key, metadata: metadata) }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        writeCounts.withLock { $0[key, default: 0] += 1 }
+        try await base.setData(data, forKey: key, metadata: metadata)
+    }
     func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await base.updateMetadata(metadata, forKey: key) }
     func removeData(forKey key: String) async throws { try await base.removeData(forKey: key) }
     func removeAll() async throws { try await base.removeAll() }

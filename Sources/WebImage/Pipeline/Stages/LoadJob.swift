@@ -115,9 +115,11 @@ struct LoadJob: ~Copyable {
     /// Downloads the original, holding its room in the budget and sharing its bytes until the job ends.
     private mutating func download() async throws -> Original {
         charge = nil
+        // A stored copy this job held (it did not decode) is let go first.
+        if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
+        heldOriginal = nil
         let original = try await stages.original.download(plan, progress: progress)
         charge = original.charge
-        if let heldOriginal { stages.lookup.pending.release(plan.plainKey, id: heldOriginal) }
         // The download held the bytes already, one hold for each load that got them;
         // a revalidated entry (304) is held here.
         heldOriginal = original.holdID ?? stages.lookup.pending.hold(original.data, key: plan.plainKey,
@@ -136,7 +138,7 @@ struct LoadJob: ~Copyable {
             guard recognised || coders.coders.isEmpty else {
                 throw stages.original.recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
             }
-            failure = await stages.publish.storeOriginal(source.data, response: source.response, plan)
+            if storesOriginal(source) { failure = await stages.publish.storeOriginal(source.data, response: source.response, plan) }
         }
         stages.publish.rememberData(source.data, key: plan.plainKey, context: context, checksum: nil, madeAt: nil)
         return ImageResult(image: nil, data: source.data, cacheType: source.cacheType, key: plan.plainKey, url: url, storeFailure: failure)
@@ -171,7 +173,7 @@ struct LoadJob: ~Copyable {
                     // Bytes a coder read are a good original that this request asked too
                     // much of: stored, so that the next request (another size, lighter
                     // steps, or the same one again) reads them instead of downloading them.
-                    if source.cacheType == .none, Self.keepsOriginal(after: failure) {
+                    if source.cacheType == .none, Self.keepsOriginal(after: failure), storesOriginal(source) {
                         _ = await stages.publish.storeOriginal(source.data, response: source.response, plan)
                     }
                     throw failure
@@ -191,7 +193,7 @@ struct LoadJob: ~Copyable {
         let (url, key, context, publish) = (plan.url, plan.key, plan.context, stages.publish)
         let image = rendered.image
         var storeFailure: WebImageError?
-        if source.cacheType == .none {
+        if source.cacheType == .none, storesOriginal(source) {
             stages.services.jobStages.set(plan.jobKey, .store)
             storeFailure = await publish.storeOriginal(source.data, response: source.response, plan)
         }
@@ -222,6 +224,12 @@ struct LoadJob: ~Copyable {
         }
         return ImageResult(image: image, data: encoded, cacheType: source.cacheType, key: key, url: url, storeFailure: storeFailure,
                            checksum: checksum, lastModified: madeAt)
+    }
+
+    /// Whether this load stores its downloaded original: one load of a shared
+    /// download does, unless a load waits for its own writes (`.waitStoreCache`).
+    private func storesOriginal(_ source: Original) -> Bool {
+        plan.options.contains(.waitStoreCache) || source.claimsStore()
     }
 
     /// Whether a render that failed so had its original read by a coder (its

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import Tracing
 
@@ -24,6 +25,20 @@ struct Original: Sendable {
     /// The download's charge in the originals' budget, one for all the loads
     /// that share it: released when the last of them lets it go.
     var charge: ByteBudget.Reservation?
+    /// Which of the loads that share the download stores it (nil: not shared).
+    var storeOnce: StoreOnce?
+
+    /// Whether this load stores the bytes: the first of a shared download's
+    /// loads to ask, or any load of bytes that are its own. (Each load storing
+    /// them queued a write of the whole original per size: 256 sizes of a new
+    /// 1.7 MB photo held hundreds of MB of writes of the same bytes.)
+    func claimsStore() -> Bool { storeOnce?.claim() ?? true }
+}
+
+/// Claimed once: the first load of a shared download to store its bytes.
+final class StoreOnce: Sendable {
+    private let claimed = Atomic<Bool>(false)
+    func claim() -> Bool { !claimed.exchange(true, ordering: .relaxed) }
 }
 
 /// A download's response, its hold in ``PendingEntries`` (each load that gets
@@ -32,6 +47,7 @@ struct Downloaded: Sendable {
     var response: LoadResponse
     var holdID: UInt64?
     var charge: ByteBudget.Reservation?
+    var storeOnce: StoreOnce?
 }
 
 /// The stage that brings an original's bytes from its origin: one download per
@@ -95,6 +111,16 @@ struct OriginalStage: Sendable {
         // asks the coalescer a moment after finds one or the other, instead of
         // downloading again (16 sizes of a new URL at once made 2 downloads in 3 of 10 tries).
         let pending = lookup.pending
+        // Bytes another job's download left here since this job looked (it
+        // waited for the store meanwhile): a new download would fetch them again.
+        // (Not bytes read from the store: a job downloads again when those failed.)
+        if cached == nil, let held = pending.share(plainKey) {
+            guard held.stored else {
+                return Original(data: held.entry.data, cacheType: .none, finalURL: held.entry.metadata.originalURL,
+                                heldDownload: true, holdID: held.id)
+            }
+            pending.release(plainKey, id: held.id)
+        }
         let (blocklist, budget) = (blocklist, budget)
         let downloaded = try await downloads.value(for: jobKey, priority: Self.priority(options), progress: progress) { progress in
             if !options.contains(.retryFailed), let failure = blocklist.blockingError(for: url.absoluteString) {
@@ -110,7 +136,7 @@ struct OriginalStage: Sendable {
             charge.resize(to: response.data.count)
             let id = pending.hold(response.data, key: plainKey,
                                   metadata: CacheMetadata(contentType: response.contentType, originalURL: response.url.absoluteString))
-            return Downloaded(response: response, holdID: id, charge: charge)
+            return Downloaded(response: response, holdID: id, charge: charge, storeOnce: StoreOnce())
         } finished: { result, callers in
             switch result {
             case .success(let downloaded):
@@ -124,7 +150,7 @@ struct OriginalStage: Sendable {
         let response = downloaded.response
         guard response.isNotModified else {
             return Original(data: response.data, cacheType: .none, response: response, finalURL: response.url.absoluteString,
-                            holdID: downloaded.holdID, charge: downloaded.charge)
+                            holdID: downloaded.holdID, charge: downloaded.charge, storeOnce: downloaded.storeOnce)
         }
         guard let cached, let store else {
             throw WebImageError(.badStatus, "\(url.absoluteString) answered 304 to a request that was not conditional", statusCode: 304)
