@@ -4,20 +4,27 @@ import Testing
 import WebImageTestSupport
 @_spi(WebImageInternal) @testable import WebImage
 
-/// A store that remembers which task each read ran on.
+/// A store that remembers which task each read ran on, and counts the reads and writes of each key.
 final class TaskRecordingStore: CacheStore {
     let base = MemoryCacheStore(limits: .unlimited)
     private let readers = Lock<[Int]>([])
+    private let counts = Lock<(reads: [String: Int], writes: [String: Int])>(([:], [:]))
     var readTasks: [Int] { readers.withLock { $0 } }
+    func reads(_ key: String) -> Int { counts.withLock { $0.reads[key] ?? 0 } }
+    func writes(_ key: String) -> Int { counts.withLock { $0.writes[key] ?? 0 } }
 
     static func currentTask() -> Int { withUnsafeCurrentTask { $0?.hashValue ?? 0 } }
 
     func entry(forKey key: String) async throws -> CacheEntry? {
         readers.withLock { $0.append(Self.currentTask()) }
+        counts.withLock { $0.reads[key, default: 0] += 1 }
         return try await base.entry(forKey: key)
     }
     func metadata(forKey key: String) async throws -> CacheMetadata? { try await base.metadata(forKey: key) }
-    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws { try await base.setData(data, forKey: key, metadata: metadata) }
+    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
+        counts.withLock { $0.writes[key, default: 0] += 1 }
+        try await base.setData(data, forKey: key, metadata: metadata)
+    }
     func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await base.updateMetadata(metadata, forKey: key) }
     func removeData(forKey key: String) async throws { try await base.removeData(forKey: key) }
     func removeAll() async throws { try await base.removeAll() }

@@ -88,7 +88,7 @@ struct LoadBoundsTests {
 
     @Test("eight sizes of one URL at once share its original: one download, charged once to the originals' budget and stored once; stored, one read of it while the jobs that use it run")
     func originalSharedBySizes() async throws {
-        let store = KeyCountingStore()
+        let store = TaskRecordingStore()
         let h = Harness(store: store)
         let body = TestCoder.encode(width: 64, height: 64)
         h.loader.serve("test://host/one.timg", data: body)
@@ -114,14 +114,14 @@ struct LoadBoundsTests {
         #expect(await eventually { h.manager.originalsInFlight.bytes == 0 && h.manager.stages.lookup.pending.holders(plainKey) == 0 })
 
         // Stored now: eight other sizes, each held in its transform until all of them have the original.
-        let readsBefore = await store.reads(plainKey)
+        let readsBefore = store.reads(plainKey)
         let gate = Gate()
         let reading = sizes(Array(stride(from: 5, through: 33, by: 4)), gate: gate)
         let shared = await eventually { h.manager.stages.lookup.pending.holders(plainKey) == 8 }
         gate.open()
         #expect(shared, "every job holds the one copy")
         for load in reading { #expect(try await load.value.cacheType == .disk) }
-        #expect(await store.reads(plainKey) - readsBefore == 1, "one read of the stored original for the eight jobs")
+        #expect(store.reads(plainKey) - readsBefore == 1, "one read of the stored original for the eight jobs")
         #expect(await eventually { h.manager.stages.lookup.pending.holders(plainKey) == 0 }, "released with the last job")
     }
 
@@ -217,32 +217,6 @@ private struct HeaderlessCoder: ImageCoder {
     func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data { try TestCoder().encode(image, as: format, options: options) }
 }
 
-/// A store that counts the reads of each key.
-private final class KeyCountingStore: CacheStore {
-    let base = MemoryCacheStore(limits: .unlimited)
-    private let counts = Mutex<[String: Int]>([:])
-    private let writeCounts = Mutex<[String: Int]>([:])
-
-    func reads(_ key: String) async -> Int { counts.withLock { $0[key] ?? 0 } }
-    func writes(_ key: String) -> Int { writeCounts.withLock { $0[key] ?? 0 } }
-
-    func entry(forKey key: String) async throws -> CacheEntry? {
-        counts.withLock { $0[key, default: 0] += 1 }
-        return try await base.entry(forKey: key)
-    }
-    func metadata(forKey key: String) async throws -> CacheMetadata? { try await base.metadata(forKey: key) }
-    func setData(_ data: Data, forKey key: String, metadata: CacheMetadata) async throws {
-        writeCounts.withLock { $0[key, default: 0] += 1 }
-        try await base.setData(data, forKey: key, metadata: metadata)
-    }
-    func updateMetadata(_ metadata: CacheMetadata, forKey key: String) async throws { try await base.updateMetadata(metadata, forKey: key) }
-    func removeData(forKey key: String) async throws { try await base.removeData(forKey: key) }
-    func removeAll() async throws { try await base.removeAll() }
-    func removeExpired() async throws { try await base.removeExpired() }
-    var totalSize: Int { get async throws { try await base.totalSize } }
-    var count: Int { get async throws { try await base.count } }
-}
-
 /// A transform that waits at a gate (on the pool's thread, which may block).
 struct GatedTransformer: ImageTransformer {
     let gate: Gate
@@ -325,20 +299,28 @@ struct WorkBudgetManagerTests {
 }
 
 extension WorkBudgetManagerTests {
-    @Test("a still image light by its box's decode but heavy by its encode takes a heavy place from its header, before its decode: its pixels never wait for room")
-    func headerWeighsStills() async throws {
-        // A pool of its own: a gated job on the shared pool, beside another test's, would leave no thread for this one's render.
-        let h = Harness { $0.pool = BlockingThreadPool(threadCount: 2, name: "headerWeighsStills") }
+    /// A manager whose one heavy place (`maxHeavy` 1) a load holds at a gate
+    /// after its decode, 100 pixels counted. A pool of its own: a gated job on
+    /// the shared pool, beside another test's, would leave no thread for the
+    /// test's other render.
+    static func heavyPlaceHeld(_ name: String) async -> (Harness, WorkBudget, Gate, Task<ImageResult, any Error>) {
+        let h = Harness { $0.pool = BlockingThreadPool(threadCount: 2, name: name) }
         let work = WorkBudget(limit: 1000, maxHeavy: 1)
         let gate = Gate()
         h.loader.serve("test://host/held.timg", data: TestCoder.encode(width: 10, height: 10))
-        h.loader.serve("test://host/wide.timg", data: TestCoder.encode(width: 2000, height: 1000))
         var heavy = ImageContext()
         heavy.workBudget = work
         heavy.workCost = 2
         heavy.transformer = GatedTransformer(gate: gate)
         let holder = Task { try await h.manager.loadImage(with: h.url("held.timg"), context: heavy) }
         #expect(await eventually { work.heavy.inFlight == 1 && h.manager.decodedPixelsInFlight == 100 })
+        return (h, work, gate, holder)
+    }
+
+    @Test("a still image light by its box's decode but heavy by its encode takes a heavy place from its header, before its decode: its pixels never wait for room")
+    func headerWeighsStills() async throws {
+        let (h, work, gate, holder) = await Self.heavyPlaceHeld("headerWeighsStills")
+        h.loader.serve("test://host/wide.timg", data: TestCoder.encode(width: 2000, height: 1000))
         // 0.04 passes by its request; its 2000x1000 result's encode, 2 passes more.
         var light = ImageContext(thumbnailPixelSize: PixelSize(2000))
         light.workBudget = work
@@ -355,19 +337,8 @@ extension WorkBudgetManagerTests {
 
     @Test("an image whose header no coder reads, found heavy once decoded, stays counted in decodedPixelsInFlight while it waits for room and is finished; nothing stays counted after")
     func waitingPixelsCounted() async throws {
-        // A pool of its own: a gated job on the shared pool, beside another test's, would leave no thread for this one's render.
-        let h = Harness { $0.pool = BlockingThreadPool(threadCount: 2, name: "waitingPixelsCounted") }
-        let work = WorkBudget(limit: 1000, maxHeavy: 1)
-        let gate = Gate()
-        h.loader.serve("test://host/held.timg", data: TestCoder.encode(width: 10, height: 10))
+        let (h, work, gate, holder) = await Self.heavyPlaceHeld("waitingPixelsCounted")
         h.loader.serve("test://host/large.timg", data: TestCoder.encode(width: 2000, height: 1000))
-        // The heavy place, held at a gate after its decode (100 pixels counted).
-        var heavy = ImageContext()
-        heavy.workBudget = work
-        heavy.workCost = 2
-        heavy.transformer = GatedTransformer(gate: gate)
-        let holder = Task { try await h.manager.loadImage(with: h.url("held.timg"), context: heavy) }
-        #expect(await eventually { work.heavy.inFlight == 1 && h.manager.decodedPixelsInFlight == 100 })
         // Light by its request, heavy by its 2 MP encode once decoded: it waits for the heavy place with its image.
         var light = ImageContext()
         light.workBudget = work
