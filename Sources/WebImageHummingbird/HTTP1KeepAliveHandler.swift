@@ -43,6 +43,9 @@ import WebImageHTTP
 /// an answer is staged (RFC 9112 §9.6): the sending side first, then the whole
 /// connection when the client closes or 2 seconds later, so answers already
 /// written are not cut off by a reset.
+/// - `505` for a connection's first request in HTTP/0.9 (`GET /path`, no
+///   version), and `400` for `PRI` in any line but HTTP/2's preface, which the
+///   decoder left waiting for the idle timeout (``FirstRequestLineHandler``).
 /// - `400` for a request the decoder cannot read (a head past 80 KiB, a byte no
 ///   request may hold), which Hummingbird answers with an empty body, at once,
 ///   even behind answers still pending. When the body of a request already passed
@@ -60,7 +63,11 @@ public final class HTTP1KeepAliveHandler: ChannelInboundHandler, RemovableChanne
     public func handlerAdded(context: ChannelHandlerContext) {
         let pipeline = context.pipeline.syncOperations
         if let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self) {
-            try? pipeline.addHandler(ConnectionOptionsHandler(serverName: serverName), position: .before(codec))
+            let options = ConnectionOptionsHandler(serverName: serverName)
+            try? pipeline.addHandler(options, position: .before(codec))
+            if let decoder = try? pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self) {
+                try? pipeline.addHandler(FirstRequestLineHandler(options: options), position: .before(decoder))
+            }
         }
     }
 }
@@ -96,6 +103,9 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     /// body it could not read), until its end.
     private var droppingUnasked = false
     private let serverName: String?
+    /// The connection's first request line is a `HEAD`'s, until its head arrives
+    /// here (``FirstRequestLineHandler``): a refusal of it before then has no body.
+    var firstIsHead = false
     private static let dates = HTTPDateCache()
     private static let metrics = RequestMetricsCache()
 
@@ -110,6 +120,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
             if case .end = part { insideRequest = false }
             return context.fireChannelRead(data)
         }
+        firstIsHead = false
         if let refusal = Self.refusal(of: head) {
             refuse(refusal, context)
             return
@@ -137,7 +148,8 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         guard let parseError = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard refusal == nil, !closingAfterAnswers else { return }  // this connection already ends here
         guard insideRequest else {
-            return refuse(Refusal(status: Self.status(for: parseError), message: Self.message(for: parseError), method: .GET), context)
+            return refuse(Refusal(status: Self.status(for: parseError), message: Self.message(for: parseError),
+                                  method: firstIsHead ? .HEAD : .GET), context)
         }
         closingAfterAnswers = true
         context.fireErrorCaught(error)

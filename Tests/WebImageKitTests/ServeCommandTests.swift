@@ -538,7 +538,7 @@ struct ServeCommandTests {
         #expect(refused.flatMap { $0.split(separator: " ").last.flatMap { Int($0) } }.map { $0 >= 1 } == true, "\(String(describing: refused))")
     }
 
-    @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; CONNECT, a bad Transfer-Encoding and a broken chunk get one answer and a close; HTTP/1.0 closes after its answer; http.maxConnections holds the next client until one closes")
+    @Test("http.idleTimeout closes a connection that sends half a head or nothing; a request with no Host is 400 in its turn; CONNECT, a bad Transfer-Encoding and a broken chunk get one answer and a close; HTTP/1.0 closes after its answer; a first request in HTTP/0.9 is 505 and PRI outside the preface 400, a refused first HEAD without a body; http.maxConnections holds the next client until one closes")
     func connectionBounds() async throws {
         let tool = Tool()
         let timed = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "http.idleTimeout=1s"])
@@ -580,6 +580,24 @@ struct ServeCommandTests {
         let oldAnswer = await RawHTTP.readUntilClosed(old).map { String(decoding: $0, as: UTF8.self) }
         #expect(oldAnswer?.hasPrefix("HTTP/1.1 200") == true && oldAnswer?.hasSuffix("ok\n") == true, "\(oldAnswer ?? "still open")")
         let health = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        // A first request the decoder would wait on (this server has no idle timeout):
+        // HTTP/0.9, which has no version and no fields, and PRI outside HTTP/2's
+        // preface. A HEAD the decoder cannot read is refused without a body.
+        for (request, status, says) in [("GET /health\r\n", "505", "HTTP version"), ("\r\nGET /health\n", "505", "HTTP version"),
+                                        ("PRI /x HTTP/1.0\r\n\r\n", "400", "invalid HTTP method"),
+                                        ("PRI * HTTP/1.1\r\nHost: a\r\n\r\n", "400", "invalid HTTP method")] {
+            let connection = try await RawHTTP.open(port: cappedPort, sending: request)
+            defer { close(connection) }
+            let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)") && answer.contains(says), "\(request.debugDescription): \(answer.debugDescription)")
+        }
+        for method in ["HEAD", "GET"] {
+            let connection = try await RawHTTP.open(port: cappedPort, sending: "\(method) /health HTTP/1.1\r\nHost: a\r\nBad Field\r\n\r\n")
+            defer { close(connection) }
+            let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
+            #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("Content-Length: "), "\(answer.debugDescription)")
+            #expect(answer.hasSuffix("\r\n\r\n") == (method == "HEAD"), "a body after GET only: \(answer.debugDescription)")
+        }
         // One answer each, then the close (this server has no idle timeout: a connection
         // left open would hold the test): CONNECT, a Transfer-Encoding the length cannot
         // be known from, and a body whose chunk is broken after its head was answered.
