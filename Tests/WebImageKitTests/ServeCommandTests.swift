@@ -386,6 +386,11 @@ struct ServeCommandTests {
         let missingHead = try await RawHTTP.send(port: port, method: "HEAD", target: "/nowhere")
         #expect(missingHead.status == 404 && missingHead.body.isEmpty && missingHead.headers["content-length"] == String(missing.body.count),
                 "\(missingHead)")
+        // The endpoint at the root only; empty segments are no segments (serving.md says so).
+        for (path, status) in [("/x/thumbnail?url=x", 404), ("/x/info?url=x", 404), ("//info?url=x", 400), ("/info/?url=x", 400)] {
+            let response = try await RawHTTP.send(port: port, target: path)
+            #expect(response.status == status, "\(path): \(response.status)")
+        }
         let options = try await RawHTTP.send(port: port, method: "OPTIONS", target: "*")
         #expect(options.status == 200 && options.headers["allow"] == "GET, HEAD" && options.body.isEmpty, "\(options)")
         let forged = "/thumbnail?url=https%3A%2F%2Fimages.invalid%2Fa.jpg&w=100%0A2026-01-01T00:00:00%20FORGED%20admin%20logged%20in%00%1B%5B2J"

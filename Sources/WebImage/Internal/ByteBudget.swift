@@ -15,9 +15,10 @@ import Synchronization
 /// granted alone, when nothing else is charged. Growth is never refused (the
 /// bytes have arrived); while the charges are over the limit, no load is
 /// admitted. So the charges stay within the limit plus what the downloads in
-/// flight receive after it filled: those admitted while it had room (queued for
-/// a slot or transferring), each up to the response size. A caller waiting for
-/// its turn can be cancelled.
+/// flight receive after it filled: those admitted while it had room, each up to
+/// the response size. (``OriginalStage`` admits a download again when it gets
+/// its origin's slot, so those are the ones transferring, or queued in the
+/// loader.) A caller waiting for its turn can be cancelled.
 final class ByteBudget: Sendable {
     let limit: Int
     /// The most one origin may hold before its further loads wait.

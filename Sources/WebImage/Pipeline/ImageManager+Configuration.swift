@@ -62,9 +62,10 @@ extension ImageManager {
         /// budget, loads wait their turn (in order, each cancellable) before they
         /// download. A body already downloading is never stopped, so the charges
         /// can pass the budget by what the downloads in flight receive after it
-        /// filled: every download admitted while it had room, queued ones too
-        /// (a load is admitted before it waits for its origin's or the loader's
-        /// slot), each up to ``maxResponseSize``.
+        /// filled: every download that started while it had room, each up to
+        /// ``maxResponseSize``. A download waiting for its origin's slot
+        /// (``ImageContext/originLimit``) is admitted again once it has it; one
+        /// queued inside the loader (its own per-host limit) is not.
         /// Default 512 MiB.
         public var originalsBudget = 512 << 20
         /// Where decoding, transforming and encoding run.

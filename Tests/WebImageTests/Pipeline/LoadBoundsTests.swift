@@ -86,6 +86,36 @@ struct LoadBoundsTests {
         #expect(h.manager.originalsInFlight.peak >= body, "the bodies were charged")
     }
 
+    @Test("a download queued for its origin's slot is admitted to the originals' budget again when it gets the slot: while the budget is spent it does not start, and says so in its stage")
+    func admittedAtTheSlot() async throws {
+        let h = Harness { $0.originalsBudget = 1000 }
+        for name in ["a", "b"] { h.loader.serve("test://host/\(name).timg", data: TestCoder.encode(width: 32, height: 32)) }
+        h.loader.close()
+        let limit = OriginLimit(limit: 1)
+        var context = ImageContext()
+        context.originLimit = limit
+        let budget = h.manager.stages.original.budget
+        let first = Task { [context] in try await h.manager.loadImage(with: h.url("a.timg"), context: context) }
+        try #require(await eventually { h.loader.requestCount == 1 })
+        let second = Task { [context] in try await h.manager.loadImage(with: h.url("b.timg"), context: context) }
+        let jobKey = h.manager.plan(url: h.url("b.timg"), options: [], context: context).jobKey
+        try #require(await eventually { limit.usage(of: "test://host").waiting == 1 }, "admitted, queued for the slot")
+        // The budget fills (another origin's body) while the second waits for the slot.
+        let other = try await budget.reserve(5000, origin: "other")
+        h.loader.open()
+        _ = try await first.value
+        #expect(await eventually { budget.usage.waiting == 1 && h.manager.jobStages.stage(of: jobKey) == .waitingForOriginals },
+                "holding the slot, it waits for room: \(budget.usage)")
+        #expect(h.loader.requestCount == 1, "not started while the budget is spent")
+        other.release()
+        #expect(try await second.value.image?.pixelSize == PixelSize(32))
+        #expect(h.loader.requestCount == 2 && budget.usage.peak <= 5000 + TestCoder.encode(width: 32, height: 32).count)
+        #expect(await eventually { h.manager.jobStages.isEmpty })
+        // A shared download that outlives the job it was started for gives that job no stage again.
+        h.manager.jobStages.update(jobKey, .download)
+        #expect(h.manager.jobStages.isEmpty)
+    }
+
     @Test("eight sizes of one URL at once share its original: one download, charged once to the originals' budget and stored once; stored, one read of it while the jobs that use it run")
     func originalSharedBySizes() async throws {
         let store = TaskRecordingStore()

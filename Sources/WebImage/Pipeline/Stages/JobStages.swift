@@ -35,6 +35,13 @@ final class JobStages: Sendable {
     private let stages = Lock<[String: LoadStage]>([:])
 
     func set(_ key: String, _ stage: LoadStage) { stages.withLock { $0[key] = stage } }
+    /// Sets the stage of a job that has one still: a download other jobs share
+    /// may outlive the job it was started for, whose stage must not come back.
+    func update(_ key: String, _ stage: LoadStage) {
+        stages.withLock { stages in
+            if stages[key] != nil { stages[key] = stage }
+        }
+    }
     func clear(_ key: String) { _ = stages.withLock { $0.removeValue(forKey: key) } }
     func stage(of key: String) -> LoadStage? { stages.withLock { $0[key] } }
     var isEmpty: Bool { stages.withLock { $0.isEmpty } }

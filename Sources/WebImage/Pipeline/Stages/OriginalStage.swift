@@ -77,16 +77,25 @@ struct OriginalStage: Sendable {
     /// (``Original/charge``). Two hundred sizes of one new URL charge its bytes
     /// once, not two hundred times.
     func download(_ plan: LoadPlan, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> Original {
-        services.jobStages.set(plan.jobKey, .waitingForOriginals)
-        do { try await budget.reserve(0, origin: Self.originKey(plan.url)).release() } catch {
-            throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
-        }
-        services.jobStages.set(plan.jobKey, .download)
+        try await admit(plan)
         do {
             return try await fetch(plan, progress: progress)
         } catch {
             throw recordFailure(error, url: plan.url)
         }
+    }
+
+    /// Waits while the originals' budget is spent (or the URL's origin holds its
+    /// share), with the job's stage saying so; nothing stays charged. Asked again
+    /// inside the shared download (`again`), the stage is that of the job that
+    /// started it, while it lasts.
+    private func admit(_ plan: LoadPlan, again: Bool = false) async throws {
+        let stages = services.jobStages
+        again ? stages.update(plan.jobKey, .waitingForOriginals) : stages.set(plan.jobKey, .waitingForOriginals)
+        do { try await budget.reserve(0, origin: Self.originKey(plan.url)).release() } catch {
+            throw WebImageError.wrap(error, as: .cancelled, "waiting for room in the originals' budget")
+        }
+        again ? stages.update(plan.jobKey, .download) : stages.set(plan.jobKey, .download)
     }
 
     /// The bytes from the loader, one download per URL however many jobs want it;
@@ -128,7 +137,8 @@ struct OriginalStage: Sendable {
             }
             // Charged once for every load that shares it: they were admitted as they came.
             let charge = budget.charge(origin: Self.originKey(url))
-            let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata) { value in
+            let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata,
+                                               admit: { try await self.admit(plan, again: true) }) { value in
                 charge.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
                 progress(value)
             }
@@ -166,7 +176,12 @@ struct OriginalStage: Sendable {
     /// One request to the loader: the URL policy and the origin breaker asked
     /// first, the breaker told how it went, a status outside 2xx and 304 thrown.
     /// (``ImageManager/info(for:context:)`` uses it too, for a header-only read.)
+    /// - Parameter admit: asked again once the download holds its origin's slot
+    ///   (``ImageContext/originLimit``), right before the loader: loads admitted
+    ///   while the budget had room and then queued for a slot would otherwise all
+    ///   start after it filled.
     func load(url: URL, options: ImageOptions, context: ImageContext, validators: CacheMetadata?,
+              admit: (@Sendable () async throws -> Void)? = nil,
               progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         let configuration = services.configuration
         guard let loader = context.loader ?? configuration.loaders.loader(for: url) else {
@@ -199,7 +214,7 @@ struct OriginalStage: Sendable {
         let started = ContinuousClock.now
         let response: LoadResponse
         do {
-            response = try await send(request, with: loader, limit: context.originLimit, progress: progress)
+            response = try await send(request, with: loader, limit: context.originLimit, admit: admit, progress: progress)
         } catch {
             var failure = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
             if let admission, let breaker { Self.report(&failure, admission, to: breaker) }
@@ -231,13 +246,16 @@ struct OriginalStage: Sendable {
     }
 
     /// The loader's call, in its span, within the origin's share of the loader's slots.
-    private func send(_ request: LoadRequest, with loader: any Loader, limit: OriginLimit?,
+    private func send(_ request: LoadRequest, with loader: any Loader, limit: OriginLimit?, admit: (@Sendable () async throws -> Void)?,
                       progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         try await services.spans.traced("webimage.download") { span in
             span.set("server.address", request.url.host ?? "")
             span.set("url.scheme", request.url.scheme ?? "")
             let response = if let limit {
-                try await limit.run(Self.originKey(request.url)) { try await loader.load(request, progress: progress) }
+                try await limit.run(Self.originKey(request.url)) {
+                    try await admit?()
+                    return try await loader.load(request, progress: progress)
+                }
             } else {
                 try await loader.load(request, progress: progress)
             }
