@@ -142,6 +142,13 @@ public struct ThumbnailQuery: Sendable {
         else {
             throw WebImageError(.invalidURL, "url='\(text)' is not an absolute \(schemes.sorted().joined(separator: " or ")) URL")
         }
+        // Credentials do not belong in an image URL (RFC 9110 §4.2.4): passed on, the
+        // loader would send them to the origin, and every user@ spelling of one
+        // image would be an entry of its own. (A service that needs them sets them
+        // on its requests to that origin.)
+        if url.user(percentEncoded: true) != nil || url.password(percentEncoded: true) != nil {
+            throw WebImageError(.invalidURL, "url='\(text)' names a user (user@host), which an image URL must not")
+        }
         return url
     }
 

@@ -81,6 +81,15 @@ struct ThumbnailQueryTests {
         #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%25zz.jpg")) }
     }
 
+    @Test("a url= that names a user (user@, user:password@, even an empty one) is 400 invalidURL: its credentials are not sent on; an @ in the path or query is no user")
+    func userInfo() throws {
+        for value in ["http%3A%2F%2Fuser%40h%2Fa.jpg", "http%3A%2F%2Fu%3Ap%40h%2Fa.jpg", "https%3A%2F%2F%40h%2Fa.jpg", "http%3A%2F%2F%3Ap%40h%3A8080%2Fa.jpg"] {
+            let error = #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=\(value)")) }
+            #expect(error?.code == .invalidURL && error?.message.contains("names a user") == true, "\(value): \(String(describing: error))")
+        }
+        #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
+    }
+
     @Test("the viewport's width is times the DPR as hinted, also when that DPR is lowered to fit the query's own side")
     func viewportWidth() throws {
         var settings = ImageEndpoint.Settings()
