@@ -13,7 +13,9 @@ extension ImageEndpoint.Settings {
     /// The pipeline defaults of a service that loads URLs its users choose, to put
     /// below every configuration layer (`ConfigLayers.reader(defaults:)`): the SSRF
     /// guard on; four downloads per origin at once (an origin that accepts
-    /// connections and never answers holds at most four slots); an origin answered
+    /// connections and never answers holds at most four slots) among 32 at once
+    /// (the library's 6 would let two such origins hold every slot, stalling
+    /// every other origin until `loader.timeout`); an origin answered
     /// 503 at once for 30 s after five transient failures in a row; and 64 MiB of
     /// memory tier for finished thumbnails' bytes (the endpoint loads bytes only,
     /// so no decoded image is kept); and 8 MiB of recent scaled JPEG decodes,
@@ -22,6 +24,7 @@ extension ImageEndpoint.Settings {
     public static let serviceDefaults: [String: String] = [
         "loader.blockPrivateAddresses": "true",
         "loader.maxConcurrentPerHost": "4",
+        "loader.maxConcurrent": "32",
         "loader.circuitBreaker.failures": "5",
         "memory.costLimit": "64MiB",
         // Other sizes of a photo asked for close together start from its scaled decode.

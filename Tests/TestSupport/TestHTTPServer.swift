@@ -83,6 +83,8 @@ package final class TestHTTPServer: Sendable {
 
     func file(at path: String) -> (data: Data, contentType: String, delay: Int)? { files.withLock { $0[path] } }
 
+    /// Requests that reached `/gate` so far.
+    package var arrivalCount: Int { stats.withLock { $0.arrivals.count } }
     package func requestCount(path: String) -> Int { stats.withLock { $0.requests.filter { $0.path == path }.count } }
 
     private static func makeGzip(_ data: Data) -> Data {

@@ -207,6 +207,37 @@ struct ServeCommandTests {
         #expect(try await running.wait().status == 0)
     }
 
+    @Test("with serve's defaults, two origins that accept and never answer (four downloads each, their per-origin limit) leave download slots for a third origin's thumbnail")
+    func silentOriginsLeaveSlots() async throws {
+        let tool = Tool()
+        let silent = [try await TestHTTPServer.start(), try await TestHTTPServer.start()]
+        let healthy = try await Self.photoOrigin(tool)
+        defer { Task { for origin in silent + [healthy] { origin.openGate(); await origin.shutdown() } } }
+        let hosts = (silent + [healthy]).map { "127.0.0.1:\($0.port)" }.joined(separator: ",")
+        // No timeout or deadline rescues a queued download here: it waits for a slot or the test's bound.
+        let running = try tool.start(["serve", "--cache-dir", tool.cache.path, "--set", "http.port=0", "--set", "loader.timeout=600s", "--set", "thumbnail.deadline=600s",
+                                      "--set", "thumbnail.allowedHosts=\(hosts)", "--set", "loader.blockPrivateAddresses=false"])
+        defer { running.signal(SIGKILL) }
+        let port = try #require(URL(string: try await running.listeningAddress())?.port)
+        func target(_ url: URL, _ width: Int) -> String {
+            "/thumbnail?url=" + url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + "&w=\(width)"
+        }
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for (index, origin) in silent.enumerated() {
+            for n in 0..<6 {
+                held.append(try await RawHTTP.open(port: port, sending: "GET \(target(origin.url("/gate/\(index)-\(n).jpg"), 64)) HTTP/1.1\r\nHost: a\r\n\r\n"))
+            }
+        }
+        for origin in silent {
+            #expect(await eventually { origin.arrivalCount == 4 }, "four downloads of each silent origin, the rest queued behind them")
+        }
+        let connection = try await RawHTTP.open(port: port, sending: "GET \(target(healthy.url("/img/photo-1.jpg"), 64)) HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        defer { close(connection) }
+        let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "no answer: every download slot held"
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
+    }
+
     @Test("a client that pipelines on after a refused request gets the large, slow answer before it whole and the refusal, then a normal close, never a reset")
     func refusalWithoutReset() async throws {
         let tool = Tool()
