@@ -10,7 +10,7 @@ import NIOPosix
 /// forwarding anything.
 ///
 /// Routes: `/bytes/N`, `/chunked/N`, `/gzip`, `/etag`, `/status/C[/RETRY-AFTER]`,
-/// `/redirect/K` (K hops to /bytes/100), `/redirect-to/HOST:PORT/PATH`, `/redirect-file`, `/loop`, `/stall`
+/// `/redirect/K` (K hops to /bytes/100), `/redirect-to/HOST:PORT/PATH`, `/redirect-file`, `/loop`, `/stall` (or `/stall/N/…`: declares N bytes, sends 10, then nothing)
 /// (headers, then nothing), `/big[/N]` (N bytes, default 10 MB, streamed), `/big-chunked` (endless
 /// chunks), `/truncated` (declares 1000 bytes, sends 500, closes),
 /// `/slow/MS/ID` (answers after MS ms; records ID on arrival).
@@ -194,7 +194,9 @@ package final class TestHTTPServer: Sendable {
             case "loop":
                 send(context, status: .found, headers: [("Location", "/loop")])
             case "stall":
-                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "1000"]))), promise: nil)
+                // `/stall/N/...` declares N bytes; `/stall`, 1000.
+                let declared = parts.count > 1 ? Int(parts[1]) ?? 1000 : 1000
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: ["Content-Length": "\(declared)"]))), promise: nil)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: TestHTTPServer.bytes(10))))), promise: nil)
             case "big":
                 let size = parts.count > 1 ? Int(parts[1]) ?? 10_000_000 : 10_000_000

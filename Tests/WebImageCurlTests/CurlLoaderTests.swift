@@ -546,6 +546,33 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("responses that declare large bodies and send a trickle hold about 1 MiB each of the originals' budget, not what they declare: another origin's load is admitted meanwhile")
+    func trickleKeepsBudget() async throws {
+        try await withServer { trickling in
+            try await withServer { healthy in
+                var configuration = ImageManager.Configuration()
+                var curl = CurlLoader.Configuration(maxConcurrentDownloads: 32)
+                curl.timeout = .seconds(600)
+                configuration.loaders.registerCurl(CurlLoader(configuration: curl))
+                configuration.originalsBudget = 8 << 20
+                configuration.maxResponseSize = 64 << 20
+                let manager = ImageManager(configuration: configuration)
+                // Four responses declaring 60 MB each, 10 bytes sent.
+                let held = (0..<4).map { index in
+                    Task { try await manager.loadImage(with: trickling.url("/stall/60000000/\(index)"), options: .avoidDecode) }
+                }
+                #expect(await eventually { manager.originalsInFlight.bytes >= 4 << 20 }, "each charged ahead of what arrived: \(manager.originalsInFlight)")
+                #expect(manager.originalsInFlight.bytes <= 4 * ((1 << 20) + 30), "not the 240 MB declared: \(manager.originalsInFlight)")
+                // Bounded by the suite's time limit only: it must not wait for the trickles.
+                let answer = try await manager.loadImage(with: healthy.url("/bytes/4000/after"), options: .avoidDecode)
+                #expect(answer.data?.count == 4000)
+                for task in held { task.cancel() }
+                for task in held { _ = try? await task.value }
+                #expect(await eventually { manager.originalsInFlight.bytes == 0 })
+            }
+        }
+    }
+
     @Test("with the manager and an origin breaker: an origin answering 503 is refused after the threshold, others are not, a trial closes it")
     func managerOriginBreaker() async throws {
         try await withServer { server in

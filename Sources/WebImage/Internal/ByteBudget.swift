@@ -4,8 +4,8 @@ import Synchronization
 /// A budget of bytes for downloaded originals, charged by bytes that exist: a
 /// load is admitted before it downloads while there is room, and its download's
 /// charge (one for all the loads that share the download, ``charge(origin:)``)
-/// then grows with what its response declares (Content-Length) or has
-/// delivered, until the last of those loads ends. A request that has not been answered holds nothing, so an
+/// then grows with what its response has delivered and what it declares
+/// (``OriginalStage/charged(_:)``), until the last of those loads ends. A request that has not been answered holds nothing, so an
 /// origin that accepts connections and never answers takes no room from others.
 ///
 /// Admission is in arrival order (a large reservation is not starved by small

@@ -54,7 +54,8 @@ extension ImageManager {
         /// The bytes of downloaded originals that may wait for, or be in, their
         /// decode at once, charged by bytes that exist: a load is admitted before
         /// its download while there is room, then the download is charged what
-        /// its response declares (`Content-Length`) or has delivered, once however
+        /// its response has delivered and, ahead of that, what it declares
+        /// (`Content-Length`) up to as much again plus 1 MiB, once however
         /// many loads share it (the sizes of one URL), and gives it all back when
         /// the last of those loads ends. A request not yet answered holds nothing, so an
         /// origin that never answers takes no room from others; an origin that

@@ -86,6 +86,17 @@ struct LoadBoundsTests {
         #expect(h.manager.originalsInFlight.peak >= body, "the bodies were charged")
     }
 
+    @Test("a download in progress is charged what arrived, and ahead of it what it declares up to as much again plus 1 MiB")
+    func chargedAhead() {
+        func charged(_ received: Int64, _ expected: Int64?) -> Int { OriginalStage.charged(LoadProgress(received: received, expected: expected)) }
+        #expect(charged(0, nil) == 0 && charged(5_000_000, nil) == 5_000_000, "nothing declared: what arrived")
+        #expect(charged(10, 60_000_000) == 20 + (1 << 20), "a trickle of a large body: about 1 MiB")
+        #expect(charged(1_000, 500_000) == 500_000, "a small body: all of it at once")
+        #expect(charged(30_000_000, 45_000_000) == 45_000_000 && charged(10_000_000, 45_000_000) == 20_000_000 + (1 << 20))
+        #expect(charged(700, 500) == 700, "never less than arrived")
+        #expect(charged(.max, .max) == Int.max, "no overflow")
+    }
+
     @Test("a download queued for its origin's slot is admitted to the originals' budget again when it gets the slot: while the budget is spent it does not start, and says so in its stage")
     func admittedAtTheSlot() async throws {
         let h = Harness { $0.originalsBudget = 1000 }

@@ -72,7 +72,7 @@ struct OriginalStage: Sendable {
 
     /// Downloads the original within the originals' budget: the load is admitted
     /// first (it waits while the budget is spent), then the download, which the
-    /// loads of one URL share, is charged once, by what its response declares or
+    /// loads of one URL share, is charged once, by what its response declares and
     /// delivers, until the last load that holds its bytes ends
     /// (``Original/charge``). Two hundred sizes of one new URL charge its bytes
     /// once, not two hundred times.
@@ -139,7 +139,7 @@ struct OriginalStage: Sendable {
             let charge = budget.charge(origin: Self.originKey(url))
             let response = try await self.load(url: url, options: options, context: context, validators: validatorMetadata,
                                                admit: { try await self.admit(plan, again: true) }) { value in
-                charge.grow(to: Int(clamping: max(value.expected ?? 0, value.received)))
+                charge.grow(to: Self.charged(value))
                 progress(value)
             }
             guard !response.isNotModified else { return Downloaded(response: response) }
@@ -275,6 +275,19 @@ struct OriginalStage: Sendable {
             services.logger.info("blocked a failing URL", metadata: ["url": "\(url.absoluteString)", "error": "\(error)"])
         }
         return error
+    }
+
+    /// What a download in progress is charged: what has arrived, and ahead of it
+    /// what its response declares, up to as much again as has arrived plus
+    /// 1 MiB. A body announced large is mostly charged before it has arrived
+    /// (more admissions wait for it), but a response that declares 63 MiB and
+    /// sends a trickle holds about 1 MiB it does not use, not 63: before, a few
+    /// such origins filled the budget and every other load waited for their
+    /// timeouts.
+    static func charged(_ progress: LoadProgress) -> Int {
+        let received = Int(clamping: progress.received)
+        let ahead = received.multipliedReportingOverflow(by: 2).partialValue + (1 << 20)
+        return max(received, min(Int(clamping: progress.expected ?? 0), max(ahead, received)))
     }
 
     /// The origin a download is charged to in the originals' budget: scheme, host and port.
