@@ -10,6 +10,8 @@ import NIOHTTP1
 ///   answer, got nothing until `http.idleTimeout`.
 /// - `PRI` in any line but HTTP/2's preface (`PRI * HTTP/2.0`) is refused as
 ///   a method HTTP/1.1 does not have (`PRI /x HTTP/1.0` also waited).
+/// - A line ended by LF alone is refused as not HTTP/1.1 (400), which the
+///   decoder answered as another HTTP version (505).
 /// - Whether the line is a `HEAD`'s is told to ``ConnectionOptionsHandler``, so
 ///   that a first request the decoder cannot read is refused without a body when
 ///   it is one: once the decoder failed, its method is not known otherwise.
@@ -47,9 +49,10 @@ final class FirstRequestLineHandler: ChannelInboundHandler, RemovableChannelHand
             }
         }
         guard ended else { return context.fireChannelRead(data) }
-        if line.last == UInt8(ascii: "\r") { line.removeLast() }
+        let crlf = line.last == UInt8(ascii: "\r")
+        if crlf { line.removeLast() }
         options.firstIsHead = line.starts(with: "HEAD ".utf8)
-        if let error = Self.problem(line) {
+        if let error = Self.problem(line, crlf: crlf) {
             refused = true
             context.fireErrorCaught(error)
             return
@@ -60,12 +63,14 @@ final class FirstRequestLineHandler: ChannelInboundHandler, RemovableChannelHand
 
     /// What the decoder would not answer about a request line, as the parser's
     /// error for it, or nil.
-    static func problem(_ line: [UInt8]) -> HTTPParserError? {
+    static func problem(_ line: [UInt8], crlf: Bool) -> HTTPParserError? {
         guard line.count <= maxLine else { return nil }
         let spaces = line.lazy.filter { $0 == UInt8(ascii: " ") }.count
         if line.starts(with: "PRI ".utf8), !line.elementsEqual("PRI * HTTP/2.0".utf8) { return .invalidMethod }
         // `method SP target`: HTTP/0.9's simple request.
         if spaces == 1, line.first != UInt8(ascii: " "), line.last != UInt8(ascii: " ") { return .invalidVersion }
+        // A line ended by LF alone, which the parser reports as another HTTP version (505).
+        if !crlf { return .lfExpected }
         return nil
     }
 }

@@ -171,6 +171,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
         case .paused: "the request is HTTP/2 (its connection preface): this server speaks HTTP/1.1 and 1.0 only"
         // NIO's one error for either bound of Hummingbird's decoder.
         case .headerOverflow: "the request's line and header fields are more than this server reads (80 KiB, or 1000 fields)"
+        case .lfExpected: "the request is not valid HTTP/1.1: its lines end in CR LF"
         default: "the request is not valid HTTP/1.1 (\(error))"
         }
     }

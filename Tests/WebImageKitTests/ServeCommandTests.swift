@@ -621,7 +621,8 @@ struct ServeCommandTests {
         // preface. A HEAD the decoder cannot read is refused without a body.
         for (request, status, says) in [("GET /health\r\n", "505", "HTTP version"), ("\r\nGET /health\n", "505", "HTTP version"),
                                         ("PRI /x HTTP/1.0\r\n\r\n", "400", "invalid HTTP method"),
-                                        ("PRI * HTTP/1.1\r\nHost: a\r\n\r\n", "400", "invalid HTTP method")] {
+                                        ("PRI * HTTP/1.1\r\nHost: a\r\n\r\n", "400", "invalid HTTP method"),
+                                        ("GET /health HTTP/1.1\nHost: a\n\n", "400", "end in CR LF")] {
             let connection = try await RawHTTP.open(port: cappedPort, sending: request)
             defer { close(connection) }
             let answer = await RawHTTP.readUntilClosed(connection).map { String(decoding: $0, as: UTF8.self) } ?? "still open"
