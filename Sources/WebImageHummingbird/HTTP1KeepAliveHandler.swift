@@ -45,7 +45,8 @@ import WebImageHTTP
 /// written are not cut off by a reset.
 /// - `505` for a connection's first request in HTTP/0.9 (`GET /path`, no
 ///   version), and `400` for `PRI` in any line but HTTP/2's preface, which the
-///   decoder left waiting for the idle timeout (``FirstRequestLineHandler``).
+///   decoder left waiting for the idle timeout, and for a first request line
+///   ended by LF alone, which it answered `505` (``FirstRequestLineHandler``).
 /// - `400` for a request the decoder cannot read (a head past 80 KiB, a byte no
 ///   request may hold), which Hummingbird answers with an empty body, at once,
 ///   even behind answers still pending. When the body of a request already passed
