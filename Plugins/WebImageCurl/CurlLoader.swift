@@ -153,6 +153,11 @@ public final class CurlLoader: Loader {
             guard next.host != nil else {
                 throw WebImageError(.badStatus, "\(current.url.absoluteString) redirected to '\(location)', which names no host", isTransient: false)
             }
+            // Credentials in a Location would be sent to its host, and what they
+            // open kept under the URL that was asked for, which names none.
+            guard next.user(percentEncoded: true) == nil, next.password(percentEncoded: true) == nil else {
+                throw WebImageError(.forbidden, "\(request.url.absoluteString) redirected to a URL that names a user (user@host), which is refused", isTransient: false)
+            }
             current.url = next
         }
         throw WebImageError(.badStatus, "\(request.url.absoluteString) redirected more than \(configuration.maxRedirects) times", isTransient: false)

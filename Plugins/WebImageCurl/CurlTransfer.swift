@@ -201,6 +201,10 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func report(received: Int64, expected: Int64) -> Int32 {
         if isCancelled { return 1 }
+        // curl counts the bytes on the wire; a body it decodes (`Content-Encoding:
+        // gzip`) is larger in memory, and what it holds is what is reported (and
+        // charged to the originals' budget): 64 KB of gzip can be 63 MiB of body.
+        let received = max(received, Int64(body.count))
         let now = ContinuousClock.now
         guard received != reported, received > 0, now - lastReport >= configuration.progressInterval || received == expected else { return 0 }
         reported = received

@@ -149,7 +149,25 @@ public struct ThumbnailQuery: Sendable {
         if url.user(percentEncoded: true) != nil || url.password(percentEncoded: true) != nil {
             throw WebImageError(.invalidURL, "url='\(text)' names a user (user@host), which an image URL must not")
         }
+        // An IPv4 address in another of the forms the resolver takes (127.10,
+        // 2130706442, 0x7f00000a, 0177.0.0.1, 127.000.000.010): the same server as
+        // its dotted form, but another origin to the per-origin limits, the breaker
+        // and the cache keys, so one server could take every download slot.
+        if let canonical = Self.otherSpellingOfIPv4(host) {
+            throw WebImageError(.invalidURL, "url='\(text)' writes the address \(canonical) as '\(host)': write it as \(canonical)")
+        }
         return url
+    }
+
+    /// The dotted form of `host` when the resolver reads it as an IPv4 address
+    /// written another way, or nil (a name, or the dotted form itself).
+    static func otherSpellingOfIPv4(_ host: String) -> String? {
+        var address = in_addr()
+        guard inet_aton(host, &address) != 0 else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
+        let canonical = String(cString: text)
+        return canonical == host ? nil : canonical
     }
 
     /// What a URL may hold unescaped, `%` included (its escapes are kept).

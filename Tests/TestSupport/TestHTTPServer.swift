@@ -34,6 +34,30 @@ package final class TestHTTPServer: Sendable {
     package let port: Int
     package static let gzipBody: Data = makeGzip(bytes(5000))
 
+    /// `1 + 258 × runs` zero bytes as a zlib stream (RFC 1950/1951): one block of
+    /// fixed Huffman codes, a literal 0 then back-references of 258 bytes at
+    /// distance 1, about 1/160 of the bytes it stands for.
+    package static func deflatedZeros(runs: Int) -> [UInt8] {
+        var out: [UInt8] = [0x78, 0x01]
+        var pending = 0, count = 0
+        func bits(_ value: Int, _ width: Int) {  // values: least significant bit first
+            pending |= value << count
+            count += width
+            while count >= 8 { out.append(UInt8(pending & 0xFF)); pending >>= 8; count -= 8 }
+        }
+        func code(_ value: Int, _ width: Int) {  // Huffman codes: most significant bit first
+            for shift in stride(from: width - 1, through: 0, by: -1) { bits((value >> shift) & 1, 1) }
+        }
+        bits(1, 1); bits(1, 2)  // the last block, fixed codes
+        code(0x30, 8)  // literal 0
+        for _ in 0..<runs { code(0xC5, 8); code(0, 5) }  // length 258 (symbol 285), distance 1
+        code(0, 7)  // end of block
+        if count > 0 { out.append(UInt8(pending & 0xFF)) }
+        let sum = (1 + 258 * runs) % 65521  // Adler-32 of zeros: a = 1, b = the count
+        out += [UInt8(sum >> 8), UInt8(sum & 0xFF), 0, 1]
+        return out
+    }
+
     package static func bytes(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 8) }) }
 
     private init(channel: any Channel, host: String) {
@@ -193,6 +217,19 @@ package final class TestHTTPServer: Sendable {
                 send(context, status: .found, headers: [("Location", "file:///etc/passwd")])
             case "loop":
                 send(context, status: .found, headers: [("Location", "/loop")])
+            case "deflate":
+                // `/deflate/K/...`: 1 + 258 K zero bytes as `Content-Encoding: deflate`,
+                // all but its last 4 bytes (the checksum) sent, then nothing;
+                // `/deflate/K/whole`: all of it.
+                let body = TestHTTPServer.deflatedZeros(runs: parts.count > 1 ? Int(parts[1]) ?? 1 : 1)
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: [
+                    "Content-Length": "\(body.count)", "Content-Encoding": "deflate", "Content-Type": "application/octet-stream"]))), promise: nil)
+                if parts.count > 2, parts[2] == "whole" {
+                    context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
+                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                } else {
+                    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body.dropLast(4))))), promise: nil)
+                }
             case "stall":
                 // `/stall/N/...` declares N bytes; `/stall`, 1000.
                 let declared = parts.count > 1 ? Int(parts[1]) ?? 1000 : 1000

@@ -573,6 +573,44 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("a body curl decodes (Content-Encoding) is charged to the originals' budget by its decoded bytes, not the few on the wire; whole, it is the zeros it stands for")
+    func decodedBodyCharged() async throws {
+        try await withServer { server in
+            // The encoding itself, whole: curl inflates it to 1 + 258 × 100 zero bytes.
+            let response = try await load(CurlLoader(), server.url("/deflate/100/whole"))
+            #expect(response.data == Data(count: 1 + 258 * 100))
+
+            var configuration = ImageManager.Configuration()
+            configuration.loaders.registerCurl(CurlLoader(configuration: .init(maxConcurrentDownloads: 4, timeout: .seconds(600))))
+            configuration.originalsBudget = 64 << 20
+            let manager = ImageManager(configuration: configuration)
+            // 16 MB of zeros in about 100 KB of deflate, held short of its end.
+            let held = Task { try await manager.loadImage(with: server.url("/deflate/65000/a"), options: .avoidDecode) }
+            #expect(await eventually { manager.originalsInFlight.bytes >= 16_000_000 }, "charged by what it decoded: \(manager.originalsInFlight)")
+            held.cancel()
+            _ = try? await held.value
+            #expect(await eventually { manager.originalsInFlight.bytes == 0 })
+        }
+    }
+
+    @Test("a redirect to a URL that names a user is refused, with and without a URL policy, and nothing is kept")
+    func redirectWithUser() async throws {
+        try await withServer { server in
+            let target = "u:p@127.0.0.1:\(server.port)/bytes/100"
+            for policy in [false, true] {
+                var configuration = ImageManager.Configuration()
+                configuration.loaders.registerCurl()
+                if policy { configuration.urlPolicy = { _ in nil } }
+                let manager = ImageManager(configuration: configuration)
+                let error = await #expect(throws: WebImageError.self) {
+                    try await manager.loadImage(with: server.url("/redirect-to/\(target)"), options: .avoidDecode)
+                }
+                #expect(error?.code == .forbidden && error?.message.contains("names a user") == true, "policy \(policy): \(String(describing: error))")
+            }
+            #expect(server.requestCount(path: "/bytes/100") == 1, "curl following itself went there; the loader following with a policy never sends the credentials")
+        }
+    }
+
     @Test("with the manager and an origin breaker: an origin answering 503 is refused after the threshold, others are not, a trial closes it")
     func managerOriginBreaker() async throws {
         try await withServer { server in

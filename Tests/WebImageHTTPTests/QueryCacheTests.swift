@@ -90,6 +90,18 @@ struct ThumbnailQueryTests {
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
     }
 
+    @Test("an IPv4 address written in another form the resolver takes is 400 naming its dotted form; the dotted form, names and IPv6 pass")
+    func ipv4Spellings() throws {
+        for (host, dotted) in [("127.10", "127.0.0.10"), ("2130706442", "127.0.0.10"), ("0x7f00000a", "127.0.0.10"), ("0177.0.0.10", "127.0.0.10"),
+                               ("127.000.000.010", "127.0.0.8"), ("0x7f.0.0.10", "127.0.0.10"), ("127.0.10", "127.0.0.10")] {
+            let error = #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F\(host)%3A8080%2Fa.jpg")) }
+            #expect(error?.code == .invalidURL && error?.message.contains("write it as \(dotted)") == true, "\(host): \(String(describing: error))")
+        }
+        for host in ["127.0.0.10", "images.example", "1.example", "%5B%3A%3A1%5D", "0x7f.example"] {
+            #expect(throws: Never.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F\(host)%2Fa.jpg")) }
+        }
+    }
+
     @Test("the viewport's width is times the DPR as hinted, also when that DPR is lowered to fit the query's own side")
     func viewportWidth() throws {
         var settings = ImageEndpoint.Settings()

@@ -26,7 +26,9 @@ public protocol Loader: Sendable {
     func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse
 }
 
-/// Bytes received so far, and the total if the source declared it.
+/// Bytes of the body received so far, and the total if the source declared it.
+/// A body the loader decodes as it arrives (`Content-Encoding: gzip`) counts its
+/// decoded bytes, which the declared total (the encoded length) does not bound.
 public struct LoadProgress: Hashable, Sendable {
     public var received: Int64
     public var expected: Int64?

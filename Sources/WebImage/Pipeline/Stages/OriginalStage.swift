@@ -229,6 +229,12 @@ struct OriginalStage: Sendable {
         }
         services.metrics.loaded(bytes: response.data.count, duration: ContinuousClock.now - started)
         if let failure { throw failure }
+        // A loader that followed a redirect to a URL with credentials (curl does,
+        // when it follows them itself): what they opened is not kept under a URL
+        // that names none.
+        if response.url.user(percentEncoded: true) != nil || response.url.password(percentEncoded: true) != nil {
+            throw WebImageError(.forbidden, "\(url.absoluteString) redirected to a URL that names a user (user@host), which is refused", isTransient: false)
+        }
         if response.isNotModified { return response }
         guard !response.data.isEmpty else {
             throw WebImageError(.unsupportedFormat, "\(url.absoluteString) answered with an empty body")
