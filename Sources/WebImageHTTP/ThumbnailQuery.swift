@@ -153,7 +153,13 @@ public struct ThumbnailQuery: Sendable {
         // 2130706442, 0x7f00000a, 0177.0.0.1, 127.000.000.010): the same server as
         // its dotted form, but another origin to the per-origin limits, the breaker
         // and the cache keys, so one server could take every download slot.
-        if let canonical = Self.otherSpellingOfIPv4(host) {
+        // The same for an IPv6 literal not in its shortest form ([0::1], [::0:1]),
+        // or an IPv4 address mapped into IPv6 ([::ffff:7f00:a]); and a zone
+        // ([fe80::1%25eth0]), which names an interface of this machine.
+        if host.contains(":"), host.contains("%") {
+            throw WebImageError(.invalidURL, "url='\(text)' names an IPv6 zone ('\(host)'), an interface of this machine")
+        }
+        if let canonical = Self.otherSpellingOfIPv4(host) ?? Self.otherSpellingOfIPv6(host) {
             throw WebImageError(.invalidURL, "url='\(text)' writes the address \(canonical) as '\(host)': write it as \(canonical)")
         }
         return url
@@ -168,6 +174,26 @@ public struct ThumbnailQuery: Sendable {
         guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
         let canonical = String(cString: text)
         return canonical == host ? nil : canonical
+    }
+
+    /// The shortest form of an IPv6 literal written another way (`[::1]` for
+    /// `[0::1]`), or the dotted form of an IPv4 address mapped into IPv6
+    /// (`127.0.0.10` for `[::ffff:7f00:a]`); nil for that form itself, in any
+    /// case, and for anything that is not an IPv6 literal.
+    static func otherSpellingOfIPv6(_ host: String) -> String? {
+        var literal = Substring(host)
+        if literal.hasPrefix("["), literal.hasSuffix("]") { literal = literal.dropFirst().dropLast() }
+        guard literal.contains(":") else { return nil }
+        var address = in6_addr()
+        guard inet_pton(AF_INET6, String(literal), &address) == 1 else { return nil }
+        let bytes = withUnsafeBytes(of: address) { Array($0) }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+            return bytes[12...].map(String.init).joined(separator: ".")
+        }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
+        let canonical = String(cString: text)
+        return canonical == literal.lowercased() ? nil : "[\(canonical)]"
     }
 
     /// What a URL may hold unescaped, `%` included (its escapes are kept).

@@ -90,14 +90,23 @@ struct ThumbnailQueryTests {
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
     }
 
-    @Test("an IPv4 address written in another form the resolver takes is 400 naming its dotted form; the dotted form, names and IPv6 pass")
+    @Test("an IP address written in another form than its shortest (IPv4 as 127.10 or hex, IPv6 with zeros, IPv4 mapped into IPv6) is 400 naming that form, as is an IPv6 zone; the forms themselves, names and case pass")
     func ipv4Spellings() throws {
         for (host, dotted) in [("127.10", "127.0.0.10"), ("2130706442", "127.0.0.10"), ("0x7f00000a", "127.0.0.10"), ("0177.0.0.10", "127.0.0.10"),
                                ("127.000.000.010", "127.0.0.8"), ("0x7f.0.0.10", "127.0.0.10"), ("127.0.10", "127.0.0.10")] {
             let error = #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F\(host)%3A8080%2Fa.jpg")) }
             #expect(error?.code == .invalidURL && error?.message.contains("write it as \(dotted)") == true, "\(host): \(String(describing: error))")
         }
-        for host in ["127.0.0.10", "images.example", "1.example", "%5B%3A%3A1%5D", "0x7f.example"] {
+        // IPv6: a longer form of one address, and an IPv4 address mapped into IPv6.
+        for (host, canonical) in [("[0::1]", "[::1]"), ("[0:0:0:0:0:0:0:1]", "[::1]"), ("[::00:1]", "[::1]"), ("[2001:db8:0::1]", "[2001:db8::1]"),
+                                  ("[::ffff:7f00:a]", "127.0.0.10"), ("[::ffff:127.0.0.10]", "127.0.0.10"), ("[0::FFFF:7F00:000A]", "127.0.0.10")] {
+            let escaped = host.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let error = #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F\(escaped)%3A8080%2Fa.jpg")) }
+            #expect(error?.code == .invalidURL && error?.message.contains("write it as \(canonical)") == true, "\(host): \(String(describing: error))")
+        }
+        let zoned = #expect(throws: WebImageError.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F%5Bfe80%3A%3A1%2525lo%5D%2Fa.jpg")) }
+        #expect(zoned?.code == .invalidURL && zoned?.message.contains("zone") == true, "\(String(describing: zoned))")
+        for host in ["127.0.0.10", "images.example", "1.example", "%5B%3A%3A1%5D", "0x7f.example", "%5B2001%3ADB8%3A%3A1%5D", "%5B2001%3Adb8%3A%3A1%5D"] {
             #expect(throws: Never.self) { try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2F\(host)%2Fa.jpg")) }
         }
     }
