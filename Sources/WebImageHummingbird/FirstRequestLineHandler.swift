@@ -12,7 +12,7 @@ import NIOHTTP1
 ///   a method HTTP/1.1 does not have (`PRI /x HTTP/1.0` also waited).
 /// - A line ended by LF alone is refused as not HTTP/1.1 (400), which the
 ///   decoder answered as another HTTP version (505).
-/// - Whether the line is a `HEAD`'s is told to ``ConnectionOptionsHandler``, so
+/// - Whether the line is a `HEAD`'s is told to `ConnectionOptionsHandler`, so
 ///   that a first request the decoder cannot read is refused without a body when
 ///   it is one: once the decoder failed, its method is not known otherwise.
 ///

@@ -46,7 +46,7 @@ import WebImageHTTP
 /// - `505` for a connection's first request in HTTP/0.9 (`GET /path`, no
 ///   version), and `400` for `PRI` in any line but HTTP/2's preface, which the
 ///   decoder left waiting for the idle timeout, and for a first request line
-///   ended by LF alone, which it answered `505` (``FirstRequestLineHandler``).
+///   ended by LF alone, which it answered `505` (`FirstRequestLineHandler`).
 /// - `400` for a request the decoder cannot read (a head past 80 KiB, a byte no
 ///   request may hold), which Hummingbird answers with an empty body, at once,
 ///   even behind answers still pending. When the body of a request already passed
@@ -105,7 +105,7 @@ final class ConnectionOptionsHandler: ChannelDuplexHandler, RemovableChannelHand
     private var droppingUnasked = false
     private let serverName: String?
     /// The connection's first request line is a `HEAD`'s, until its head arrives
-    /// here (``FirstRequestLineHandler``): a refusal of it before then has no body.
+    /// here (`FirstRequestLineHandler`): a refusal of it before then has no body.
     var firstIsHead = false
     private static let dates = HTTPDateCache()
     private static let metrics = RequestMetricsCache()
