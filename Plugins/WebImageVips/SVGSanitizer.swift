@@ -244,32 +244,35 @@ import WebImage
     /// XML's five predefined entities and character references, turned back into characters.
     static func unescape(_ text: String) -> String {
         guard text.contains("&") else { return text }
-        var result = ""
-        var rest = text[...]
+        // By Unicode scalar: a `;` followed by a combining mark is one `Character`.
+        let scalars = text.unicodeScalars
+        var result = String.UnicodeScalarView()
+        var rest = scalars[...]
         while let amp = rest.firstIndex(of: "&") {
-            result += rest[..<amp]
-            guard let semicolon = rest[amp...].firstIndex(of: ";"), rest.distance(from: amp, to: semicolon) <= 10 else {
-                rest = rest[rest.index(after: amp)...]
+            result.append(contentsOf: rest[..<amp])
+            guard let semicolon = rest[amp...].firstIndex(of: ";"), scalars.distance(from: amp, to: semicolon) <= 10 else {
+                rest = rest[scalars.index(after: amp)...]
                 continue
             }
-            let name = rest[rest.index(after: amp)..<semicolon]
+            let name = String(String.UnicodeScalarView(rest[scalars.index(after: amp)..<semicolon]))
             switch name {
-            case "amp": result += "&"
-            case "lt": result += "<"
-            case "gt": result += ">"
-            case "quot": result += "\""
-            case "apos": result += "'"
+            case "amp": result.append("&")
+            case "lt": result.append("<")
+            case "gt": result.append(">")
+            case "quot": result.append("\"")
+            case "apos": result.append("'")
             default:
                 if name.hasPrefix("#x") || name.hasPrefix("#X"), let code = UInt32(name.dropFirst(2), radix: 16), let scalar = Unicode.Scalar(code) {
-                    result.unicodeScalars.append(scalar)
+                    result.append(scalar)
                 } else if name.hasPrefix("#"), let code = UInt32(name.dropFirst()), let scalar = Unicode.Scalar(code) {
-                    result.unicodeScalars.append(scalar)
+                    result.append(scalar)
                 }
                 // Any other entity: undefined without a DTD, dropped.
             }
-            rest = rest[rest.index(after: semicolon)...]
+            rest = rest[scalars.index(after: semicolon)...]
         }
-        return result + rest
+        result.append(contentsOf: rest)
+        return String(result)
     }
 
     /// Text with every reference resolved (others dropped), escaped again: the
@@ -280,19 +283,21 @@ import WebImage
     }
 
     /// XML's special characters as references: `&`, `<`, `>`, and the quotes asked for.
+    /// By Unicode scalar, not by `Character`: `<` followed by a combining mark
+    /// (`&lt;&#841;`) is one grapheme, which a `Character` match did not see as
+    /// `<`, so it left the text raw (the `svg` fuzz target found it).
     static func escape(_ text: String, quote: Bool, apostrophe: Bool = false) -> String {
-        var result = ""
-        result.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
-            case "&": result += "&amp;"
-            case "<": result += "&lt;"
-            case ">": result += "&gt;"
-            case "\"" where quote: result += "&quot;"
-            case "'" where apostrophe: result += "&apos;"
-            default: result.append(character)
+        var result = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": result.append(contentsOf: "&amp;".unicodeScalars)
+            case "<": result.append(contentsOf: "&lt;".unicodeScalars)
+            case ">": result.append(contentsOf: "&gt;".unicodeScalars)
+            case "\"" where quote: result.append(contentsOf: "&quot;".unicodeScalars)
+            case "'" where apostrophe: result.append(contentsOf: "&apos;".unicodeScalars)
+            default: result.append(scalar)
             }
         }
-        return result
+        return String(result)
     }
 }

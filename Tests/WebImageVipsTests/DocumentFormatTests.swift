@@ -123,6 +123,11 @@ struct DocumentFormatTests {
         // Cleaning a clean document gives it back, a bare '>' in text included (found by the svg fuzz target).
         let once = try SVGSanitizer.clean(Data("<?xml version=\"1.0\"?><svg>x > y &amp; z<g/>w ></svg>".utf8))
         #expect(try SVGSanitizer.clean(once) == once)
+        // A '<' made of a reference and followed by a combining mark (one grapheme with it)
+        // is escaped too: no raw '<' is left in text, and cleaning again gives it back.
+        let mark = try SVGSanitizer.clean(Data("t>&vil;&lt;&awp;&#841;tsvg>841;tsvg>".utf8))
+        #expect(!String(decoding: mark, as: UTF8.self).contains("<"), "\(String(decoding: mark, as: UTF8.self))")
+        #expect(try SVGSanitizer.clean(mark) == mark)
         for broken in ["<svg><rect></svg>", "<svg width=200></svg>", "<svg><rect width=\"1\"", "<svg><!-- never closed", "<svg>< </svg>", "<svg><![CDATA[x</svg>"] {
             #expect(throws: WebImageError.self, "\(broken)") { try svgCoder.decode(Data(broken.utf8), options: DecodeOptions()) }
         }
