@@ -50,7 +50,7 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Write each result into this directory.")
     var out: String?
 
-    @Option(help: "Inputs processed at once (default: 8, of which at most one more than the cores are local files).")
+    @Option(help: "Inputs processed at once, 1 to 1024 (default: 8, of which at most one more than the cores are local files).")
     var concurrency: Int?
 
     @Flag(name: .customLong("cache-only"), help: "Answer from the caches alone; an input they do not hold is reported as notCached (exit 1).")
@@ -69,7 +69,9 @@ struct LoadCommand: AsyncParsableCommand {
         if let quality, !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
         if let effort, !(0...9).contains(effort) { throw ValidationError("--effort takes 0 to 9") }
         if let background, RGBColor(parsing: background) == nil { throw ValidationError("--background takes a colour such as ffffff, #fff, 255,255,255 or white, not '\(background)'") }
-        if let concurrency, concurrency < 1 { throw ValidationError("--concurrency takes a positive number") }
+        if let concurrency, !(1...LoadLimits.maxConcurrency).contains(concurrency) {
+            throw ValidationError("--concurrency takes 1 to \(LoadLimits.maxConcurrency), not \(concurrency)")
+        }
         if let transform {
             do { _ = try TransformSpec.parse(transform, watermark: TransformSpec.watermarkFile) } catch let error as WebImageError {
                 throw ValidationError("--transform: \(error.message)")

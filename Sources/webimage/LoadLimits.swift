@@ -18,6 +18,12 @@ struct LoadLimits: Equatable {
     var total: Int
     var files: Int
 
+    /// The most `--concurrency` takes: past the point where more inputs in flight
+    /// only wait, and far from where the read-ahead window (four times it) or a
+    /// task per input stops being cheap (2^61 overflowed; 10^9 ran for minutes
+    /// before the first input).
+    static let maxConcurrency = 1024
+
     static let standard = LoadLimits(total: 8, files: min(8, ProcessInfo.processInfo.activeProcessorCount + 1))
 
     /// A path or a `file://` URL; `http(s)://`, `s3://` and other schemes are downloads.

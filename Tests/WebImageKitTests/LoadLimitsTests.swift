@@ -25,10 +25,12 @@ struct LoadLimitsTests {
         #expect(try LoadCommand.parse(["--concurrency", "1", "a.jpg"]).limits == LoadLimits(total: 1, files: 1))
     }
 
-    @Test("--concurrency takes a positive number")
-    func bad() {
-        for value in ["0", "-3", "many"] {
-            #expect(throws: (any Error).self) { try LoadCommand.parse(["--concurrency", value, "a.jpg"]) }
+    @Test("--concurrency takes 1 to 1024: zero, negative, huge and not numbers are refused with a message")
+    func bad() throws {
+        for value in ["0", "-3", "many", "1025", "1000000000", "3000000000000000000", "9223372036854775807"] {
+            let error = #expect(throws: (any Error).self) { try LoadCommand.parse(["--concurrency", value, "a.jpg"]) }
+            #expect(LoadCommand.message(for: error!).contains("concurrency"), "\(value): \(LoadCommand.message(for: error!))")
         }
+        #expect(try LoadCommand.parse(["--concurrency", "1024", "a.jpg"]).limits == LoadLimits(total: 1024, files: 1024))
     }
 }
