@@ -48,6 +48,7 @@ final class LMDBEnvironment: @unchecked Sendable {
     ///   which ``LMDBCacheStore`` calls first).
     init(directory: URL, mapSize: Int, maxMapSize: Int) throws {
         Self.setAsideIfDamaged(directory)
+        try Self.reserveLockFile(in: directory)
         let mapLock = try ReadWriteLock()
         var env: OpaquePointer?
         try Self.check(mdb_env_create(&env), "mdb_env_create")
@@ -83,6 +84,34 @@ final class LMDBEnvironment: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// The size LMDB gives `lock.mdb` for the 512 readers set below on a 64-bit
+    /// machine: its header (three cache lines) and a cache line per further reader.
+    static let lockFileSize = 3 * 64 + 511 * 64
+
+    /// Allocates `lock.mdb`'s blocks before LMDB opens it. LMDB sizes a new lock
+    /// file with `ftruncate`, which allocates nothing, and then writes it through
+    /// a map: on a full file system that first write is a SIGBUS, which killed
+    /// every command that made a store there (and every later one, which found the
+    /// sparse file it left). Here the same size is allocated with
+    /// `posix_fallocate`, so a full file system is a `storeFailed` error saying
+    /// so, and a lock file made only for this attempt is removed. A lock file in
+    /// use elsewhere keeps its size: only holes in it are filled, which reads the same.
+    static func reserveLockFile(in directory: URL) throws {
+        let path = directory.appendingPathComponent("lock.mdb").path
+        let existed = Glibc.access(path, F_OK) == 0
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }  // mdb_env_open meets the same and says why
+        defer { close(fd) }
+        let size = lseek(fd, 0, SEEK_END)
+        guard size >= 0 else { return }
+        let length = max(Int(size), lockFileSize)
+        let code = posix_fallocate(fd, 0, off_t(length))
+        guard code == ENOSPC || code == EDQUOT else { return }  // 0, or a file system that cannot (LMDB goes on as before)
+        if !existed { unlink(path) }
+        throw WebImageError(.storeFailed, "the file system holding the LMDB store at \(directory.path) is full: no room for its lock file (lock.mdb, \(length) bytes)",
+                            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .ENOSPC))
     }
 
     /// Checks `data.mdb` before it is mapped for use (`LMDBFileCheck`): a file

@@ -31,6 +31,30 @@ struct LMDBDiskFullTests {
         #expect(try await store.data(forKey: "k0") == nil, "the oldest went first")
     }
 
+    @Test("a new store on a full disk: storeFailed saying so, no SIGBUS from LMDB's lock file, nothing left behind; it opens once there is room")
+    func newStoreOnFullDisk() async throws {
+        let disk = try SmallFileSystem(size: "1m")
+        defer { disk.unmount() }
+        let filler = disk.fill()
+        let directory = disk.path.appendingPathComponent("cache")
+        for _ in 0..<2 {
+            let error = #expect(throws: WebImageError.self) { _ = try LMDBCacheStore(directory: directory) }
+            #expect(error?.code == .storeFailed && error?.message.contains("full") == true, "\(String(describing: error))")
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("lock.mdb").path), "no sparse lock file for the next try to map")
+        }
+        // A sparse lock file such a crash left behind: its holes cannot be filled either.
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let sparse = directory.appendingPathComponent("lock.mdb").path
+        let fd = open(sparse, O_RDWR | O_CREAT, 0o600)
+        #expect(ftruncate(fd, 32_896) == 0)  // the size LMDB gives it
+        close(fd)
+        #expect(throws: WebImageError.self) { _ = try LMDBCacheStore(directory: directory) }
+        try FileManager.default.removeItem(at: filler)
+        let store = try LMDBCacheStore(directory: directory)
+        try await store.setData(Data("after".utf8), forKey: "k", metadata: CacheMetadata())
+        #expect(try await store.data(forKey: "k") == Data("after".utf8))
+    }
+
     @Test("a value larger than the disk fails with a typed error, and the store keeps working")
     func tooLargeForTheDisk() async throws {
         let disk = try SmallFileSystem(size: "4m")
