@@ -19,15 +19,20 @@ public enum ConfigLayers {
     ///     that names no known key, or a file's key under a known namespace
     ///     (`store.…`, `loader.…`) that names none, is refused: a typo never passes
     ///     silently. A service adds its own keys to the standard catalog's.
+    ///   - environmentKeys: keys that `WEBIMAGE_*` variables may also name, which
+    ///     this program does not read but another of the same family does (the
+    ///     `webimage` tool's other commands accept `serve`'s, which a container
+    ///     configured for `serve` sets for every command run in it).
     /// - Throws: ``WebImageError/Code/invalidArgument`` naming the key (and the
     ///   nearest known one), or a file that cannot be read.
     public static func reader(flags: [String: String], file: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
                               defaults: [String: String] = [:],
                               knownKeys: Set<String> = PluginCatalog.standard.knownKeys,
-                              keyFamilies: Set<String> = []) async throws -> ConfigReader {
+                              keyFamilies: Set<String> = [],
+                              environmentKeys: Set<String> = [], environmentKeyFamilies: Set<String> = []) async throws -> ConfigReader {
         let check = ConfigKeyCheck(known: knownKeys, families: keyFamilies)
         try check.check(flags.keys.sorted(), source: "set on the command line")
-        try check.checkEnvironment(environment)
+        try ConfigKeyCheck(known: knownKeys.union(environmentKeys), families: keyFamilies.union(environmentKeyFamilies)).checkEnvironment(environment)
         if let file { try check.check(try fileKeys(file), source: file, onlyNamespaces: true) }
         var providers: [any ConfigProvider] = [inMemory("flags", flags)]
         providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))

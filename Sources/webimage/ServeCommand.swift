@@ -7,6 +7,15 @@ import WebImage
 import WebImageConfiguration
 import WebImageHTTP
 import WebImageKit
+
+extension ServeCommand {
+    /// `allocator` is read before the command runs (``ServeAllocator``); it is
+    /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
+    /// (Known in a build without `serve` too: the other commands accept these in
+    /// the environment, which a service's container shares with them.)
+    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "http.maxConnections", "http.maxConnectionsPerClient",
+                                    "http.idleTimeout", "allocator"]
+}
 #if WEBIMAGE_SERVE
 import Prometheus
 import WebImageHummingbird
@@ -26,11 +35,6 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
-
-    /// `allocator` is read before the command runs (``ServeAllocator``); it is
-    /// known here so that `WEBIMAGE_ALLOCATOR` and `--set allocator=…` pass the key check.
-    static let keys: Set<String> = ["http.host", "http.port", "http.memoryHitsOnEventLoop", "http.maxConnections", "http.maxConnectionsPerClient",
-                                    "http.idleTimeout", "allocator"]
 
     func run() async throws {
         let registry = PrometheusCollectorRegistry()

@@ -3,6 +3,7 @@ import Configuration
 import Foundation
 import WebImage
 import WebImageConfiguration
+import WebImageHTTP
 import WebImageKit
 
 @main
@@ -93,10 +94,19 @@ struct GlobalOptions: ParsableArguments {
     func reader() async throws -> ConfigReader {
         let flags = try flags()
         var defaults = ["vips.pdfConcurrency": "8"]
-        let layered = try await ConfigLayers.reader(flags: flags, file: configFile, defaults: defaults)
+        let layered = try await layers(flags: flags, defaults: defaults)
         guard ConfigValues(layered).text("store.kind")?.lowercased() == "none" else { return layered }
         defaults["memory.costLimit"] = "0"
-        return try await ConfigLayers.reader(flags: flags, file: configFile, defaults: defaults)
+        return try await layers(flags: flags, defaults: defaults)
+    }
+
+    /// The layers of a command other than `serve`: its flags checked against the
+    /// keys it reads; `WEBIMAGE_*` variables may also name `serve`'s keys, which
+    /// the environment of a container configured for `serve` holds.
+    private func layers(flags: [String: String], defaults: [String: String]) async throws -> ConfigReader {
+        try await ConfigLayers.reader(flags: flags, file: configFile, defaults: defaults,
+                                      environmentKeys: ImageEndpoint.Settings.standardKeys.union(ServeCommand.keys),
+                                      environmentKeyFamilies: ImageEndpoint.Settings.keyFamilies)
     }
 
     /// The manager, or a clear message and exit status 2 for bad configuration.

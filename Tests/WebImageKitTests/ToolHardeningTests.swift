@@ -272,6 +272,25 @@ struct UnknownKeyTests {
                                       environment: ["WEBIMAGE_STORE_MAX_AGE": "1d", "WEBIMAGE_LOADER_BLOCK_PRIVATE_ADDRESSES": "true"])
         #expect(good.status == 0, "\(good.stderr)")
     }
+
+    @Test("serve's keys in the environment (a container configured for serve) pass every other command; as flags they do not, and typos still stop")
+    func serveKeysInTheEnvironment() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let logo = samples.appendingPathComponent("logo.png").path
+        let serving = ["WEBIMAGE_ALLOCATOR": "system", "WEBIMAGE_HTTP_PORT": "23001", "WEBIMAGE_THUMBNAIL_ALLOWED_HOSTS": "example.com",
+                       "WEBIMAGE_THUMBNAIL_PRESETS_AVATAR": "w=64"]
+        for arguments in [["cache", "stats"], ["info", logo], ["load", "--quiet", logo]] {
+            let result = try await tool.run(arguments, environment: serving)
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+        }
+        let flag = try await tool.run(["cache", "stats", "--set", "http.port=23001"])
+        #expect(flag.status == 2 && flag.stderr.contains("http.port"), "\(flag.stderr)")
+        let typo = try await tool.run(["cache", "stats"], environment: ["WEBIMAGE_HTTP_PROT": "23001"])
+        #expect(typo.status == 2 && typo.stderr.contains("WEBIMAGE_HTTP_PROT"), "\(typo.stderr)")
+    }
 }
 
 @Suite("ConfigKeyCheck")
