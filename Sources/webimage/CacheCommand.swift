@@ -52,7 +52,10 @@ struct CacheCommand: AsyncParsableCommand {
             let before = try await store.count
             try await store.removeExpired()
             let after = try await store.count
-            print(json ? jsonLine(["removed": before - after, "count": after]) : "removed \(before - after) entries, \(after) left")
+            // The counts before and after: entries another process wrote meanwhile
+            // (a service on the same store) are not told apart, so never below zero.
+            let removed = max(0, before - after)
+            print(json ? jsonLine(["removed": removed, "count": after]) : "removed \(removed) entries, \(after) left")
         }
     }
 
