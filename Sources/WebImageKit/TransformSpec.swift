@@ -293,10 +293,11 @@ private struct Step {
             font = named
         }
         guard fields.count <= 7 else { throw bad("text:WORDS[:size[:colour[:opacity[:gravity[:font]]]]]: a ':' cannot be in the words") }
+        // The fields' own errors name the step already; only the watermark's are wrapped.
+        let colour = try colour(3) ?? .white, opacity = try optionalNumber(4, default: 0.7, within: 0...1)
+        let gravity = try gravity(5, default: .southEast), margin = try side(10, "a margin")
         do {
-            return try ImageTransformers.TextWatermark(fields[1], size: size, colour: try colour(3) ?? .white,
-                                                       opacity: try optionalNumber(4, default: 0.7, within: 0...1),
-                                                       gravity: try gravity(5, default: .southEast), margin: try side(10, "a margin"), font: font)
+            return try ImageTransformers.TextWatermark(fields[1], size: size, colour: colour, opacity: opacity, gravity: gravity, margin: margin, font: font)
         } catch let error as WebImageError where error.code == .invalidArgument {
             throw bad("\(error.message)")
         }

@@ -49,7 +49,9 @@ struct ColourSpecTests {
                 try TransformSpec.parse(bad, limits: limits)
             } throws: { error in
                 guard let error = error as? WebImageError else { return false }
+                // Named once: the field's message is not wrapped in the step's again.
                 return error.code == .invalidArgument && error.message.contains("transform '")
+                    && error.message.components(separatedBy: "transform '").count == 2 && !error.message.contains("expected transform")
             }
         }
     }
