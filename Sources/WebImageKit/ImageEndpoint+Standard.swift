@@ -50,9 +50,10 @@ extension ImageEndpoint.Settings {
             for name in try FileManager.default.contentsOfDirectory(atPath: path) where name.hasSuffix(".png") {
                 let file = URL(fileURLWithPath: path).appendingPathComponent(name)
                 do {
-                    found[String(name.dropLast(4))] = try ImageTransformers.Watermark.Overlay(data: try Data(contentsOf: file))
+                    found[String(name.dropLast(4))] = try ImageTransformers.Watermark.Overlay(data: try TransformSpec.readWatermark(at: file))
                 } catch {
-                    throw WebImageError(.invalidArgument, "thumbnail.watermarks: \(file.path) is not a usable watermark (\(error))")
+                    let reason = (error as? WebImageError)?.message ?? error.localizedDescription
+                    throw WebImageError(.invalidArgument, "thumbnail.watermarks: \(file.path) is not a usable watermark: \(reason)")
                 }
             }
             overlays = found

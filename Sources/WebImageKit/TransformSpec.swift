@@ -113,8 +113,29 @@ public enum TransformSpec {
 
     /// Reads `watermark:` names as file paths: for the command line, whose user may read files anyway.
     public static func watermarkFile(_ path: String) throws -> Data {
-        do { return try Data(contentsOf: URL(fileURLWithPath: (path as NSString).expandingTildeInPath)) } catch {
-            throw WebImageError(.invalidArgument, "watermark '\(path)': cannot read it (\(error.localizedDescription))")
+        do { return try readWatermark(at: URL(fileURLWithPath: (path as NSString).expandingTildeInPath)) } catch {
+            throw WebImageError(.invalidArgument, "watermark '\(path)': \((error as? WebImageError)?.message ?? "\(error)")")
+        }
+    }
+
+    /// The most bytes a watermark file may have: a PNG of a logo is a few kB.
+    static let maxWatermarkBytes = 16 << 20
+
+    /// A watermark file's bytes: a regular file (not a FIFO, device or directory,
+    /// which would block or never end) of at most 16 MiB; else why not, as
+    /// `invalidArgument` with a plain message.
+    static func readWatermark(at file: URL) throws -> Data {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path) else {
+            throw WebImageError(.invalidArgument, FileManager.default.fileExists(atPath: file.path) ? "cannot read it" : "there is no such file")
+        }
+        guard attributes[.type] as? FileAttributeType == .typeRegular else {
+            throw WebImageError(.invalidArgument, "it is not a regular file (a directory, FIFO, socket or device)")
+        }
+        if let size = attributes[.size] as? Int, size > maxWatermarkBytes {
+            throw WebImageError(.invalidArgument, "it is \(size) bytes, more than a watermark may be (\(maxWatermarkBytes >> 20) MiB)")
+        }
+        do { return try Data(contentsOf: file) } catch {
+            throw WebImageError(.invalidArgument, "cannot read it (\(error.localizedDescription))")
         }
     }
 

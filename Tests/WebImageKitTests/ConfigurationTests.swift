@@ -297,6 +297,26 @@ struct ProgressBarTests {
         #expect(named, "\(spec): the message says what was wanted: \(error?.message ?? "")")
     }
 
+    @Test("watermark files (the tool's paths, a service's directory): a FIFO, a device, a directory or a missing file is refused with a plain message, never read")
+    func watermarkFiles() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let fifo = directory.appendingPathComponent("pipe.png")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for (path, reason) in [(fifo.path, "not a regular file"), ("/dev/zero", "not a regular file"), (directory.path, "not a regular file"),
+                               (directory.appendingPathComponent("none.png").path, "no such file")] {
+            let error = #expect(throws: WebImageError.self, "\(path)") { _ = try TransformSpec.watermarkFile(path) }
+            #expect(error?.message.contains(reason) == true && error?.message.contains("permission") == false
+                    && error?.message.contains("Domain=") == false, "\(path): \(String(describing: error))")
+        }
+        // A service's directory holding a FIFO named like a PNG: start-up says which file and why.
+        let config = try await ConfigLayers.service(file: nil, flags: ["thumbnail.watermarks": directory.path]).config
+        let error = #expect(throws: WebImageError.self) { _ = try ImageEndpoint.Settings.standard(config: config) }
+        #expect(error?.message.contains("pipe.png") == true && error?.message.contains("not a regular file") == true
+                && error?.message.contains("Domain=") == false, "\(String(describing: error))")
+    }
+
     @Test("watermark specs resolve names through the caller; opacity and margin are bounded")
     func watermarkSpecs() throws {
         let coder = VipsImageCoder()
