@@ -10,13 +10,28 @@ public enum SampleImages {
     /// - Returns: the file names written, in order.
     @discardableResult
     public static func write(to directory: URL) throws -> [String] {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw WebImageError(.invalidArgument, "\(directory.path) is a file, not a directory")
+        }
+        do { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) } catch {
+            throw WebImageError(.storeFailed, "cannot make the directory \(directory.path) (\(error.localizedDescription))")
+        }
         let coder = VipsImageCoder()
         var names: [String] = []
         func write(_ name: String, _ image: Image, _ format: ImageFormat, _ options: EncodeOptions = EncodeOptions(quality: 90)) throws {
             let data = try coder.encode(image, as: format, options: options)
             let path = directory.appendingPathComponent(name).path
-            guard FileManager.default.createFile(atPath: path, contents: data) else { throw WebImageError(.storeFailed, "cannot write \(path)") }
+            // Written with the system's calls, so that a failure says why (strerror).
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            guard written == data.count else {
+                let reason = written < 0 ? String(cString: strerror(errno)) : "a short write"
+                unlink(path)
+                throw WebImageError(.storeFailed, "cannot write \(path): \(reason)")
+            }
             names.append(name)
         }
         for (index, size) in [PixelSize(width: 1600, height: 1200), PixelSize(width: 1200, height: 1600), PixelSize(width: 2400, height: 1350)].enumerated() {

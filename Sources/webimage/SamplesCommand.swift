@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import WebImage
 import WebImageKit
 import WebImageSamples
 
@@ -10,7 +11,18 @@ struct SamplesCommand: AsyncParsableCommand {
     @Argument(help: "The directory to write into.")
     var directory: String
 
+    func validate() throws {
+        if directory.isEmpty { throw ValidationError("an empty path names no directory") }
+    }
+
+    /// A directory that cannot be (a file is there) exits 2, a write that fails 1,
+    /// each with a plain message.
     func run() async throws {
-        for name in try SampleImages.write(to: URL(fileURLWithPath: directory)) { print(name) }
+        do {
+            for name in try SampleImages.write(to: URL(fileURLWithPath: directory)) { print(name) }
+        } catch let error as WebImageError {
+            Terminal.error("samples: \(error.message)")
+            throw ExitCode(error.code == .invalidArgument ? 2 : 1)
+        }
     }
 }

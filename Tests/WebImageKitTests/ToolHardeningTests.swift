@@ -12,6 +12,22 @@ import Logging
 /// The tool against hostile inputs and a hostile origin on loopback.
 @Suite("The webimage tool, hostile inputs", .serialized, .timeLimit(.minutes(5)))
 struct ToolHardeningTests {
+    @Test("samples: an empty path or a file exits 2, a directory it cannot write exits 1, each with a plain message and nothing written")
+    func samplesBadDirectories() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let empty = try await tool.run(["samples", ""])
+        #expect(empty.status == 2 && empty.stderr.contains("empty path"), "\(empty.stderr)")
+        // The tool runs in this process's working directory: '' once wrote the samples there.
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/oriented-8.jpg"), "nothing in the working directory")
+        let file = tool.home.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        let onFile = try await tool.run(["samples", file.path])
+        #expect(onFile.status == 2 && onFile.stderr.contains("is a file, not a directory") && !onFile.stderr.contains("Domain="), "\(onFile.stderr)")
+        let proc = try await tool.run(["samples", "/proc/self"])
+        #expect(proc.status == 1 && proc.stderr.contains("cannot write /proc/self/photo-1.jpg: "), "\(proc.stderr)")
+    }
+
     @Test("--out never writes outside its directory, whatever the URL's last segment holds")
     func outputStaysInside() async throws {
         let tool = Tool()
