@@ -102,7 +102,7 @@ extension ImageManager.Configuration {
         if let text = values.text("store.path"), text.trimmingCharacters(in: .whitespaces).isEmpty {
             throw values.invalid("store.path", text, "a directory (leave it unset for the default)")
         }
-        let path = values.text("store.path").map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath) } ?? defaultStorePath
+        let path = values.text("store.path").map { URL(fileURLWithPath: expandingHome($0)) } ?? defaultStorePath
         do {
             store = try Self.makeStore(kind, key: "store.kind", what: "store.kind", catalog,
                                        settings: CacheStoreSettings(directory: path, limits: limits, values: values))

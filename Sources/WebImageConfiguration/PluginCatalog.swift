@@ -47,7 +47,7 @@ public struct PluginCatalog: Sendable {
             // a root confines them; a root confines them in any mode.
             var access = FileLoader.Access.unrestricted
             if let root = values.text("loader.fileRoot"), !root.isEmpty {
-                access = .within(URL(fileURLWithPath: (root as NSString).expandingTildeInPath))
+                access = .within(URL(fileURLWithPath: expandingHome(root)))
             } else if try values.bool("loader.blockPrivateAddresses") == true {
                 access = .refused
             }

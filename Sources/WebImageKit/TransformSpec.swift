@@ -1,6 +1,7 @@
 public import Foundation
 public import WebImage
 public import WebImageVips
+import WebImageConfiguration
 
 /// Parses transformer specifications as the command line and query strings write them:
 ///
@@ -113,7 +114,7 @@ public enum TransformSpec {
 
     /// Reads `watermark:` names as file paths: for the command line, whose user may read files anyway.
     public static func watermarkFile(_ path: String) throws -> Data {
-        do { return try readWatermark(at: URL(fileURLWithPath: (path as NSString).expandingTildeInPath)) } catch {
+        do { return try readWatermark(at: URL(fileURLWithPath: expandingHome(path))) } catch {
             throw WebImageError(.invalidArgument, "watermark '\(path)': \((error as? WebImageError)?.message ?? "\(error)")")
         }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import WebImage
+import WebImageConfiguration
 import WebImageKit
 import WebImageLMDB
 
@@ -123,7 +124,7 @@ func absentStore(_ global: GlobalOptions) async throws -> (kind: String, path: S
     let values = try await global.values()
     let kind = values.text("store.kind")?.lowercased() ?? "lmdb"
     guard kind == "lmdb" || kind == "filesystem" else { return nil }
-    let path = values.text("store.path").map { ($0 as NSString).expandingTildeInPath } ?? WebImageKit.defaultCacheDirectory.path
+    let path = values.text("store.path").map { expandingHome($0) } ?? WebImageKit.defaultCacheDirectory.path
     guard !path.trimmingCharacters(in: .whitespaces).isEmpty, !FileManager.default.fileExists(atPath: path) else { return nil }
     var storeless = global
     storeless.store = "none"

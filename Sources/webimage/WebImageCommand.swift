@@ -148,7 +148,10 @@ enum Terminal {
 func inputURL(_ input: String) -> URL? {
     if input.contains("://") { return URL(string: input) }
     guard !input.isEmpty else { return nil }
-    return URL(fileURLWithPath: input).standardizedFileURL
+    // A path as written: the shell expands `~` in arguments it should; a `~`
+    // that reaches here (quoted, or a line of --input-file) names a directory
+    // called `~`, which Foundation would take for the account's home.
+    return URL(fileURLWithPath: input.hasPrefix("~") ? "./" + input : input).standardizedFileURL
 }
 
 /// Whether an input is a local file (a path, or a `file://` URL in any case):

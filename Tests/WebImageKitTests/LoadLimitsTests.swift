@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Testing
 @testable import webimage
+import WebImageConfiguration
 
 @Suite("webimage load: inputs in flight")
 struct LoadLimitsTests {
@@ -32,5 +33,22 @@ struct LoadLimitsTests {
             #expect(LoadCommand.message(for: error!).contains("concurrency"), "\(value): \(LoadCommand.message(for: error!))")
         }
         #expect(try LoadCommand.parse(["--concurrency", "1024", "a.jpg"]).limits == LoadLimits(total: 1024, files: 1024))
+    }
+}
+
+@Suite("Paths with ~")
+struct HomePathTests {
+    @Test("an input that starts with ~ is a path as written (the shell expands ~ where it should); ~ in a setting is $HOME, as a shell reads it")
+    func tilde() throws {
+        let here = FileManager.default.currentDirectoryPath
+        #expect(inputURL("~/x.png")?.path == here + "/~/x.png")
+        #expect(inputURL("~")?.path == here + "/~")
+        #expect(inputURL("/abs/~/x.png")?.path == "/abs/~/x.png")
+        #expect(expandingHome("~/cache", environment: ["HOME": "/srv/app"]) == "/srv/app/cache")
+        #expect(expandingHome("~", environment: ["HOME": "/srv/app"]) == "/srv/app")
+        #expect(expandingHome("~other/cache", environment: ["HOME": "/srv/app"]) == "~other/cache")
+        #expect(expandingHome("/var/~/x", environment: ["HOME": "/srv/app"]) == "/var/~/x")
+        let account = FileManager.default.homeDirectoryForCurrentUser.path
+        #expect(expandingHome("~/x", environment: [:]) == account + "/x" && expandingHome("~/x", environment: ["HOME": ""]) == account + "/x")
     }
 }
