@@ -99,7 +99,10 @@ final class InputSource: Sendable {
                     case .text(let bytes):
                         let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                         if text.isEmpty || text.hasPrefix("#") { continue }
-                        input = Input(text: text)
+                        // Decoded with U+FFFD in place of bad bytes, such a line would name another file.
+                        input = String(validating: bytes, as: UTF8.self) == nil
+                            ? Input(text: text, problem: "the input line is not valid UTF-8: names and URLs are read as UTF-8; it was skipped")
+                            : Input(text: text)
                     case .tooLong(let head):
                         let text = String(decoding: head, as: UTF8.self)
                         input = Input(text: String(text.prefix(80)) + "…",

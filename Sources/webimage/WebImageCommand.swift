@@ -24,6 +24,13 @@ struct WebImageCommand: AsyncParsableCommand {
         ServeAllocator.chooseForServe()
         #endif
         limitMallocArenas()
+        if let bad = firstArgumentNotUTF8() {
+            // Swift reads arguments as UTF-8 with U+FFFD for bad bytes: a file name
+            // in another encoding would be looked for under another name, and
+            // reported missing although it exists.
+            Terminal.error("argument \(bad.index) ('\(bad.text)') is not valid UTF-8: names and URLs are read as UTF-8; rename the file, or use a name that is")
+            exit(withError: ExitCode(2))
+        }
         do {
             var command = try parseAsRoot(nil)
             if var command = command as? any AsyncParsableCommand {
@@ -40,6 +47,16 @@ struct WebImageCommand: AsyncParsableCommand {
             }
             exit(withError: error)
         }
+    }
+
+    /// The first command-line argument whose bytes are not UTF-8, and its lossy text.
+    static func firstArgumentNotUTF8() -> (index: Int, text: String)? {
+        for index in 1..<Int(CommandLine.argc) {
+            guard let argument = CommandLine.unsafeArgv[index] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+            if String(validating: bytes, as: UTF8.self) == nil { return (index, String(decoding: bytes, as: UTF8.self)) }
+        }
+        return nil
     }
 
     /// glibc gives each contended thread its own heap arena (up to eight per

@@ -37,11 +37,11 @@ package struct Tool: Sendable {
     /// blocks a thread of Swift's cooperative pool (other suites run meanwhile).
     /// Its peak memory is measured by GNU time (`/usr/bin/time`, from Debian's
     /// `time`, which `make test` installs), whose child starts from its own small memory.
-    package func run(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
+    package func run(_ arguments: [String], rawArguments: [[UInt8]] = [], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Result {
         guard FileManager.default.isExecutableFile(atPath: Self.time) else {
             throw POSIXError(.ENOENT, userInfo: [NSLocalizedDescriptionKey: "\(Self.time) is missing: install Debian's 'time' (make example-deps)"])
         }
-        return try await start(arguments, stdin: stdin, environment: environment, measuringPeak: true).wait()
+        return try await start(arguments, rawArguments: rawArguments, stdin: stdin, environment: environment, measuringPeak: true).wait()
     }
 
     static let time = "/usr/bin/time"
@@ -100,7 +100,10 @@ package struct Tool: Sendable {
     /// and Process races on Linux.
     /// - Parameter measuringPeak: run it under GNU time, which then is the process
     ///   `pid` names (signal the tool itself only without it).
-    package func start(_ arguments: [String], stdin: String? = nil, environment: [String: String] = [:], measuringPeak: Bool = false) throws -> Running {
+    /// - Parameter rawArguments: further arguments as bytes, after `arguments`
+    ///   (a file name that is not UTF-8, which a `String` cannot hold).
+    package func start(_ arguments: [String], rawArguments: [[UInt8]] = [], stdin: String? = nil, environment: [String: String] = [:],
+                       measuringPeak: Bool = false) throws -> Running {
         let out = home.appendingPathComponent("out-\(UUID().uuidString.prefix(6))"), err = home.appendingPathComponent("err-\(UUID().uuidString.prefix(6))")
         let input = home.appendingPathComponent("in-\(UUID().uuidString.prefix(6))")
         try Data((stdin ?? "").utf8).write(to: input)
@@ -118,9 +121,19 @@ package struct Tool: Sendable {
         env.merge(environment) { $1 }
         let peak = measuringPeak ? home.appendingPathComponent("peak-\(UUID().uuidString.prefix(6))") : nil
         let command = peak.map { [Self.time, "-f", "%M", "-o", $0.path, Self.executable] } ?? [Self.executable]
-        let argv: [UnsafeMutablePointer<CChar>?] = (command + arguments).map { strdup($0) } + [nil]
+        let raw: [UnsafeMutablePointer<CChar>?] = rawArguments.map { bytes in
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            for (index, byte) in bytes.enumerated() { copy[index] = CChar(bitPattern: byte) }
+            copy[bytes.count] = 0
+            return copy
+        }
+        let argv: [UnsafeMutablePointer<CChar>?] = (command + arguments).map { strdup($0) } + raw + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer {
+            (command + arguments).indices.forEach { free(argv[$0]) }
+            raw.forEach { $0?.deallocate() }
+            envp.forEach { free($0) }
+        }
         var pid: pid_t = 0
         guard posix_spawn(&pid, command[0], &actions, nil, argv, envp) == 0 else { throw POSIXError(.ENOENT) }
         return Running(pid: pid, out: out, err: err, peak: peak)

@@ -12,6 +12,34 @@ import Logging
 /// The tool against hostile inputs and a hostile origin on loopback.
 @Suite("The webimage tool, hostile inputs", .serialized, .timeLimit(.minutes(5)))
 struct ToolHardeningTests {
+    @Test("a name that is not UTF-8: as an argument, exit 2 saying so; as an --input-file line, that input fails saying so and the others load")
+    func namesNotUTF8() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await tool.run(["samples", samples.path])
+        let name = Array(tool.home.path.utf8) + Array("/bad".utf8) + [0xFF, 0xFE] + Array(".png".utf8)
+        let data = try Data(contentsOf: samples.appendingPathComponent("logo.png"))
+        #expect(name.withUnsafeBufferPointer { buffer in
+            let path = UnsafeMutablePointer<CChar>.allocate(capacity: buffer.count + 1)
+            defer { path.deallocate() }
+            for (index, byte) in buffer.enumerated() { path[index] = CChar(bitPattern: byte) }
+            path[buffer.count] = 0
+            let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+            defer { close(fd) }
+            return data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == data.count
+        })
+        let argument = try await tool.run(["load", "--json", "--store", "none"], rawArguments: [name])
+        #expect(argument.status == 2 && argument.stderr.contains("is not valid UTF-8") && !argument.stderr.contains("No such file"), "\(argument.stderr)")
+        let list = tool.home.appendingPathComponent("list.txt")
+        try Data(name + Array("\n".utf8) + Array(samples.appendingPathComponent("logo.png").path.utf8) + [0x0A]).write(to: list)
+        let listed = try await tool.run(["load", "--json", "--store", "none", "--input-file", list.path])
+        #expect(listed.lines.count == 2, "\(listed.stdout)")
+        let failed = listed.lines.first { $0["error"] is [String: Any] }
+        #expect(((failed?["error"] as? [String: Any])?["message"] as? String)?.contains("not valid UTF-8") == true, "\(listed.stdout)")
+        #expect(listed.lines.contains { $0["error"] is NSNull && $0["pixelWidth"] as? Int == 512 }, "the other input loads")
+    }
+
     @Test("samples: an empty path or a file exits 2, a directory it cannot write exits 1, each with a plain message and nothing written")
     func samplesBadDirectories() async throws {
         let tool = Tool()
