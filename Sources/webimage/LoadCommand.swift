@@ -63,7 +63,6 @@ struct LoadCommand: AsyncParsableCommand {
     var quiet = false
 
     func validate() throws {
-        if inputs.isEmpty && inputFile == nil { throw ValidationError("give inputs, or --input-file") }
         if let thumbnail, PixelSize(parsing: thumbnail) == nil { throw ValidationError("--thumbnail takes WxH or N, not '\(thumbnail)'") }
         if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp, gif, avif, heic, tiff or jxl, not '\(format)'") }
         if let quality, !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
@@ -80,6 +79,12 @@ struct LoadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Here, not in validate(): ArgumentParser validates before it reports an
+        // unknown option, so `load --bogus` said "give inputs" instead of naming it.
+        if inputs.isEmpty && inputFile == nil {
+            Terminal.error("load: give inputs, or --input-file (see 'webimage load --help')")
+            throw ExitCode(2)
+        }
         // An input file that cannot be opened is bad usage (exit 2), found before
         // anything is loaded or any cache is opened.
         let source: InputSource

@@ -31,6 +31,10 @@ struct WebImageCommand: AsyncParsableCommand {
             Terminal.error("argument \(bad.index) ('\(bad.text)') is not valid UTF-8: names and URLs are read as UTF-8; rename the file, or use a name that is")
             exit(withError: ExitCode(2))
         }
+        if let dashed = firstDashedName() {
+            Terminal.error("'\(dashed)' is read as options (the tool's only short one is -h); to name a file that starts with '-', put it after -- or write ./\(dashed)")
+            exit(withError: ExitCode(2))
+        }
         do {
             var command = try parseAsRoot(nil)
             if var command = command as? any AsyncParsableCommand {
@@ -47,6 +51,18 @@ struct WebImageCommand: AsyncParsableCommand {
             }
             exit(withError: error)
         }
+    }
+
+    /// The first argument before `--` that starts with one `-` and is neither `-h`,
+    /// `-` (standard input) nor a number: ArgumentParser reads `-dash.jpg` as the
+    /// short options d, a, s, h…, so it printed the help and exited 0, loading nothing.
+    static func firstDashedName(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String? {
+        for argument in arguments {
+            if argument == "--" { return nil }
+            guard argument.hasPrefix("-"), !argument.hasPrefix("--"), argument != "-", argument != "-h", Double(argument) == nil else { continue }
+            return argument
+        }
+        return nil
     }
 
     /// The first command-line argument whose bytes are not UTF-8, and its lossy text.

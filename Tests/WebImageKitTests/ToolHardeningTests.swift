@@ -7,11 +7,28 @@ import WebImageHTTP
 import WebImageTestSupport
 import WebImageSamples
 import ServiceLifecycle
+@testable import webimage
 import Logging
 
 /// The tool against hostile inputs and a hostile origin on loopback.
 @Suite("The webimage tool, hostile inputs", .serialized, .timeLimit(.minutes(5)))
 struct ToolHardeningTests {
+    @Test("arguments that start with '-': a file name is refused with the way to give it (never the help and exit 0); an unknown option is named")
+    func dashedArguments() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let dashed = try await tool.run(["load", "-dash.jpg"])
+        #expect(dashed.status == 2 && dashed.stderr.contains("put it after --") && !dashed.stdout.contains("OVERVIEW"), "\(dashed.stdout) \(dashed.stderr)")
+        let unknown = try await tool.run(["load", "--bogus"])
+        #expect(unknown.status == 2 && unknown.stderr.contains("Unknown option '--bogus'"), "\(unknown.stderr)")
+        let nothing = try await tool.run(["load"])
+        #expect(nothing.status == 2 && nothing.stderr.contains("give inputs"), "\(nothing.stderr)")
+        #expect(try await tool.run(["load", "-h"]).stdout.contains("OVERVIEW"))
+        #expect(WebImageCommand.firstDashedName(["load", "--", "-dash.jpg"]) == nil)
+        #expect(WebImageCommand.firstDashedName(["load", "--quality", "-5", "-", "x.jpg"]) == nil)
+        #expect(WebImageCommand.firstDashedName(["info", "-x.png"]) == "-x.png")
+    }
+
     @Test("a name that is not UTF-8: as an argument, exit 2 saying so; as an --input-file line, that input fails saying so and the others load")
     func namesNotUTF8() async throws {
         let tool = Tool()
