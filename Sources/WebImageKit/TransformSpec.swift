@@ -87,7 +87,7 @@ public enum TransformSpec {
         }
         var dpr = 1.0
         for part in parts where part.lowercased().hasPrefix("dpr:") || part.lowercased() == "dpr" {
-            guard let value = Double(part.dropFirst(4)), value.isFinite, (0.1...5).contains(value) else {
+            guard let value = plainDecimal(part.dropFirst(4)), value.isFinite, (0.1...5).contains(value) else {
                 throw WebImageError(.invalidArgument, "transform '\(part)': expected dpr:N with N from 0.1 to 5")
             }
             dpr *= value
@@ -229,7 +229,7 @@ private struct Step {
     /// (found by fuzzing: `round:8666…6` trapped), infinity or NaN is refused here.
     func numbers(_ index: Int, count: ClosedRange<Int>, within range: ClosedRange<Double> = -1e7...1e7) throws -> [Double] {
         guard fields.count > index else { throw bad("\(name):…") }
-        let values = fields[index].split(separator: ",").compactMap { Double($0) }
+        let values = fields[index].split(separator: ",").compactMap { plainDecimal($0) }
         guard count.contains(values.count), values.count == fields[index].split(separator: ",").count else { throw bad("\(count.lowerBound) number(s) after '\(name):'") }
         guard values.allSatisfy({ $0.isFinite && range.contains($0) }) else {
             throw bad("numbers from \(range.lowerBound.formatted()) to \(range.upperBound.formatted()) after '\(name):'")

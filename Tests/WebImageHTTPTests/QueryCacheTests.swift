@@ -90,6 +90,19 @@ struct ThumbnailQueryTests {
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
     }
 
+    @Test("numbers in crop=fp: and in t= are plain decimals: hexadecimal, exponents, inf, nan and a leading + are refused; plain forms pass")
+    func plainNumbers() throws {
+        for spelling in ["fp:0x1:0", "fp:0.5:0x0p0", "fp:1e-1:0.5", "fp:+0.5:0.5", "fp:inf:0", "fp:nan:0.5", "fp: 0.5:0.5", "fp:.:0"] {
+            #expect(CropFocus(parsing: spelling) == nil, "\(spelling)")
+        }
+        for (spelling, x) in [("fp:0.5:0", 0.5), ("fp:.25:1", 0.25), ("fp:1:0", 1.0), ("fp:0:1.", 0.0)] {
+            guard case .point(let parsedX, _)? = CropFocus(parsing: spelling) else { Issue.record("\(spelling) did not parse"); continue }
+            #expect(parsedX == x, "\(spelling)")
+        }
+        #expect(plainDecimal("-2.5") == -2.5 && plainDecimal("10") == 10 && plainDecimal("-") == nil && plainDecimal("1.2.3") == nil)
+        #expect(plainDecimal(String(repeating: "1", count: 33)) == nil)
+    }
+
     @Test("an IP address written in another form than its shortest (IPv4 as 127.10 or hex, IPv6 with zeros, IPv4 mapped into IPv6) is 400 naming that form, as is an IPv6 zone; the forms themselves, names and case pass")
     func ipv4Spellings() throws {
         for (host, dotted) in [("127.10", "127.0.0.10"), ("2130706442", "127.0.0.10"), ("0x7f00000a", "127.0.0.10"), ("0177.0.0.10", "127.0.0.10"),

@@ -297,6 +297,16 @@ struct ProgressBarTests {
         #expect(named, "\(spec): the message says what was wanted: \(error?.message ?? "")")
     }
 
+    @Test("t= numbers are plain decimals: blur:0x10, blur:1e1, sharpen:+1, dpr:0x2 and inf are refused naming the step; blur:10 and -5 pass")
+    func plainTransformNumbers() throws {
+        for spec in ["blur:0x10", "blur:1e1", "sharpen:+1", "brightness:0x1p0", "rotate:inf", "dpr:0x2;resize:10x10", "resize:10x10:fill:fp:0x1:0"] {
+            let error = #expect(throws: WebImageError.self, "\(spec)") { _ = try TransformSpec.parse(spec) }
+            #expect(error?.code == .invalidArgument && error?.message.contains("transform '") == true, "\(spec): \(String(describing: error))")
+        }
+        #expect(try TransformSpec.parse("blur:10").key == TransformSpec.parse("blur:10.0").key)
+        #expect(throws: Never.self) { _ = try TransformSpec.parse("rotate:-5;dpr:1.5;resize:10x10") }
+    }
+
     @Test("watermark files (the tool's paths, a service's directory): a FIFO, a device, a directory or a missing file is refused with a plain message, never read")
     func watermarkFiles() async throws {
         let directory = temporaryDirectory()

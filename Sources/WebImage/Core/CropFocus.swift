@@ -24,7 +24,7 @@ public enum CropFocus: Sendable, Hashable {
     }
 
     /// Parses ``key``'s forms (and `center`); nil for anything else, including a
-    /// point outside 0…1 or not a number.
+    /// point outside 0…1 or not a plain decimal number (no exponent or hexadecimal).
     public init?(parsing text: String) {
         let lowered = text.lowercased()
         switch lowered {
@@ -34,7 +34,7 @@ public enum CropFocus: Sendable, Hashable {
         default:
             let parts = lowered.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 3, parts[0] == "fp", parts[1].count <= 32, parts[2].count <= 32,
-                  let x = Double(parts[1]), let y = Double(parts[2]), (0...1).contains(x), (0...1).contains(y) else { return nil }
+                  let x = plainDecimal(parts[1]), let y = plainDecimal(parts[2]), (0...1).contains(x), (0...1).contains(y) else { return nil }
             self = .point(x: x, y: y)
         }
     }
