@@ -119,6 +119,11 @@ struct ImageManagerTierTests {
             try await h.manager.loadImage(with: URL(string: "gopher://x/y.png")!)
         }
         #expect(error?.code == .invalidURL && error?.message.contains("gopher") == true)
+        // An http URL with no host is the URL's fault, and says so (not "no loader is registered").
+        let hostless = await #expect(throws: WebImageError.self) {
+            try await h.manager.loadImage(with: URL(string: "http:///y.png")!)
+        }
+        #expect(hostless?.code == .invalidURL && hostless?.message.contains("names no host") == true, "\(String(describing: hostless))")
     }
 
     @Test("HTTP-like statuses: 404 is notFound, 503 is transient")

@@ -185,6 +185,10 @@ struct OriginalStage: Sendable {
               progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         let configuration = services.configuration
         guard let loader = context.loader ?? configuration.loaders.loader(for: url) else {
+            if ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty ?? true {
+                // Not the loaders' fault: such a URL (http:///x.jpg) has nowhere to go.
+                throw WebImageError(.invalidURL, "\(url.absoluteString) names no host")
+            }
             throw WebImageError(.invalidURL, "no loader is registered for \(url.scheme.map { "'\($0)' URLs" } ?? "paths") (\(url.absoluteString))")
         }
         var request = LoadRequest(
