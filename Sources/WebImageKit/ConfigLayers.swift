@@ -76,8 +76,25 @@ public enum ConfigLayers {
             throw WebImageError(.invalidArgument, "--config: cannot read \(file)")
         }
         let root: Any
-        do { root = try JSONSerialization.jsonObject(with: data) } catch {
-            throw WebImageError(.invalidArgument, "--config \(file) is not JSON: \(error.localizedDescription)")
+        do { root = try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed) } catch {
+            // Foundation's own words say where ("Invalid value around character 8."); its
+            // localizedDescription says only that the data is not in the correct format.
+            var message = "--config \(file) is not valid JSON"
+            if let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String {
+                message += ": \(detail)"
+                if let range = detail.range(of: #"character \d+"#, options: .regularExpression),
+                   let offset = Int(detail[range].dropFirst("character ".count)), offset <= data.count {
+                    let before = data.prefix(offset)
+                    let line = before.filter { $0 == 0x0A }.count + 1
+                    let column = before.count - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
+                    message += " (line \(line), column \(column))"
+                }
+            }
+            throw WebImageError(.invalidArgument, message)
+        }
+        guard root is [String: Any] else {
+            let kind = root is NSNull ? "null" : root is [Any] ? "an array" : root is String ? "a string" : "a number or boolean"
+            throw WebImageError(.invalidArgument, "--config \(file) must hold a JSON object ({ … }) at its top, not \(kind)")
         }
         var keys: [String] = []
         func walk(_ value: Any, _ path: String?) {

@@ -232,6 +232,15 @@ struct ConfigurationTests {
         let bad = directory.appendingPathComponent("bad.json")
         try Data("{ not json".utf8).write(to: bad)
         await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
+        // Where the text goes wrong, by line and column; a top that is no object, named as what it is.
+        try Data("{\n  \"store\": {\n    \"kind\": tru\n  }\n}".utf8).write(to: bad)
+        let located = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
+        #expect(located?.message.contains("not valid JSON") == true && located?.message.contains("line 3") == true, "\(String(describing: located))")
+        for (text, kind) in [("null", "null"), ("[1]", "an array"), ("\"x\"", "a string"), ("7", "a number")] {
+            try Data(text.utf8).write(to: bad)
+            let error = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
+            #expect(error?.message.contains("must hold a JSON object") == true && error?.message.contains("not \(kind)") == true, "\(text): \(String(describing: error))")
+        }
     }
 }
 
