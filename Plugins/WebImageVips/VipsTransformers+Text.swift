@@ -47,6 +47,24 @@ extension ImageTransformers {
         /// (and so libvips) depends on in Debian.
         public static let defaultFont = "DejaVu Sans"
 
+        /// The generic families fontconfig maps to an installed one, which
+        /// ``isInstalled(_:)`` takes as they are.
+        static let genericFamilies: Set<String> = ["sans", "sans-serif", "serif", "monospace", "mono", "cursive", "fantasy", "system-ui", "emoji", "math"]
+
+        /// Whether fontconfig has the family `name` (any case), or it is a generic
+        /// family (`sans`, `serif`, `monospace` …); false when it would draw
+        /// another family in its place, as Pango then does without a word; nil
+        /// when fontconfig cannot be asked. A service checks its
+        /// `thumbnail.fonts` with it at start-up.
+        public static func isInstalled(_ name: String) -> Bool? {
+            if genericFamilies.contains(name.lowercased()) { return true }
+            return switch CVips_font_family_installed(name) {
+            case 1: true
+            case 0: false
+            default: nil
+            }
+        }
+
         /// - Throws: `WebImageError` `invalidArgument` for an
         ///   empty or too long text, a control character, or a size, opacity or
         ///   margin out of range.

@@ -60,6 +60,12 @@ extension ImageEndpoint.Settings {
         }
         let watermarks = overlays
         let fonts = values.list("thumbnail.fonts") ?? [ImageTransformers.TextWatermark.defaultFont]
+        if let named = values.list("thumbnail.fonts") {
+            // A family fontconfig does not have would be drawn in another without a word.
+            for font in named where ImageTransformers.TextWatermark.isInstalled(font) == false {
+                throw values.invalid("thumbnail.fonts", font, "a font family installed here (fc-list : family lists them), or sans, serif or monospace")
+            }
+        }
         settings.transformParser = { spec, maxSteps, maxSide in
             try TransformSpec.parse(spec, limits: TransformSpec.Limits(maxSteps: maxSteps, maxSide: maxSide, fonts: fonts)) { name in
                 guard let watermarks else {

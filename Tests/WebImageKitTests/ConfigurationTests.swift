@@ -336,6 +336,20 @@ struct ProgressBarTests {
                 && error?.message.contains("Domain=") == false, "\(String(describing: error))")
     }
 
+    @Test("thumbnail.fonts: a family fontconfig does not have stops start-up naming it; installed families (any case) and generic ones pass")
+    func fonts() async throws {
+        for bad in ["Nonexistent", "DejaVu Sans,Comic Sanss"] {
+            let config = try await ConfigLayers.service(file: nil, flags: ["thumbnail.fonts": bad]).config
+            let error = #expect(throws: WebImageError.self, "\(bad)") { _ = try ImageEndpoint.Settings.standard(config: config) }
+            #expect(error?.code == .invalidArgument && error?.message.contains("thumbnail.fonts") == true && error?.message.contains("installed") == true,
+                    "\(String(describing: error))")
+        }
+        // DejaVu Sans comes with fontconfig on Debian (the default font of text:).
+        let good = try await ConfigLayers.service(file: nil, flags: ["thumbnail.fonts": "dejavu sans,serif,Monospace"]).config
+        #expect(throws: Never.self) { _ = try ImageEndpoint.Settings.standard(config: good) }
+        #expect(ImageTransformers.TextWatermark.isInstalled("DejaVu Sans") == true && ImageTransformers.TextWatermark.isInstalled("Nonexistent-12") == false)
+    }
+
     @Test("watermark specs resolve names through the caller; opacity and margin are bounded")
     func watermarkSpecs() throws {
         let coder = VipsImageCoder()

@@ -55,6 +55,11 @@ void CAVIF_release(CAVIF_image *image);
 int CAVIF_encode_sequence(const unsigned char *pixels, int width, int height, int frames, int channels, const int *durations,
                           int quality, int speed, unsigned char **out, size_t *out_len, char *message, size_t message_len);
 void CAVIF_free(void *pointer);
+/// Whether fontconfig has the font family `family` (compared without case): 1,
+/// 0 when it would draw another family in its place, -1 when fontconfig cannot
+/// be asked (fonts.c).
+int CVips_font_family_installed(const char *family);
+
 /// JPEG XL (libjxl through libvips' jxlsave): quality, effort 3...9, lossless, strip.
 int CVips_jxlsave(VipsImage *in, void **buf, size_t *len, int quality, int effort, int lossless, int strip);
 
