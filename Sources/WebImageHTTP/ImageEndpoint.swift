@@ -148,8 +148,10 @@ public struct ImageEndpoint: Sendable {
             response = await guarded(path, query, atCeiling: { respondFromMemory(to: request) }) {
                 try await thumbnail(query: query ?? "", request)
             }
-        case "placeholder": response = await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }
-        case "info": response = await guarded(path, query) { try await info(QueryParameters(query ?? "")) }
+        case "placeholder":
+            response = Self.conditional(await guarded(path, query) { try await placeholder(QueryParameters(query ?? "")) }, request)
+        case "info":
+            response = Self.conditional(await guarded(path, query) { try await info(QueryParameters(query ?? "")) }, request)
         default:
             response = .error(WebImageError(.notFound, "no such path"), message: "no such path: this service answers thumbnail, placeholder and info")
         }
@@ -231,13 +233,32 @@ public struct ImageEndpoint: Sendable {
         do { return try body() } catch let error as WebImageError { throw RequestError(error) }
     }
 
+    /// A JSON answer (`info`, `placeholder`), with a strong `ETag` of its bytes as
+    /// a thumbnail has, so that a client or a cache in front can revalidate it.
     static func json(_ object: [String: Any?], maxAge: Duration) -> ImageResponse {
         let cleaned = object.mapValues { $0 ?? NSNull() }
         let data = (try? JSONSerialization.data(withJSONObject: cleaned, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
         return ImageResponse(status: .ok, headerFields: [
             .contentType: "application/json", .contentLength: String(data.count),
             .cacheControl: "public, max-age=\(maxAge.components.seconds)",
+            .eTag: ImageResult.entityTag(hash: XXH3.hash(data), count: data.count),
         ], body: data)
+    }
+
+    /// A 200 with an `ETag` answered as the request's conditions ask: 304 without
+    /// a body when `If-None-Match` names it, 412 when `If-Match` does not (as a
+    /// thumbnail's, ``ConditionalRequest``); anything else as it is.
+    static func conditional(_ response: ImageResponse, _ request: HTTPRequest) -> ImageResponse {
+        guard response.status == .ok, let tag = response.headerFields[.eTag] else { return response }
+        switch ConditionalRequest.evaluate(request.headerFields, entityTag: tag, lastModified: nil) {
+        case .proceed: return response
+        case .notModified:
+            var headers = response.headerFields
+            headers[.contentLength] = nil
+            return ImageResponse(status: .notModified, headerFields: headers)
+        case .preconditionFailed:
+            return ImageResponse(status: .preconditionFailed, headerFields: [.eTag: tag, .cacheControl: "no-store", .contentLength: "0"])
+        }
     }
 }
 

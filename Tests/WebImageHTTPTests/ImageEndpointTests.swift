@@ -624,6 +624,16 @@ struct EndpointInfoTests {
         #expect(EndpointFixture.json(await f.get("/info?url=\(f.source("oriented-6.jpg"))&placeholder=0"))["blurHash"] == nil)
         let placeholder = EndpointFixture.json(await f.get("/placeholder?url=\(f.source("photo-1.jpg"))"))
         #expect((placeholder["blurHash"] as? String)?.isEmpty == false)
+        // Both carry a strong ETag of their bytes, so they revalidate: 304 without a body, 412 for If-Match another.
+        for target in ["/placeholder?url=\(f.source("photo-1.jpg"))", "/info?url=\(f.source("oriented-6.jpg"))&placeholder=1"] {
+            let first = await f.get(target)
+            let tag = try #require(first.headerFields[.eTag], "\(target)")
+            #expect(tag.hasPrefix("\"") && !tag.hasPrefix("W/"))
+            let again = await f.get(target, method: .get, [.ifNoneMatch: tag])
+            #expect(again.status == .notModified && again.body.isEmpty && again.headerFields[.eTag] == tag, "\(target): \(again.status)")
+            #expect(await f.get(target, method: .get, [.ifNoneMatch: "\"other\""]).status == .ok)
+            #expect(await f.get(target, method: .get, [.ifMatch: "\"other\""]).status == .preconditionFailed)
+        }
         // A parameter the path does not read is refused, naming it, as thumbnail does.
         for (target, named) in [("/info?url=\(f.source("oriented-6.jpg"))&placeholders=1", "'placeholders'"),
                                 ("/info?url=\(f.source("oriented-6.jpg"))&w=100", "'w'"),

@@ -62,7 +62,7 @@ public struct ImageResult: Sendable {
     /// `"<hash in hex>-<count in hex>"`, lower case, no leading zeros: written
     /// into one buffer (two `String(radix:)` and three concatenations were a few
     /// percent of a warm request).
-    static func entityTag(hash: UInt64, count: Int) -> String {
+    package static func entityTag(hash: UInt64, count: Int) -> String {
         func digits(_ value: UInt64) -> Int { value == 0 ? 1 : (67 - value.leadingZeroBitCount) / 4 }
         let count = UInt64(max(0, count))
         let (hashDigits, countDigits) = (digits(hash), digits(count))
