@@ -63,7 +63,12 @@ struct LoadCommand: AsyncParsableCommand {
     var quiet = false
 
     func validate() throws {
-        if let thumbnail, PixelSize(parsing: thumbnail) == nil { throw ValidationError("--thumbnail takes WxH or N, not '\(thumbnail)'") }
+        if let thumbnail {
+            // A box past any image's side only re-encodes it whole, under a key of its own per number.
+            guard let box = PixelSize(parsing: thumbnail), box.width <= 65_535, box.height <= 65_535 else {
+                throw ValidationError("--thumbnail takes WxH or N, each side 1 to 65535, not '\(thumbnail)'")
+            }
+        }
         if let format, ImageFormat(name: format) == nil { throw ValidationError("--format takes jpeg, png, webp, gif, avif, heic, tiff or jxl, not '\(format)'") }
         if let quality, !(1...100).contains(quality) { throw ValidationError("--quality takes 1 to 100") }
         if let effort, !(0...9).contains(effort) { throw ValidationError("--effort takes 0 to 9") }
