@@ -31,6 +31,11 @@ struct WebImageCommand: AsyncParsableCommand {
             Terminal.error("argument \(bad.index) ('\(bad.text)') is not valid UTF-8: names and URLs are read as UTF-8; rename the file, or use a name that is")
             exit(withError: ExitCode(2))
         }
+        if let unknown = unknownSubcommand() {
+            // ArgumentParser names the first option it cannot place instead (`cache bogus --cache-dir x`).
+            Terminal.error("'\(unknown.command) \(unknown.name)' is not a command; \(unknown.command) takes \(unknown.known.joined(separator: ", "))")
+            exit(withError: ExitCode(2))
+        }
         if let dashed = firstDashedName() {
             Terminal.error("'\(dashed)' is read as options (the tool's only short one is -h); to name a file that starts with '-', put it after -- or write ./\(dashed)")
             exit(withError: ExitCode(2))
@@ -51,6 +56,16 @@ struct WebImageCommand: AsyncParsableCommand {
             }
             exit(withError: error)
         }
+    }
+
+    /// A word after a command that has subcommands (`cache`) that names none of them.
+    static func unknownSubcommand(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> (command: String, name: String, known: [String])? {
+        guard let command = arguments.first,
+              let type = configuration.subcommands.first(where: { $0._commandName == command }),
+              !type.configuration.subcommands.isEmpty,
+              let name = arguments.dropFirst().first, !name.hasPrefix("-") else { return nil }
+        let known = type.configuration.subcommands.map { $0._commandName }
+        return known.contains(name) || name == "help" ? nil : (command, name, known)
     }
 
     /// The first argument before `--` that starts with one `-` and is neither `-h`,

@@ -27,6 +27,10 @@ struct ToolHardeningTests {
         #expect(WebImageCommand.firstDashedName(["load", "--", "-dash.jpg"]) == nil)
         #expect(WebImageCommand.firstDashedName(["load", "--quality", "-5", "-", "x.jpg"]) == nil)
         #expect(WebImageCommand.firstDashedName(["info", "-x.png"]) == "-x.png")
+        // A subcommand that does not exist is named, whatever options follow it.
+        let bogus = try await tool.run(["cache", "bogus", "--cache-dir", tool.cache.path])
+        #expect(bogus.status == 2 && bogus.stderr.contains("'cache bogus' is not a command") && bogus.stderr.contains("stats"), "\(bogus.stderr)")
+        #expect(WebImageCommand.unknownSubcommand(["cache", "stats", "--json"]) == nil && WebImageCommand.unknownSubcommand(["load", "x.jpg"]) == nil)
     }
 
     @Test("a name that is not UTF-8: as an argument, exit 2 saying so; as an --input-file line, that input fails saying so and the others load")
