@@ -79,6 +79,26 @@ import Darwin
         }
     }
 
+    /// The frames (`ANMF` chunks) of a WebP file, counted by walking its RIFF
+    /// chunks by their sizes without decoding: 0 for a still image, nil when the
+    /// bytes are not a WebP; a file cut short counts the frames it has. Linear in
+    /// the file, where libwebp's demuxer, which libvips' loader runs even for a
+    /// header, grew faster than that: 100 000 frames of 1 x 1 pixels (5 MB) took
+    /// 13 s of CPU.
+    public static func webpFrameCount(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        let count = bytes.count
+        guard count >= 12, bytes[0] == 0x52, bytes[1] == 0x49, bytes[2] == 0x46, bytes[3] == 0x46,
+              bytes[8] == 0x57, bytes[9] == 0x45, bytes[10] == 0x42, bytes[11] == 0x50 else { return nil }
+        var i = 12, frames = 0
+        while i + 8 <= count {
+            let size = Int(bytes[i + 4]) | Int(bytes[i + 5]) << 8 | Int(bytes[i + 6]) << 16 | Int(bytes[i + 7]) << 24
+            // "ANMF": one frame of an animation.
+            if bytes[i] == 0x41, bytes[i + 1] == 0x4E, bytes[i + 2] == 0x4D, bytes[i + 3] == 0x46 { frames += 1 }
+            i += 8 + size + (size & 1)
+        }
+        return frames
+    }
+
     /// The number of frames (image descriptors) a GIF's block structure holds,
     /// walked without decoding: the screen descriptor and colour tables skipped,
     /// each extension and image's sub-blocks skipped by their lengths. Nil when the

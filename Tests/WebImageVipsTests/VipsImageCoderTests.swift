@@ -3,7 +3,7 @@ import Testing
 import WebImage
 import WebImageTestSupport
 import WebImageTesting
-import WebImageVips
+@_spi(Internals) import WebImageVips
 
 extension VipsTests {
 @Suite("VipsImageCoder", .offCooperativePool)
@@ -207,6 +207,44 @@ struct VipsImageCoderTests {
         #expect(image.frameCount == 3000)
         let limited = #expect(throws: WebImageError.self) { try coder.decode(data, options: DecodeOptions(pixelLimit: 10_000)) }
         #expect(limited?.code == .pixelLimitExceeded && limited?.message.contains("3000 frames") == true)
+    }
+
+    /// An animated WebP of `frames` copies of `source`'s first frame: its chunks
+    /// before the first `ANMF`, then that frame `frames` times, the RIFF size fixed.
+    static func webp(repeatingFirstFrameOf source: Data, frames: Int) -> Data {
+        let bytes = [UInt8](source)
+        var i = 12, head: [UInt8] = [], frame: [UInt8] = []
+        while i + 8 <= bytes.count {
+            let size = Int(bytes[i + 4]) | Int(bytes[i + 5]) << 8 | Int(bytes[i + 6]) << 16 | Int(bytes[i + 7]) << 24
+            let chunk = Array(bytes[i..<min(bytes.count, i + 8 + size + (size & 1))])
+            if bytes[i..<i + 4].elementsEqual("ANMF".utf8) { frame = chunk; break }
+            head += chunk
+            i += chunk.count
+        }
+        var body = Array("WEBP".utf8) + head
+        body.reserveCapacity(body.count + frame.count * frames)
+        for _ in 0..<frames { body += frame }
+        let size = UInt32(body.count)
+        return Data(Array("RIFF".utf8) + [UInt8(size & 0xFF), UInt8(size >> 8 & 0xFF), UInt8(size >> 16 & 0xFF), UInt8(size >> 24)] + body)
+    }
+
+    @Test("an animated WebP of more than 4096 frames is refused before libvips reads it, as GIF and APNG are: decode and info, at once")
+    func webpFrameBomb() throws {
+        let source = try Fixtures.animated(.webp, delays: [40, 40], loop: 0, size: 1)
+        let fine = Self.webp(repeatingFirstFrameOf: source, frames: 4096)
+        #expect(try fine.withUnsafeBytes { HeaderProbe.webpFrameCount($0) } == 4096)
+        #expect(try coder.info(fine).frameCount == 4096)
+        // 100 000 one-pixel frames (about 5 MB) took libwebp's demuxer 13 s of CPU for a header.
+        let bomb = Self.webp(repeatingFirstFrameOf: source, frames: 100_000)
+        for options in [DecodeOptions(), DecodeOptions(thumbnailPixelSize: PixelSize(8))] {
+            let error = #expect(throws: WebImageError.self) { try coder.decode(bomb, options: options) }
+            #expect(error?.code == .decodeFailed && error?.message.contains("100000 frames") == true, "\(String(describing: error))")
+        }
+        let info = #expect(throws: WebImageError.self) { try coder.info(bomb) }
+        #expect(info?.code == .decodeFailed && info?.message.contains("more than the 4096") == true, "\(String(describing: info))")
+        #expect(try source.withUnsafeBytes { HeaderProbe.webpFrameCount($0) } == 2)
+        #expect(try coder.encode(coder.decode(try Fixtures.orientedJPEG(1), options: DecodeOptions()), as: .webp, options: EncodeOptions())
+            .withUnsafeBytes { HeaderProbe.webpFrameCount($0) } == 0, "a still WebP has none")
     }
 
     @Test("encoders: JPEG quality and progressive, WebP lossless, metadata stripped")
