@@ -470,7 +470,9 @@ struct EndpointFailureTests {
 
     @Test("heavy renders take one of thumbnail.maxHeavyInFlight places, so a plain thumbnail asked behind four of them is answered before they all end; an animation heavy only by its frames takes a place once decoded")
     func heavyPlaces() async throws {
-        let f = try await EndpointFixture.make(["thumbnail.maxHeavyInFlight": "1"])
+        // Four heavy renders one at a time take tens of seconds on a busy machine: a deadline
+        // far past that, so that what is checked is the order, not the machine's speed.
+        let f = try await EndpointFixture.make(["thumbnail.maxHeavyInFlight": "1", "thumbnail.deadline": "600s"])
         defer { Task { await f.close() } }
         #expect(f.endpoint.work.maxHeavy == 1)
         let photo = f.source("photo-1.jpg")
