@@ -162,7 +162,35 @@ public struct ThumbnailQuery: Sendable {
         if let canonical = Self.otherSpellingOfIPv4(host) ?? Self.otherSpellingOfIPv6(host) {
             throw WebImageError(.invalidURL, "url='\(text)' writes the address \(canonical) as '\(host)': write it as \(canonical)")
         }
-        return url
+        return Self.normalized(url)
+    }
+
+    /// One spelling of a URL that HTTP reads as the same resource: the scheme in
+    /// lower case, the port without leading zeros and left out when it is the
+    /// scheme's own (80, 443), `.` and `..` segments resolved (RFC 3986 §5.2.4),
+    /// an empty query (a trailing `?`) dropped. Each other spelling was a download
+    /// and a cache entry of its own (`HTTP://`, `:024101`, `/./`); the path's
+    /// escapes and the query are kept as they are.
+    static func normalized(_ url: URL) -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        let scheme = components.scheme?.lowercased()
+        components.scheme = scheme
+        if let port = components.port { components.port = (scheme == "http" && port == 80) || (scheme == "https" && port == 443) ? nil : port }
+        var segments: [Substring] = []
+        let parts = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for (index, part) in parts.enumerated() {
+            let last = index == parts.count - 1
+            switch part {
+            case ".": if last { segments.append("") }
+            case "..":
+                if !segments.isEmpty { segments.removeLast() }
+                if last { segments.append("") }
+            default: segments.append(part)
+            }
+        }
+        if components.percentEncodedPath.hasPrefix("/") { components.percentEncodedPath = "/" + segments.joined(separator: "/") }
+        if components.percentEncodedQuery == "" { components.percentEncodedQuery = nil }
+        return components.url ?? url
     }
 
     /// The dotted form of `host` when the resolver reads it as an IPv4 address

@@ -90,6 +90,24 @@ struct ThumbnailQueryTests {
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
     }
 
+    @Test("url= spellings HTTP reads as one resource give one URL: scheme case, a port's leading zeros or the scheme's own port, dot segments, an empty query")
+    func oneSpelling() throws {
+        func source(_ text: String) throws -> String {
+            try ThumbnailQuery.sourceURL(QueryParameters("url=" + text.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)).absoluteString
+        }
+        let canonical = "http://127.0.0.1:24101/img/good.webp"
+        for spelling in ["HTTP://127.0.0.1:24101/img/good.webp", "hTtP://127.0.0.1:24101/img/good.webp", "http://127.0.0.1:024101/img/good.webp",
+                         "http://127.0.0.1:0000024101/img/good.webp", "http://127.0.0.1:24101/img/./good.webp", "http://127.0.0.1:24101/img/x/../good.webp",
+                         "http://127.0.0.1:24101/img/good.webp?", "http://127.0.0.1:24101/./img/good.webp"] {
+            #expect(try source(spelling) == canonical, "\(spelling)")
+        }
+        #expect(try source("http://example.com:80/a.jpg") == "http://example.com/a.jpg")
+        #expect(try source("https://example.com:443/a.jpg?x=1") == "https://example.com/a.jpg?x=1")
+        #expect(try source("https://example.com:8443/a%20b/c.jpg?q=%2F") == "https://example.com:8443/a%20b/c.jpg?q=%2F", "escapes and the query kept")
+        #expect(try source("http://example.com/a/b/") == "http://example.com/a/b/" && source("http://example.com") == "http://example.com")
+        #expect(try source("http://example.com/../../a.jpg") == "http://example.com/a.jpg")
+    }
+
     @Test("numbers in crop=fp: and in t= are plain decimals: hexadecimal, exponents, inf, nan and a leading + are refused; plain forms pass")
     func plainNumbers() throws {
         for spelling in ["fp:0x1:0", "fp:0.5:0x0p0", "fp:1e-1:0.5", "fp:+0.5:0.5", "fp:inf:0", "fp:nan:0.5", "fp: 0.5:0.5", "fp:.:0"] {
