@@ -193,6 +193,11 @@ public struct ThumbnailQuery: Sendable {
         return components.url ?? url
     }
 
+    /// The text of a NUL-terminated C buffer `inet_ntop` filled.
+    private static func nulTerminated(_ text: [CChar]) -> String {
+        String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// The dotted form of `host` when the resolver reads it as an IPv4 address
     /// written another way, or nil (a name, or the dotted form itself).
     static func otherSpellingOfIPv4(_ host: String) -> String? {
@@ -200,7 +205,7 @@ public struct ThumbnailQuery: Sendable {
         guard inet_aton(host, &address) != 0 else { return nil }
         var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
         guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
-        let canonical = String(cString: text)
+        let canonical = nulTerminated(text)
         return canonical == host ? nil : canonical
     }
 
@@ -220,7 +225,7 @@ public struct ThumbnailQuery: Sendable {
         }
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         guard inet_ntop(AF_INET6, &address, &text, socklen_t(text.count)) != nil else { return nil }
-        let canonical = String(cString: text)
+        let canonical = nulTerminated(text)
         return canonical == literal.lowercased() ? nil : "[\(canonical)]"
     }
 
