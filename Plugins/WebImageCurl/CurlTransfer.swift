@@ -33,6 +33,15 @@ final class CurlTransfer: @unchecked Sendable {
     /// Whether curl follows redirects itself. Off when the loader follows them, as
     /// it does behind a proxy with the guard on, to check each hop's target.
     let followsRedirects: Bool
+    /// curl's own account of a failure (CURLOPT_ERRORBUFFER), which names what
+    /// `curl_easy_strerror` only classifies: "Too large response headers" rather
+    /// than "Out of memory". Lives as long as the transfer; a handle handed back for
+    /// reuse is reset, which forgets it.
+    private let errorBuffer: UnsafeMutablePointer<CChar> = {
+        let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE))
+        buffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+        return buffer
+    }()
     private var limit: Int64 { min(request.maxResponseSize ?? configuration.maxResponseSize, configuration.maxResponseSize) }
 
     /// When the transfer was made (just before it was queued): a held transfer's
@@ -48,7 +57,10 @@ final class CurlTransfer: @unchecked Sendable {
         self.progress = progress
     }
 
-    deinit { release() }
+    deinit {
+        release()
+        errorBuffer.deallocate()
+    }
 
     var isCancelled: Bool { cancelled.load(ordering: .acquiring) }
 
@@ -92,6 +104,7 @@ final class CurlTransfer: @unchecked Sendable {
         let timeout = request.timeout ?? configuration.timeout
         let checks: [CURLcode] = [
             CCurl_setopt_string(easy, CURLOPT_URL, request.url.absoluteString),
+            CCurl_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer),
             CCurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1),
             CCurl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"),
             CCurl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, followsRedirects ? 1 : 0),
@@ -262,7 +275,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func error(for code: CURLcode, status: Int, url: String, target: String) -> WebImageError {
-        let text = String(cString: curl_easy_strerror(code))
+        let text = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
         if let refusal {
             let hop = target == url ? url : "\(url) redirected to \(target), which"
             return WebImageError(.forbidden, "\(hop) resolves to \(refusal.address), which the SSRF guard refuses (\(refusal.reason))")
