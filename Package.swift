@@ -96,8 +96,13 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         // WebImageHTTP: request and response types with no server framework.
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        // WebImageHummingbird and `webimage serve`: the server, and /metrics.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // WebImageHummingbird and `webimage serve`: the server, and /metrics. One trait,
+        // not its two defaults: SwiftPM 6.3 writes a package's trait flags in a random
+        // order each time it reads the manifests again (another environment, another
+        // root package), and a new order recompiles Hummingbird, about 45 s in
+        // release. Its other default (ConfigurationSupport: an init from a
+        // ConfigReader) is unused here; an app that wants it asks for it, and gets it.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: ["FullFoundation"]),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Tests only: the real HTTP server the curl loader is tested against.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),

@@ -12,7 +12,7 @@ let package = Package(
         // (the runtime interposer trait is left off: its package is not needed on 6.3).
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
         // The floor of compare.py server's warm path: a bare Hummingbird route.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: ["FullFoundation"]),  // as the root declares it (Package.swift says why)
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
