@@ -319,25 +319,25 @@ struct CurlLoaderTests {
     @Test("an origin slower than the loads arriving for it: a held transfer gives up after four of its timeouts in all")
     func perHostWaitIsCapped() async throws {
         try await withServer { server in
-            // One slot, 250 ms a request, a 2 s timeout: the origin never stalls for a
-            // timeout, but 60 loads take 15 s to drain; from about the 33rd on they
-            // would wait past the 8 s cap. The timeout is eight requests long, so
-            // that an origin slowed by a busy machine (a 250 ms answer taking over a
-            // second beside two CPU burners) is still not a stalled one.
+            // One slot, 250 ms a request, a 4 s timeout: the origin never stalls for a
+            // timeout, but 80 loads take 20 s to drain; from about the 65th on they
+            // would wait past the 16 s cap. The timeout is sixteen requests long, so
+            // that an origin slowed by a busy machine (a 250 ms answer took over 2 s
+            // beside two CPU burners and the whole suite) is still not a stalled one.
             // (Both scaled by TestTiming under a sanitizer.)
-            let loader = oneSlotPerOrigin(timeout: TestTiming.scaled(.seconds(2)))
+            let loader = oneSlotPerOrigin(timeout: TestTiming.scaled(.seconds(4)))
             let delay = TestTiming.milliseconds(250)
             let first = Task { try await load(loader, server.url("/slow/\(delay)/first")) }
             // Its arrival, not `active == 1`: on a busy machine the 250 ms transfer
             // can start and finish between two polls, and active is 0 again.
             #expect(await eventually { server.stats.withLock { $0.arrivals.contains("first") } })
-            let rest = (1..<60).map { index in Task { try await load(loader, server.url("/slow/\(delay)/\(index)")) } }
+            let rest = (1..<80).map { index in Task { try await load(loader, server.url("/slow/\(delay)/\(index)")) } }
             let firstStatus = try await first.value.statusCode
             #expect(firstStatus == 200)
-            let last = await #expect(throws: WebImageError.self) { try await rest[58].value }
+            let last = await #expect(throws: WebImageError.self) { try await rest[78].value }
             #expect(last?.code == .timedOut && last?.message.contains("too busy") == true, "\(String(describing: last))")
             for task in rest { _ = try? await task.value }
-            #expect(!server.stats.withLock { $0.arrivals }.contains("59"), "the last never reached the origin")
+            #expect(!server.stats.withLock { $0.arrivals }.contains("79"), "the last never reached the origin")
             #expect(loader.statistics.queued == 0 && loader.statistics.active == 0)
         }
     }
