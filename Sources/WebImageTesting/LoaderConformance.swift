@@ -94,9 +94,12 @@ public struct LoaderConformance: Sendable {
             // a loader that ignores cancellation ends there or later. Measured from
             // the start, not from the cancel, so that a starved checking task does
             // not count against the loader (10 s from the cancel failed at 11.3 s
-            // on a busy machine).
-            let bound: Duration = .seconds(19)
-            try expect(ContinuousClock.now - started < bound, "the cancelled load ended \(ContinuousClock.now - started) after it started")
+            // on a busy machine). Without a slow resource there is no such moment:
+            // a quick load may end either way, whenever a busy machine lets it.
+            if fixtures.slow != nil {
+                let bound: Duration = .seconds(19)
+                try expect(ContinuousClock.now - started < bound, "the cancelled load ended \(ContinuousClock.now - started) after it started")
+            }
         }
 
         try checker.finish()

@@ -26,6 +26,9 @@ struct SafeDefaultsTests {
     func endpoint(_ manager: ImageManager, origin: TestHTTPServer, _ configure: (inout ImageEndpoint.Settings) -> Void = { _ in }) throws -> ImageEndpoint {
         var settings = ImageEndpoint.Settings()
         settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(origin.port)"]))
+        // These tests are about refusals, not time: the 30 s default once passed
+        // beside two burners and the whole suite, and a refusal became a 504.
+        settings.deadline = .seconds(600)
         configure(&settings)
         return ImageEndpoint(manager: manager, settings: settings)
     }
