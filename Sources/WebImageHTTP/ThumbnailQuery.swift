@@ -165,8 +165,8 @@ public struct ThumbnailQuery: Sendable {
         return Self.normalized(url)
     }
 
-    /// One spelling of a URL that HTTP reads as the same resource: the scheme in
-    /// lower case, the port without leading zeros and left out when it is the
+    /// One spelling of a URL that HTTP reads as the same resource: the scheme and
+    /// (for http and https) the host name in lower case, the port without leading zeros and left out when it is the
     /// scheme's own (80, 443), `.` and `..` segments resolved (RFC 3986 §5.2.4),
     /// an empty query (a trailing `?`) dropped. Each other spelling was a download
     /// and a cache entry of its own (`HTTP://`, `:024101`, `/./`); the path's
@@ -176,6 +176,10 @@ public struct ThumbnailQuery: Sendable {
         let scheme = components.scheme?.lowercased()
         components.scheme = scheme
         if let port = components.port { components.port = (scheme == "http" && port == 80) || (scheme == "https" && port == 443) ? nil : port }
+        // A host name's case means nothing to HTTP (an s3:// bucket's may, so only these).
+        if scheme == "http" || scheme == "https", let host = components.percentEncodedHost {
+            components.percentEncodedHost = String(decoding: host.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
         var segments: [Substring] = []
         let parts = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         for (index, part) in parts.enumerated() {

@@ -90,7 +90,7 @@ struct ThumbnailQueryTests {
         #expect(try ThumbnailQuery.sourceURL(QueryParameters("url=http%3A%2F%2Fh%2Fa%40b.jpg%3Fby%3Dme%40x")).absoluteString == "http://h/a@b.jpg?by=me@x")
     }
 
-    @Test("url= spellings HTTP reads as one resource give one URL: scheme case, a port's leading zeros or the scheme's own port, dot segments, an empty query")
+    @Test("url= spellings HTTP reads as one resource give one URL: scheme and host case, a port's leading zeros or the scheme's own port, dot segments, an empty query")
     func oneSpelling() throws {
         func source(_ text: String) throws -> String {
             try ThumbnailQuery.sourceURL(QueryParameters("url=" + text.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)).absoluteString
@@ -102,6 +102,10 @@ struct ThumbnailQueryTests {
             #expect(try source(spelling) == canonical, "\(spelling)")
         }
         #expect(try source("http://example.com:80/a.jpg") == "http://example.com/a.jpg")
+        for spelling in ["http://LOCALHOST:8701/Case.webp", "http://LocalHost:8701/Case.webp", "HTTP://lOcAlHoSt:08701/Case.webp"] {
+            #expect(try source(spelling) == "http://localhost:8701/Case.webp", "a host's case: \(spelling); the path's is kept")
+        }
+        #expect(try source("http://[2001:DB8::1]:8080/a.jpg") == "http://[2001:db8::1]:8080/a.jpg")
         #expect(try source("https://example.com:443/a.jpg?x=1") == "https://example.com/a.jpg?x=1")
         #expect(try source("https://example.com:8443/a%20b/c.jpg?q=%2F") == "https://example.com:8443/a%20b/c.jpg?q=%2F", "escapes and the query kept")
         #expect(try source("http://example.com/a/b/") == "http://example.com/a/b/" && source("http://example.com") == "http://example.com")

@@ -302,6 +302,33 @@ private final class CountingAnimationCoder: ImageCoder, @unchecked Sendable {
 
 @Suite("WorkBudget in the manager")
 struct WorkBudgetManagerTests {
+    @Test("an animation of tiny frames costs at least TransformCost.minimumFrameCost a frame: 40 one-pixel-box frames are heavy, one decode at a time under maxHeavy 1")
+    func tinyFramesAreNotFree() async throws {
+        #expect(TransformCost.frameCost(0.000001, frames: 40) == TransformCost.minimumFrameCost)
+        #expect(TransformCost.frameCost(0.000001, frames: 1) == 0.000001, "a still pays for its pixels only")
+        #expect(TransformCost.frameCost(0.3, frames: 40) == 0.3)
+        let coder = CountingAnimationCoder()
+        let h = Harness {
+            $0.coders.register(coder, name: "counting")
+            $0.pool = BlockingThreadPool(threadCount: 4, name: "counting")
+        }
+        let work = WorkBudget(limit: 1000, maxHeavy: 1)
+        for index in 0..<4 { h.loader.serve("test://host/tiny\(index).gif", data: CountingAnimationCoder.data(frames: 40, seed: UInt8(index))) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    var context = ImageContext(thumbnailPixelSize: PixelSize(1))
+                    context.workBudget = work
+                    context.workCost = 0.000001  // a one-pixel box: by its pixels, 40 frames are 0.00004 passes
+                    _ = try await h.manager.loadImage(with: h.url("tiny\(index).gif"), context: context)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(coder.most.load(ordering: .relaxed) == 1, "40 frames x 0.05 passes: heavy, so one decode at a time")
+        #expect(work.heavy.peak == 1 && work.usage.peak >= 2 && work.usage.inFlight == 0, "\(work.heavy) \(work.usage)")
+    }
+
     @Test("an animation light by its box but heavy by its frames takes a heavy place before its frames are decoded, from its header: one such decode at a time under maxHeavy 1")
     func headerWeighsAnimations() async throws {
         let coder = CountingAnimationCoder()
@@ -323,7 +350,7 @@ struct WorkBudgetManagerTests {
             }
             try await group.waitForAll()
         }
-        #expect(coder.most.load(ordering: .relaxed) == 1, "40 frames x 0.04 passes: heavy, so one decode at a time")
+        #expect(coder.most.load(ordering: .relaxed) == 1, "40 frames x 0.05 passes (the least a frame costs): heavy, so one decode at a time")
         #expect(work.heavy.peak == 1 && work.usage.peak >= 1.6 && work.usage.inFlight == 0 && work.heavy.inFlight == 0, "\(work.heavy) \(work.usage)")
 
         // Over the load's maximum by its header: refused before any frame is decoded.
@@ -334,7 +361,8 @@ struct WorkBudgetManagerTests {
         context.workCost = 0.04
         context.maxTransformCost = 4
         let refused = await #expect(throws: WebImageError.self) { try await h.manager.loadImage(with: h.url("long.gif"), context: context) }
-        #expect(refused?.code == .costLimitExceeded && refused?.message.contains("8 megapixel passes") == true, "\(String(describing: refused))")
+        // 200 frames at the least a frame costs (0.05 passes, over the 0.04 asked).
+        #expect(refused?.code == .costLimitExceeded && refused?.message.contains("10 megapixel passes") == true, "\(String(describing: refused))")
         #expect(coder.decodes.load(ordering: .relaxed) == before, "no frame decoded")
     }
 }

@@ -192,7 +192,7 @@ final class RenderStage: Sendable {
             // Every frame, and the encode of what the transform will make of them.
             let decoded = ImageFootprint(image)
             let output = work.transformer.map { $0.footprint(after: decoded) } ?? decoded
-            let cost = perFrameCost * Double(decoded.frames) + TransformCost.pass(output) * encodeWeight
+            let cost = TransformCost.frameCost(perFrameCost, frames: decoded.frames) * Double(decoded.frames) + TransformCost.pass(output) * encodeWeight
             if let maxCost = budget.maxCost, cost > maxCost {
                 let frames = decoded.frames > 1 ? " x \(decoded.frames) frames" : ""
                 throw WebImageError(.costLimitExceeded, "\(image.pixelSize)\(frames) and its encode cost \(Int(cost.rounded(.up))) megapixel passes, more than the \(Int(maxCost)) allowed")
@@ -241,7 +241,7 @@ final class RenderStage: Sendable {
         }
         let fitted = ImageFootprint(size: frame, bands: 4, frames: frames)
         let output = work.transformer.map { $0.footprint(after: fitted) } ?? fitted
-        return (perFrameCost * Double(frames) + TransformCost.pass(output) * encodeWeight, frames)
+        return (TransformCost.frameCost(perFrameCost, frames: frames) * Double(frames) + TransformCost.pass(output) * encodeWeight, frames)
     }
 
     /// Whether `data` can hold frames, from its first bytes: a PNG only with an
