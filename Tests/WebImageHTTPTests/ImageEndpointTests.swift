@@ -468,6 +468,31 @@ struct EndpointFailureTests {
                 "\(animated.status) \(EndpointFixture.json(animated))")
     }
 
+    @Test("an animation of one-pixel frames: a missing side does not make each frame cost the box's maximum once the header shows the frame, and every frame costs at least minimumFrameCost")
+    func tinyAnimationCost() async throws {
+        let f = try await EndpointFixture.make(["thumbnail.maxCost": "100"])
+        defer { Task { await f.close() } }
+        let frames = 1000
+        let image = Image(pixelSize: PixelSize(1), scale: 1, frames: Array(repeating: Image.Frame(duration: .milliseconds(40)), count: frames),
+                          loopCount: 0, format: .gif, hasAlpha: false,
+                          storage: PixelBuffer(size: PixelSize(1), channels: 3, bytes: [UInt8](repeating: 200, count: 3 * frames)))
+        let gif = try f.manager.configuration.coders.encode(image, as: .gif, options: EncodeOptions())
+        f.origin.serve("/img/tiny.gif", gif, contentType: "image/gif")
+        // By the box (64 x 2048, the missing side at its maximum) its 1000 frames cost 131
+        // passes, over the 100 allowed; by its real 1x1 frames, 1000 x 0.05 = 50.
+        let one = await f.get("/thumbnail?url=\(f.source("tiny.gif"))&w=64&format=gif")
+        #expect(one.status == .ok, "\(one.status) \(EndpointFixture.json(one))")
+        #expect(await f.get("/thumbnail?url=\(f.source("tiny.gif"))&w=64&h=64&format=gif").status == .ok)
+        // 2500 such frames cost 125 passes however small: refused.
+        let long = Image(pixelSize: PixelSize(1), scale: 1, frames: Array(repeating: Image.Frame(duration: .milliseconds(40)), count: 2500),
+                         loopCount: 0, format: .gif, hasAlpha: false,
+                         storage: PixelBuffer(size: PixelSize(1), channels: 3, bytes: [UInt8](repeating: 90, count: 3 * 2500)))
+        f.origin.serve("/img/long.gif", try f.manager.configuration.coders.encode(long, as: .gif, options: EncodeOptions()), contentType: "image/gif")
+        let refused = await f.get("/thumbnail?url=\(f.source("long.gif"))&w=64&h=64&format=gif")
+        #expect(refused.status == .contentTooLarge && (EndpointFixture.json(refused)["error"] as? String) == "costLimitExceeded",
+                "\(refused.status) \(EndpointFixture.json(refused))")
+    }
+
     @Test("heavy renders take one of thumbnail.maxHeavyInFlight places, so a plain thumbnail asked behind four of them is answered before they all end; an animation heavy only by its frames takes a place once decoded")
     func heavyPlaces() async throws {
         // Four heavy renders one at a time take tens of seconds on a busy machine: a deadline

@@ -156,7 +156,11 @@ final class RenderStage: Sendable {
         // them is most of its work; a still image light by its box's decode may be
         // heavy by its encode. Both are weighed from the header before the decode,
         // so that a load found heavy waits for its room without holding pixels.
-        if let heldRoom, let (cost, frames) = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight, heldRoom: heldRoom) {
+        // What a frame costs: the estimate made from the box, or, once the header
+        // was read, no more than the real frame's own work.
+        var perFrameCost = perFrameCost
+        if let heldRoom, let (cost, frames, perFrame) = headerCost(work, data, perFrameCost: perFrameCost, encodeWeight: encodeWeight, heldRoom: heldRoom) {
+            perFrameCost = perFrame
             if let maxCost = budget.maxCost, cost > maxCost {
                 // Refused from the header: no frame is decoded for a load that cannot be made.
                 let what = frames > 1 ? "the animation's \(frames) frames" : "the image"
@@ -216,7 +220,7 @@ final class RenderStage: Sendable {
     /// Found heavy here, the load waits for room before its decode; weighed only
     /// after it, the image's pixels would wait with it, and under a burst of
     /// such loads the decoded images would pile up behind the heavy places.
-    private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double, heldRoom: Double) -> (cost: Double, frames: Int)? {
+    private func headerCost(_ work: Work, _ data: Data, perFrameCost: Double, encodeWeight: Double, heldRoom: Double) -> (cost: Double, frames: Int, perFrame: Double)? {
         let animates = !work.options.firstFrameOnly && (ImageFormat.sniff(data).map { Self.mayAnimate(data, $0) } ?? false)
         if !animates {
             // A still's cost differs from the room held only by its encode.
@@ -239,9 +243,16 @@ final class RenderStage: Sendable {
                 frame = PixelSize(width: min(box.width, frame.width), height: min(box.height, frame.height))
             }
         }
+        // The box's estimate counts a missing side at its maximum; an image smaller
+        // than the box is never made larger, so a frame costs no more than reading
+        // its own pixels, writing the fitted ones and the steps on those.
+        let single = ImageFootprint(size: frame, bands: 4)
+        let own = TransformCost.pass(ImageFootprint(size: info.pixelSize, bands: 4)) + TransformCost.pass(single)
+            + (work.transformer.map { TransformCost.estimate($0, input: single) } ?? 0)
+        let perFrame = min(perFrameCost, own)
         let fitted = ImageFootprint(size: frame, bands: 4, frames: frames)
         let output = work.transformer.map { $0.footprint(after: fitted) } ?? fitted
-        return (TransformCost.frameCost(perFrameCost, frames: frames) * Double(frames) + TransformCost.pass(output) * encodeWeight, frames)
+        return (TransformCost.frameCost(perFrame, frames: frames) * Double(frames) + TransformCost.pass(output) * encodeWeight, frames, perFrame)
     }
 
     /// Whether `data` can hold frames, from its first bytes: a PNG only with an
