@@ -301,7 +301,7 @@ let package = Package(
             dependencies: ["WebImageHTTP", "WebImageHummingbird", "WebImageDocSnippets", "WebImageKit", "WebImageConfiguration", "WebImageSamples", "WebImage", "WebImageTestSupport", "WebImageCurl",
                            .product(name: "HTTPTypes", package: "swift-http-types"),
                            .product(name: "Hummingbird", package: "hummingbird"),
-                           .product(name: "HummingbirdTesting", package: "hummingbird"),
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "NIOCore", package: "swift-nio"),
                            .product(name: "NIOEmbedded", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio"),

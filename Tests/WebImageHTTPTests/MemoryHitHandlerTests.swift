@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
+import ServiceLifecycle
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
@@ -20,11 +20,13 @@ struct MemoryHitHandlerTests {
     }
 
     /// The endpoint at the root of a Hummingbird app with the handler before its router.
-    static func app(_ f: EndpointFixture) -> some ApplicationProtocol {
+    /// Served on loopback with `LiveServer`, which passes `onServerRunning`.
+    static func app(_ f: EndpointFixture, onServerRunning: @escaping @Sendable (any Channel) async -> Void) -> some ApplicationProtocol & Service {
         let router = Router()
         router.addImageRoutes(f.endpoint)
         let fastPath = MemoryHitFastPath(endpoint: f.endpoint)
-        return Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])))
+        return Application(router: router, server: .http1(configuration: .init(additionalChannelHandlers: [fastPath.channelHandler()])),
+                           configuration: LiveServer.configuration, onServerRunning: onServerRunning)
     }
 
     static func request(_ path: String, _ method: HTTPRequest.Method = .get, _ fields: HTTPFields = [:]) -> HTTPRequest {
@@ -198,8 +200,7 @@ struct MemoryHitHandlerTests {
         defer { Task { await f.close() } }
         let target: @Sendable (String, Int) -> String = { name, box in "/thumbnail?url=\(f.source(name))&w=\(box)&h=\(box)" }
         _ = await f.get(target("photo-1.jpg", 100))
-        try await Self.app(f).test(.live) { client in
-            let port = try #require(client.port)
+        try await LiveServer.run({ Self.app(f, onServerRunning: $0) }) { port in
             // A cold one first (the router's, slow), hits behind it, a second cold
             // one, and hits after it: each answer must be the one asked for. The
             // app has no server name, so neither path adds a Server header.
@@ -235,8 +236,7 @@ struct MemoryHitHandlerTests {
         let other = "/thumbnail?url=\(f.source("photo-2.jpg"))&w=500&h=500&format=jpeg"
         let warmHit = await f.get(hit), warmOther = await f.get(other)
         #expect(warmHit.status == .ok && warmOther.status == .ok && warmHit.body.count > 10_000, "\(warmHit.body.count)")
-        try await Self.app(f).test(.live) { client in
-            let port = try #require(client.port)
+        try await LiveServer.run({ Self.app(f, onServerRunning: $0) }) { port in
             // Two sizes alternating, so that an answer out of order shows in its bytes.
             let targets = (0..<1500).map { $0 % 2 == 0 ? hit : other }
             let responses = try await RawHTTP.pipelined(port: port, targets: targets)
