@@ -14,7 +14,7 @@ extension ImageEndpoint {
     func placeholder(_ parameters: QueryParameters) async throws -> ImageResponse {
         try parse { try parameters.requireKnown(Self.placeholderParameterNames) }
         let url = try parse { try ThumbnailQuery.sourceURL(parameters, schemes: settings.sourceSchemes) }
-        let placeholders = try await makePlaceholders(url, context(for: url))
+        let placeholders = try await originPlaces.run(url) { try await makePlaceholders(url, context(for: url)) }
         return Self.json(["blurHash": placeholders.blurHash, "thumbHash": placeholders.thumbHashBase64], maxAge: settings.cacheMaxAge)
     }
 
@@ -32,8 +32,10 @@ extension ImageEndpoint {
             }
         }
         let context = context(for: url)
-        let (info, cacheType) = try await manager.info(for: url, context: context)
-        let placeholders = wantsPlaceholders ? try await makePlaceholders(url, context) : nil
+        let (info, cacheType, placeholders) = try await originPlaces.run(url) {
+            let (info, cacheType) = try await manager.info(for: url, context: context)
+            return (info, cacheType, wantsPlaceholders ? try await makePlaceholders(url, context) : nil)
+        }
         let scale = ImageScale.scale(forKey: manager.cacheKey(for: url))
         var fields = info.fields(scale: scale, cacheType: cacheType, placeholders: placeholders)
         fields["url"] = url.absoluteString

@@ -13,8 +13,12 @@ extension ImageEndpoint {
         let started = ContinuousClock.now
         let (query, context) = try thumbnailLoad(query: text, request)
         do {
-            let result = try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
+            let result = try await originPlaces.run(query.url) {
+                try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
+            }
             return try imageResponse(result, query: query, request: request, started: started)
+        } catch let error as WebImageError where error.code == .overloaded {
+            throw error   // shed before any work: not the origin's failure, so no fallback
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
             guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }

@@ -2,8 +2,9 @@ import Foundation
 public import HTTPTypes
 public import Logging
 import Metrics
+import Synchronization
 import Tracing
-public import WebImage
+@_spi(WebImageInternal) public import WebImage
 
 /// An image service as a value: a request in (method, path with query, header
 /// fields), a response out (status, header fields, body bytes), over an
@@ -49,6 +50,8 @@ public struct ImageEndpoint: Sendable {
     public let work: WorkBudget
     /// Downloads per origin across requests (`thumbnail.maxDownloadsPerOrigin`).
     public let originLimit: OriginLimit?
+    /// Requests in flight per origin (`thumbnail.maxInFlightPerOrigin`).
+    let originPlaces: OriginPlaces
     /// The endpoint's breaker, when the manager has none of its own.
     public let originBreaker: OriginCircuitBreaker?
     let responses = ResponseCounters()
@@ -65,6 +68,7 @@ public struct ImageEndpoint: Sendable {
         let coders = manager.configuration.coders
         autoFormats = AutoFormats(settings.formats, coders: coders)
         ceiling = RequestCeiling(settings.maxInFlight)
+        originPlaces = OriginPlaces(limit: settings.effectiveMaxInFlightPerOrigin)
         work = WorkBudget(limit: Double(settings.maxCostInFlight), maxHeavy: settings.maxHeavyInFlight)
         originLimit = settings.maxDownloadsPerOrigin > 0 ? OriginLimit(limit: settings.maxDownloadsPerOrigin) : nil
         originBreaker = manager.configuration.originBreaker == nil && settings.circuitBreakerFailures > 0
@@ -187,6 +191,12 @@ public struct ImageEndpoint: Sendable {
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "answering \(path)")
             let status = failure.responseStatus
+            if failure.code == .overloaded {
+                // Shed like the ceiling's (an origin's share of the places is taken): counted, and debug.
+                ceiling.shed.increment()
+                logger.debug("request shed", metadata: ["error": "\(failure)", "path": "\(Self.logged(path))"])
+                return .error(failure)
+            }
             logger.log(level: status.code >= 500 ? .warning : .info, "request failed",
                        metadata: ["status": "\(status.code)", "error": "\(failure)", "path": "\(Self.logged(path))",
                                   "query": "\(Self.logged(query ?? ""))"])
@@ -282,7 +292,8 @@ struct ResponseCounters: Sendable {
 /// The requests in flight (`InFlightCounter` with the ceiling), and their metrics.
 final class RequestCeiling: Sendable {
     private let counter: InFlightCounter
-    /// `thumbnail_shed_total`: requests answered 503 at the ceiling.
+    /// `thumbnail_shed_total`: requests answered 503 at the ceiling, or past
+    /// their origin's share of it (`thumbnail.maxInFlightPerOrigin`).
     let shed = Counter(label: "thumbnail_shed_total")
     /// `thumbnail_in_flight`: requests being answered.
     private let gauge = Gauge(label: "thumbnail_in_flight")
@@ -300,6 +311,49 @@ final class RequestCeiling: Sendable {
     func leave() {
         counter.leave()
         gauge.record(counter.count)
+    }
+}
+
+/// The requests in flight per origin (scheme, host and port of `url=`), past a
+/// memory hit: one origin holds at most `limit` of the places under
+/// `thumbnail.maxInFlight`, whatever its requests wait for (a download slot, a
+/// download another request started, the same thumbnail another is making), so
+/// an origin that never answers cannot take them all until the deadline.
+final class OriginPlaces: Sendable {
+    let limit: Int
+    private let counts = Lock([String: Int]())
+
+    init(limit: Int) { self.limit = limit }
+
+    /// "scheme://host[:port]", as the manager's per-origin download limit keys it.
+    static func key(_ url: URL) -> String {
+        "\(url.scheme?.lowercased() ?? "")://\(url.host?.lowercased() ?? "")\(url.port.map { ":\($0)" } ?? "")"
+    }
+
+    /// Requests of `origin` in flight now.
+    func count(_ origin: String) -> Int { counts.withLock { $0[origin] ?? 0 } }
+
+    /// `body` holding one of `url`'s origin's places.
+    /// - Throws: `overloaded` (503, `Retry-After: 1`) when the origin holds `limit` already.
+    func run<T>(_ url: URL, _ body: () async throws -> T) async throws -> T {
+        let origin = Self.key(url)
+        let entered = counts.withLock { counts -> Bool in
+            let count = counts[origin] ?? 0
+            guard count < limit else { return false }
+            counts[origin] = count + 1
+            return true
+        }
+        guard entered else {
+            throw WebImageError(.overloaded, "\(limit) requests for images of \(origin) are being answered (thumbnail.maxInFlightPerOrigin)",
+                                isTransient: true, retryAfter: .seconds(1))
+        }
+        defer {
+            counts.withLock { counts in
+                let left = (counts[origin] ?? 1) - 1
+                counts[origin] = left > 0 ? left : nil
+            }
+        }
+        return try await body()
     }
 }
 

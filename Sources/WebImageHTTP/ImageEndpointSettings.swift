@@ -25,6 +25,7 @@ extension ImageEndpoint {
     /// | `thumbnail.deadline` | `30s` | the longest one request may take; then 504 |
     /// | `thumbnail.shutdownGrace` | `20s` | on SIGTERM, how long requests in flight may finish (a server's setting) |
     /// | `thumbnail.maxInFlight` | `256` | requests answered at once; past it, 503 with `Retry-After: 1` before any work |
+    /// | `thumbnail.maxInFlightPerOrigin` | half of `thumbnail.maxInFlight` | of those, requests for images of one origin (scheme, host, port of `url=`) past a memory hit; past it, 503 with `Retry-After: 1` before any work, so an origin that never answers holds at most this many places until the deadline |
     /// | `thumbnail.blockPrivateAddresses` | `true` (else `loader.blockPrivateAddresses` where set) | refuse origins at private, loopback and link-local addresses, checked where the loader connects (the loader's exempt ranges apply); off, the loader's own guard (`loader.blockPrivateAddresses`, on in `webimage serve` and WebImageKit's `serviceDefaults`) still refuses them |
     /// | `thumbnail.maxDownloadsPerOrigin` | `4` (else `loader.maxConcurrentPerHost` where set) | downloads of one origin at once across requests; `0` for no limit |
     /// | `loader.circuitBreaker.failures`, `.cooldown` | `5`, `30s` | when the manager has no breaker of its own, the endpoint's: an origin failing that often in a row is answered 503 for the cooldown; `0` for none |
@@ -54,6 +55,17 @@ extension ImageEndpoint {
         /// a downloaded original while it waits for a decode thread, so this bounds
         /// the memory a burst can take.
         public var maxInFlight = 256
+        /// Of ``maxInFlight``, the requests for images of one origin (scheme, host
+        /// and port of `url=`) answered at once, past a memory hit; the next is
+        /// answered 503 (`overloaded`, `Retry-After: 1`) at once. Requests waiting
+        /// for an origin that accepts connections and never answers hold their
+        /// places until ``deadline``, whether they wait for a download slot or
+        /// share one download: this keeps the rest for other origins. `nil`, the
+        /// default: half of ``maxInFlight``.
+        public var maxInFlightPerOrigin: Int? = nil
+        /// ``maxInFlightPerOrigin`` as it applies: half of ``maxInFlight`` when
+        /// unset (at least 1), never more than ``maxInFlight``.
+        public var effectiveMaxInFlightPerOrigin: Int { min(maxInFlight, maxInFlightPerOrigin ?? max(1, maxInFlight / 2)) }
         public var maxSteps = 8
         /// Refuse origins at private, loopback and link-local addresses, checked
         /// where the loader connects, after DNS and at every redirect
@@ -121,7 +133,7 @@ extension ImageEndpoint {
         /// The keys the settings read (``init(config:presetNames:)``).
         public static let keys: Set<String> = [
             "thumbnail.allowedHosts", "thumbnail.maxDimension", "thumbnail.defaultFormat", "thumbnail.formats", "thumbnail.cacheMaxAge",
-            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
+            "thumbnail.signingKey", "thumbnail.maxInFlight", "thumbnail.maxInFlightPerOrigin", "thumbnail.maxSteps", "thumbnail.maxCost", "thumbnail.maxCostInFlight",
             "thumbnail.maxHeavyInFlight",
             "thumbnail.blockPrivateAddresses", "thumbnail.maxDownloadsPerOrigin", "thumbnail.deadline", "thumbnail.shutdownGrace",
             "thumbnail.onlyPresets", "thumbnail.fallbackImage", "thumbnail.fallbackStatus", "thumbnail.fallbackMaxAge",
@@ -171,6 +183,7 @@ extension ImageEndpoint {
             }
             if let age = try values.duration("thumbnail.cacheMaxAge") { cacheMaxAge = age }
             if let limit = try values.int("thumbnail.maxInFlight", minimum: 1) { maxInFlight = limit }
+            if let limit = try values.int("thumbnail.maxInFlightPerOrigin", minimum: 1) { maxInFlightPerOrigin = limit }
             if let steps = try values.int("thumbnail.maxSteps", minimum: 1) { maxSteps = steps }
             if let cost = try values.int("thumbnail.maxCost", minimum: 1) { maxCost = cost }
             // One switch for the guard: the endpoint's key, else the loader's.

@@ -92,6 +92,54 @@ struct SafeDefaultsTests {
         #expect(silent.stats.withLock { $0.arrivals.count } == 8)
     }
 
+    @Test("one origin holds at most thumbnail.maxInFlightPerOrigin places (half of maxInFlight): past it a request for its images is 503 overloaded with Retry-After at once, whether it would share a download, repeat a request or wait for a slot, while another origin is answered; the places come back")
+    func originShareOfPlaces() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let silent = try await TestHTTPServer.start()
+        defer { Task { await silent.shutdown() } }
+        let other = try await TestHTTPServer.start()
+        defer { Task { await other.shutdown() } }
+        let manager = try await plainManager(directory)
+        var settings = ImageEndpoint.Settings()
+        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(silent.port)", "127.0.0.1:\(other.port)"]))
+        settings.blockPrivateAddresses = false
+        settings.deadline = .seconds(600)
+        settings.maxInFlight = 12
+        #expect(settings.effectiveMaxInFlightPerOrigin == 6)
+        let endpoint = ImageEndpoint(manager: manager, settings: settings)
+        func ask(_ path: String) async -> ImageResponse {
+            await endpoint.respond(to: HTTPRequest(method: .get, scheme: "http", authority: "test", path: path))
+        }
+        func thumbnail(_ url: URL, _ width: Int) -> String {
+            "/thumbnail?url=\(url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=\(width)"
+        }
+        // Six that wait on the silent origin: two sizes of one URL (one download), the
+        // second again (one job), and three more URLs (download slots, 4 per origin).
+        let waiting = [thumbnail(silent.url("/gate/a"), 10), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/a"), 11),
+                       thumbnail(silent.url("/gate/b"), 10), thumbnail(silent.url("/gate/c"), 10), thumbnail(silent.url("/gate/d"), 10)]
+        let held = waiting.map { path in Task { await ask(path) } }
+        #expect(await eventually { endpoint.requestsInFlight == 6 })
+        // The seventh for that origin, whatever it asks, is shed before any work.
+        let a = silent.url("/gate/a").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        for path in [thumbnail(silent.url("/gate/a"), 12), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/e"), 10),
+                     "/info?url=\(a)", "/placeholder?url=\(a)"] {
+            let shed = await ask(path)
+            #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1", "\(path): \(shed.status)")
+            #expect(String(decoding: shed.body, as: UTF8.self).contains("\"overloaded\""), "\(path)")
+        }
+        #expect(!silent.stats.withLock { $0.arrivals }.contains("e"), "a shed request never reaches the origin")
+        // Another origin still has the other six places.
+        let elsewhere = await ask(thumbnail(other.url("/status/404"), 10))
+        #expect(elsewhere.status == .notFound, "\(elsewhere.status)")
+        silent.openGate()
+        for task in held { #expect(await task.value.status != .serviceUnavailable) }
+        #expect(endpoint.requestsInFlight == 0)
+        // The places came back: the origin is asked again.
+        let again = await ask(thumbnail(silent.url("/gate/f"), 10))
+        #expect(again.status != .serviceUnavailable && silent.stats.withLock { $0.arrivals }.contains("f"), "\(again.status)")
+    }
+
     @Test("a stranger's URL that answers 500 does not close its origin: a 500 is about the URL, not the origin's health")
     func internalErrorsKeepTheOriginOpen() async throws {
         try await withOrigin { origin, manager, _ in

@@ -689,7 +689,8 @@ struct ServeCommandTests {
                                 ("http.memoryHitsOnEventLoop=maybe", "http.memoryHitsOnEventLoop"), ("http.port=70000", "http.port"),
                                 ("http.maxConnections=-1", "http.maxConnections"), ("http.maxConnectionsPerClient=-1", "http.maxConnectionsPerClient"),
                                 ("http.idleTimeout=soon", "http.idleTimeout"),
-                                ("http.idleTimeout=500ms", "at least 1s")] {
+                                ("http.idleTimeout=500ms", "at least 1s"), ("thumbnail.maxInFlightPerOrigin=0", "thumbnail.maxInFlightPerOrigin"),
+                                ("thumbnail.maxInFlightPerOrigin=half", "thumbnail.maxInFlightPerOrigin")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
