@@ -18,7 +18,13 @@ extension ImageEndpoint {
             }
             return try imageResponse(result, query: query, request: request, started: started)
         } catch let error as WebImageError where error.code == .overloaded {
-            throw error   // shed before any work: not the origin's failure, so no fallback
+            // The origin's share of the places is taken: a memory hit is still
+            // answered, as at the ceiling; anything else is shed before any work
+            // (not the origin's failure, so no fallback).
+            if let result = manager.memoryResult(with: query.url, options: .avoidDecode, context: context) {
+                return try imageResponse(result, query: query, request: request, started: started)
+            }
+            throw error
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
             guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }

@@ -92,7 +92,7 @@ struct SafeDefaultsTests {
         #expect(silent.stats.withLock { $0.arrivals.count } == 8)
     }
 
-    @Test("one origin holds at most thumbnail.maxInFlightPerOrigin places (half of maxInFlight): past it a request for its images is 503 overloaded with Retry-After at once, whether it would share a download, repeat a request or wait for a slot, while another origin is answered; the places come back")
+    @Test("one origin holds at most thumbnail.maxInFlightPerOrigin places (half of maxInFlight): past it a request for its images is 503 overloaded with Retry-After at once, whether it would share a download, repeat a request or wait for a slot, while another origin and the origin's memory hits are answered; the places come back")
     func originShareOfPlaces() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -114,6 +114,9 @@ struct SafeDefaultsTests {
         func thumbnail(_ url: URL, _ width: Int) -> String {
             "/thumbnail?url=\(url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=\(width)"
         }
+        silent.serve("/image.gif", SyntheticImages.manyFrameGIF(frames: 1), contentType: "image/gif")
+        let warm = await ask(thumbnail(silent.url("/image.gif"), 10))
+        #expect(warm.status == .ok, "\(warm.status)")
         // Six that wait on the silent origin: two sizes of one URL (one download), the
         // second again (one job), and three more URLs (download slots, 4 per origin).
         let waiting = [thumbnail(silent.url("/gate/a"), 10), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/a"), 11),
@@ -132,6 +135,9 @@ struct SafeDefaultsTests {
         // Another origin still has the other six places.
         let elsewhere = await ask(thumbnail(other.url("/status/404"), 10))
         #expect(elsewhere.status == .notFound, "\(elsewhere.status)")
+        // A memory hit of the saturated origin is still answered, by respond(to:) (the router's door).
+        let hit = await ask(thumbnail(silent.url("/image.gif"), 10))
+        #expect(hit.status == .ok && hit.headerFields[.imageSource] == "memory", "\(hit.status)")
         silent.openGate()
         for task in held { #expect(await task.value.status != .serviceUnavailable) }
         #expect(endpoint.requestsInFlight == 0)
