@@ -35,9 +35,9 @@ struct LoadLimitsTests {
         #expect(try LoadCommand.parse(["--concurrency", "1024", "a.jpg"]).limits == LoadLimits(total: 1024, files: 1024))
     }
 
-    @Test("--thumbnail: WxH or N with sides 1 to 65535; a larger box, zero or words are refused naming it")
+    @Test("--thumbnail: WxH or N with sides 1 to 65535 in plain digits; a larger box, zero, a sign, a leading zero or words are refused naming it")
     func thumbnailBox() throws {
-        for value in ["9223372036854775807", "65536", "100x65536", "0", "-5", "big", "10x"] {
+        for value in ["9223372036854775807", "65536", "100x65536", "0", "-5", "big", "10x", "+100", "0100", "100x+5"] {
             let error = #expect(throws: (any Error).self, "\(value)") { try LoadCommand.parse(["--thumbnail", value, "a.jpg"]) }
             #expect(LoadCommand.message(for: error!).contains("--thumbnail"), "\(value)")
         }

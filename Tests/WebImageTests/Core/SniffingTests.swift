@@ -108,6 +108,11 @@ struct PixelSizeTests {
         #expect(PixelSize(parsing: "-3x5") == nil)
         #expect(PixelSize(parsing: "axb") == nil)
         #expect(PixelSize(parsing: "1x2x3") == nil)
+        // One spelling per size: no sign, no leading zero, digits only.
+        for text in ["+100", "0100", "100x+5", "100x05", " 100", "100 ", "1_000", "١٠٠", "9999999999"] {
+            #expect(PixelSize(parsing: text) == nil, "\(text)")
+        }
+        #expect(PixelSize(parsing: "100X50") == PixelSize(width: 100, height: 50))
         #expect(PixelSize(width: .max, height: 2).area == .max)
     }
 }
