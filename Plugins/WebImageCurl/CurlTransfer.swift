@@ -26,6 +26,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var body = Data()
     private var headers: [String: String] = [:]
     private var tooLarge = false
+    /// The two values of a response's `Content-Length` headers that differ.
+    private var conflictingLengths: (String, String)?
     private var lastReport = ContinuousClock.now
     private var reported: Int64 = -1
     /// The address the SSRF guard refused, and why (driver thread).
@@ -201,6 +203,12 @@ final class CurlTransfer: @unchecked Sendable {
         while end > start, isSpace(line[end - 1]) { end -= 1 }
         let name = String(decoding: line[..<colon].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+        if name == "content-length", let earlier = headers[name], earlier != value {
+            // RFC 9112 §6.3: the body's end is not known. curl would read up to one of
+            // them, and a short body would reach the decoder as a broken image.
+            conflictingLengths = (earlier, value)
+            return 0
+        }
         headers[name] = value
         if name == "content-length", let length = Int64(value) {
             if length > limit {
@@ -279,6 +287,10 @@ final class CurlTransfer: @unchecked Sendable {
         if let refusal {
             let hop = target == url ? url : "\(url) redirected to \(target), which"
             return WebImageError(.forbidden, "\(hop) resolves to \(refusal.address), which the SSRF guard refuses (\(refusal.reason))")
+        }
+        if let (first, second) = conflictingLengths {
+            return WebImageError(.loadFailed, "\(url) answered with two Content-Length headers that differ (\(first) and \(second)), so its body's end is not known",
+                                 isTransient: false)
         }
         if tooLarge || code == CURLE_FILESIZE_EXCEEDED {
             return WebImageError(.tooLarge, "\(url) is larger than the limit of \(limit) bytes")

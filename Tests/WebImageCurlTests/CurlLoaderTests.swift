@@ -134,6 +134,17 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("two Content-Length headers that differ are loadFailed naming both (RFC 9112 framing), not a body cut at one of them; the same value twice is one length")
+    func conflictingLengths() async throws {
+        let conflicting = try RawHTTP.RawReplier(reply: Data("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 6\r\n\r\nabcdef".utf8))
+        defer { conflicting.stop() }
+        let error = await #expect(throws: WebImageError.self) { try await load(CurlLoader(), URL(string: "http://127.0.0.1:\(conflicting.port)/a.jpg")!) }
+        #expect(error?.code == .loadFailed && error?.isTransient == false && error?.message.contains("3 and 6") == true, "\(String(describing: error))")
+        let repeated = try RawHTTP.RawReplier(reply: Data("HTTP/1.1 200 OK\r\nContent-Length: 6\r\ncontent-length: 6\r\n\r\nabcdef".utf8))
+        defer { repeated.stop() }
+        #expect(try await load(CurlLoader(), URL(string: "http://127.0.0.1:\(repeated.port)/a.jpg")!).data == Data("abcdef".utf8))
+    }
+
     @Test("a failure says what curl saw (its error buffer), not only its class: headers over curl's limit, a refused port")
     func curlsOwnAccount() async throws {
         let padding = (0..<400).map { "X-Pad-\($0): \(String(repeating: "a", count: 1000))\r\n" }.joined()
