@@ -47,6 +47,23 @@ struct SafeDefaultsTests {
         try await body(origin, try await plainManager(directory), directory)
     }
 
+    /// Two origins on loopback (the first to be kept silent with `/gate`) and an
+    /// endpoint allowed both, over a plain manager, for one test.
+    func withTwoOrigins(_ configure: (inout ImageEndpoint.Settings) -> Void = { _ in },
+                        _ body: (TestHTTPServer, TestHTTPServer, ImageEndpoint) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let silent = try await TestHTTPServer.start()
+        defer { Task { await silent.shutdown() } }
+        let other = try await TestHTTPServer.start()
+        defer { Task { await other.shutdown() } }
+        var settings = ImageEndpoint.Settings()
+        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(silent.port)", "127.0.0.1:\(other.port)"]))
+        settings.blockPrivateAddresses = false
+        configure(&settings)
+        try await body(silent, other, ImageEndpoint(manager: try await plainManager(directory), settings: settings))
+    }
+
     @Test("private addresses refused by default, where curl connects; the switch, or the loader's exempt range, lets a private origin through")
     func privateAddresses() async throws {
         try await withOrigin { origin, manager, directory in
@@ -66,84 +83,67 @@ struct SafeDefaultsTests {
 
     @Test("a per-origin limit: 8 requests to an origin that never answers reach it 4 at a time, and another origin is served meanwhile; a breaker: five 503s in a row, then 503 without asking the origin")
     func originLimitAndBreaker() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let silent = try await TestHTTPServer.start()
-        defer { Task { await silent.shutdown() } }
-        let other = try await TestHTTPServer.start()
-        defer { Task { await other.shutdown() } }
-        let manager = try await plainManager(directory)
-        var settings = ImageEndpoint.Settings()
-        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(silent.port)", "127.0.0.1:\(other.port)"]))
-        settings.blockPrivateAddresses = false
-        let endpoint = ImageEndpoint(manager: manager, settings: settings)
-        let held = (0..<8).map { index in Task { await get(endpoint, silent.url("/gate/\(index)")) } }
-        #expect(await eventually { silent.stats.withLock { $0.arrivals.count } == 4 && endpoint.originLimit?.usage(of: "http://127.0.0.1:\(silent.port)").waiting == 4 })
-        #expect(silent.stats.withLock { $0.arrivals.count } == 4)
-        for index in 0..<5 {
-            let answer = await get(endpoint, other.url("/status/503"))
-            #expect(answer.status == .badGateway, "\(index): \(answer.status)")
+        try await withTwoOrigins { silent, other, endpoint in
+            let held = (0..<8).map { index in Task { await get(endpoint, silent.url("/gate/\(index)")) } }
+            #expect(await eventually { silent.stats.withLock { $0.arrivals.count } == 4 && endpoint.originLimit?.usage(of: "http://127.0.0.1:\(silent.port)").waiting == 4 })
+            #expect(silent.stats.withLock { $0.arrivals.count } == 4)
+            for index in 0..<5 {
+                let answer = await get(endpoint, other.url("/status/503"))
+                #expect(answer.status == .badGateway, "\(index): \(answer.status)")
+            }
+            #expect(other.requestCount(path: "/status/503") == 5)
+            let open = await get(endpoint, other.url("/status/503"))
+            #expect(open.status == .serviceUnavailable && other.requestCount(path: "/status/503") == 5, "the circuit is open: \(open.status)")
+            silent.openGate()
+            for task in held { _ = await task.value }
+            #expect(silent.stats.withLock { $0.arrivals.count } == 8)
         }
-        #expect(other.requestCount(path: "/status/503") == 5)
-        let open = await get(endpoint, other.url("/status/503"))
-        #expect(open.status == .serviceUnavailable && other.requestCount(path: "/status/503") == 5, "the circuit is open: \(open.status)")
-        silent.openGate()
-        for task in held { _ = await task.value }
-        #expect(silent.stats.withLock { $0.arrivals.count } == 8)
     }
 
     @Test("one origin holds at most thumbnail.maxInFlightPerOrigin places (half of maxInFlight): past it a request for its images is 503 overloaded with Retry-After at once, whether it would share a download, repeat a request or wait for a slot, while another origin and the origin's memory hits are answered; the places come back")
     func originShareOfPlaces() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("safe-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let silent = try await TestHTTPServer.start()
-        defer { Task { await silent.shutdown() } }
-        let other = try await TestHTTPServer.start()
-        defer { Task { await other.shutdown() } }
-        let manager = try await plainManager(directory)
-        var settings = ImageEndpoint.Settings()
-        settings.allowedHosts = try #require(HostAllowList(["127.0.0.1:\(silent.port)", "127.0.0.1:\(other.port)"]))
-        settings.blockPrivateAddresses = false
-        settings.deadline = .seconds(600)
-        settings.maxInFlight = 12
-        #expect(settings.effectiveMaxInFlightPerOrigin == 6)
-        let endpoint = ImageEndpoint(manager: manager, settings: settings)
-        func ask(_ path: String) async -> ImageResponse {
-            await endpoint.respond(to: HTTPRequest(method: .get, scheme: "http", authority: "test", path: path))
+        try await withTwoOrigins({ settings in
+            settings.deadline = .seconds(600)
+            settings.maxInFlight = 12
+        }) { silent, other, endpoint in
+            #expect(endpoint.settings.effectiveMaxInFlightPerOrigin == 6)
+            func ask(_ path: String) async -> ImageResponse {
+                await endpoint.respond(to: HTTPRequest(method: .get, scheme: "http", authority: "test", path: path))
+            }
+            func thumbnail(_ url: URL, _ width: Int) -> String {
+                "/thumbnail?url=\(url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=\(width)"
+            }
+            silent.serve("/image.gif", SyntheticImages.manyFrameGIF(frames: 1), contentType: "image/gif")
+            let warm = await ask(thumbnail(silent.url("/image.gif"), 10))
+            #expect(warm.status == .ok, "\(warm.status)")
+            // Six that wait on the silent origin: two sizes of one URL (one download), the
+            // second again (one job), and three more URLs (download slots, 4 per origin).
+            let waiting = [thumbnail(silent.url("/gate/a"), 10), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/a"), 11),
+                           thumbnail(silent.url("/gate/b"), 10), thumbnail(silent.url("/gate/c"), 10), thumbnail(silent.url("/gate/d"), 10)]
+            let held = waiting.map { path in Task { await ask(path) } }
+            #expect(await eventually { endpoint.requestsInFlight == 6 })
+            // The seventh for that origin, whatever it asks, is shed before any work.
+            let a = silent.url("/gate/a").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            for path in [thumbnail(silent.url("/gate/a"), 12), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/e"), 10),
+                         "/info?url=\(a)", "/placeholder?url=\(a)"] {
+                let shed = await ask(path)
+                #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1", "\(path): \(shed.status)")
+                #expect(String(decoding: shed.body, as: UTF8.self).contains("\"overloaded\""), "\(path)")
+            }
+            #expect(!silent.stats.withLock { $0.arrivals }.contains("e"), "a shed request never reaches the origin")
+            // Another origin still has the other six places.
+            let elsewhere = await ask(thumbnail(other.url("/status/404"), 10))
+            #expect(elsewhere.status == .notFound, "\(elsewhere.status)")
+            // A memory hit of the saturated origin is still answered, by respond(to:) (the router's door).
+            let hit = await ask(thumbnail(silent.url("/image.gif"), 10))
+            #expect(hit.status == .ok && hit.headerFields[.imageSource] == "memory", "\(hit.status)")
+            silent.openGate()
+            for task in held { #expect(await task.value.status != .serviceUnavailable) }
+            #expect(endpoint.requestsInFlight == 0)
+            // The places came back: the origin is asked again.
+            let again = await ask(thumbnail(silent.url("/gate/f"), 10))
+            #expect(again.status != .serviceUnavailable && silent.stats.withLock { $0.arrivals }.contains("f"), "\(again.status)")
         }
-        func thumbnail(_ url: URL, _ width: Int) -> String {
-            "/thumbnail?url=\(url.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)&w=\(width)"
-        }
-        silent.serve("/image.gif", SyntheticImages.manyFrameGIF(frames: 1), contentType: "image/gif")
-        let warm = await ask(thumbnail(silent.url("/image.gif"), 10))
-        #expect(warm.status == .ok, "\(warm.status)")
-        // Six that wait on the silent origin: two sizes of one URL (one download), the
-        // second again (one job), and three more URLs (download slots, 4 per origin).
-        let waiting = [thumbnail(silent.url("/gate/a"), 10), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/a"), 11),
-                       thumbnail(silent.url("/gate/b"), 10), thumbnail(silent.url("/gate/c"), 10), thumbnail(silent.url("/gate/d"), 10)]
-        let held = waiting.map { path in Task { await ask(path) } }
-        #expect(await eventually { endpoint.requestsInFlight == 6 })
-        // The seventh for that origin, whatever it asks, is shed before any work.
-        let a = silent.url("/gate/a").absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-        for path in [thumbnail(silent.url("/gate/a"), 12), thumbnail(silent.url("/gate/a"), 11), thumbnail(silent.url("/gate/e"), 10),
-                     "/info?url=\(a)", "/placeholder?url=\(a)"] {
-            let shed = await ask(path)
-            #expect(shed.status == .serviceUnavailable && shed.headerFields[.retryAfter] == "1", "\(path): \(shed.status)")
-            #expect(String(decoding: shed.body, as: UTF8.self).contains("\"overloaded\""), "\(path)")
-        }
-        #expect(!silent.stats.withLock { $0.arrivals }.contains("e"), "a shed request never reaches the origin")
-        // Another origin still has the other six places.
-        let elsewhere = await ask(thumbnail(other.url("/status/404"), 10))
-        #expect(elsewhere.status == .notFound, "\(elsewhere.status)")
-        // A memory hit of the saturated origin is still answered, by respond(to:) (the router's door).
-        let hit = await ask(thumbnail(silent.url("/image.gif"), 10))
-        #expect(hit.status == .ok && hit.headerFields[.imageSource] == "memory", "\(hit.status)")
-        silent.openGate()
-        for task in held { #expect(await task.value.status != .serviceUnavailable) }
-        #expect(endpoint.requestsInFlight == 0)
-        // The places came back: the origin is asked again.
-        let again = await ask(thumbnail(silent.url("/gate/f"), 10))
-        #expect(again.status != .serviceUnavailable && silent.stats.withLock { $0.arrivals }.contains("f"), "\(again.status)")
     }
 
     @Test("a stranger's URL that answers 500 does not close its origin: a 500 is about the URL, not the origin's health")
