@@ -12,19 +12,20 @@ extension ImageEndpoint {
     func thumbnail(query text: String, _ request: HTTPRequest) async throws -> ImageResponse {
         let started = ContinuousClock.now
         let (query, context) = try thumbnailLoad(query: text, request)
+        // A memory hit holds nothing while it is answered, so it takes none of the
+        // origin's places: a warm URL is answered whatever the origin's other
+        // requests hold, as at the ceiling and on the fast path. (Nil with a tracer,
+        // whose load is a span: that one goes through `loadImage`.)
+        if let result = manager.memoryResult(with: query.url, options: .avoidDecode, context: context) {
+            return try imageResponse(result, query: query, request: request, started: started)
+        }
         do {
+            // Past the origin's share this throws `overloaded`, which is shed (503)
+            // before any work: not the origin's failure, so `fallsBack` gives no fallback.
             let result = try await originPlaces.run(query.url) {
                 try await manager.loadImage(with: query.url, options: .avoidDecode, context: context)
             }
             return try imageResponse(result, query: query, request: request, started: started)
-        } catch let error as WebImageError where error.code == .overloaded {
-            // The origin's share of the places is taken: a memory hit is still
-            // answered, as at the ceiling; anything else is shed before any work
-            // (not the origin's failure, so no fallback).
-            if let result = manager.memoryResult(with: query.url, options: .avoidDecode, context: context) {
-                return try imageResponse(result, query: query, request: request, started: started)
-            }
-            throw error
         } catch {
             let failure = WebImageError.wrap(error, as: .loadFailed, "loading \(query.url.absoluteString)")
             guard let fallback = settings.fallbackImage, Self.fallsBack(failure) else { throw failure }
