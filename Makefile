@@ -8,8 +8,9 @@ APT_PACKAGES := libvips-dev libvips-tools libcurl4-openssl-dev libssl-dev liblmd
 # free loopback ports; the ThumbnailServer example's gallery test drives a real
 # browser. Nothing here is ever needed running beforehand.
 # GNU time measures the tool's peak memory in its tests; avifenc (libavif-bin)
-# writes the AVIF fixtures with rotation, mirror, crop and sequences.
-EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time libavif-bin
+# writes the AVIF fixtures with rotation, mirror, crop and sequences. gdb prints a
+# hung test bundle's threads before .ci/swift-test stops it.
+EXAMPLE_APT_PACKAGES := chromium redis-server redis-tools time libavif-bin gdb
 
 .PHONY: deps example-deps s3-peer apt-install test build demo release-tool conformance link-order serve soak soak-mixed soak-mixed-ci bench bench-suite bench-build docs fuzz fuzz-ci tsan asan clean
 
