@@ -1,7 +1,6 @@
 public import Configuration
 public import Foundation
 import Logging
-import SystemPackage
 public import WebImage
 @_spi(Internals) public import WebImageConfiguration
 
@@ -33,18 +32,14 @@ public enum ConfigLayers {
         let check = ConfigKeyCheck(known: knownKeys, families: keyFamilies)
         try check.check(flags.keys.sorted(), source: "set on the command line")
         try ConfigKeyCheck(known: knownKeys.union(environmentKeys), families: keyFamilies.union(environmentKeyFamilies)).checkEnvironment(environment)
-        if let file { try check.check(try fileKeys(file), source: file, onlyNamespaces: true) }
+        let fileLayer = try file.map(Self.fileLayer)
+        if let file, let fileLayer { try check.check(fileLayer.keys, source: file, onlyNamespaces: true) }
         var providers: [any ConfigProvider] = [inMemory("flags", flags)]
         providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))
-        if let file {
-            guard FileManager.default.fileExists(atPath: file) else {
-                throw WebImageError(.invalidArgument, "--config: no file at \(file)")
-            }
-            do {
-                providers.append(try await FileProvider<JSONSnapshot>(filePath: FilePath(file)))
-            } catch {
-                throw WebImageError(.invalidArgument, "--config \(file): \(error)")
-            }
+        if let file, let fileLayer {
+            var values: [AbsoluteConfigKey: ConfigValue] = [:]
+            for (key, value) in fileLayer.values { values[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(value, isSecret: false) }
+            providers.append(InMemoryProvider(name: "file \(file)", values: values))
         }
         if !defaults.isEmpty { providers.append(inMemory("defaults", defaults)) }
         return ConfigReader(providers: providers)
@@ -71,7 +66,26 @@ public enum ConfigLayers {
     }
 
     /// The dotted keys of a JSON configuration file (`{"store": {"kind": …}}` has `store.kind`).
-    static func fileKeys(_ file: String) throws -> [String] {
+    static func fileKeys(_ file: String) throws -> [String] { try fileLayer(file).keys }
+
+    /// A JSON configuration file's keys (sorted, those set to `null` too) and values by dotted key (`{"store": {"kind": …}}`
+    /// has `store.kind`), each as the text a flag or variable would give: a
+    /// string as it is, a number as written in digits (`64`, `0.5`; `64.0` and
+    /// `1e2` as `64.0` and `100.0`, which no whole-number setting reads), a
+    /// boolean as `true` or `false`, an array as a list of those. A `null` is
+    /// no value (the layers below answer).
+    ///
+    /// Read here rather than by swift-configuration's `JSONSnapshot`, which turns
+    /// booleans and numbers into each other: `"maxInFlight": true` was read as 1,
+    /// and `"memoryHitsOnEventLoop": 2` as on. As text, each is judged by the
+    /// setting that reads it, as on the command line.
+    /// - Throws: ``WebImageError/Code/invalidArgument`` for a file that cannot be
+    ///   read, that is not JSON (with the line and column Foundation names), whose
+    ///   top is not an object, or with an array holding arrays, objects or nulls.
+    static func fileLayer(_ file: String) throws -> (keys: [String], values: [String: ConfigContent]) {
+        guard FileManager.default.fileExists(atPath: file) else {
+            throw WebImageError(.invalidArgument, "--config: no file at \(file)")
+        }
         guard let data = FileManager.default.contents(atPath: file) else {
             throw WebImageError(.invalidArgument, "--config: cannot read \(file)")
         }
@@ -92,20 +106,40 @@ public enum ConfigLayers {
             }
             throw WebImageError(.invalidArgument, message)
         }
-        guard root is [String: Any] else {
+        guard let object = root as? [String: Any] else {
             let kind = root is NSNull ? "null" : root is [Any] ? "an array" : root is String ? "a string" : "a number or boolean"
             throw WebImageError(.invalidArgument, "--config \(file) must hold a JSON object ({ … }) at its top, not \(kind)")
         }
         var keys: [String] = []
-        func walk(_ value: Any, _ path: String?) {
+        var values: [String: ConfigContent] = [:]
+        func walk(_ value: Any, _ path: String) throws {
+            if !(value is [String: Any]) { keys.append(path) }
             if let object = value as? [String: Any] {
-                for (name, child) in object { walk(child, path.map { "\($0).\(name)" } ?? name) }
-            } else if let path {
-                keys.append(path)
+                for (name, child) in object { try walk(child, "\(path).\(name)") }
+            } else if let array = value as? [Any] {
+                values[path] = .stringArray(try array.enumerated().map { index, element in
+                    guard let text = scalarText(element) else {
+                        throw WebImageError(.invalidArgument, "--config \(file): \(path)[\(index)] is \(element is NSNull ? "null" : "an array or object"); a list holds strings, numbers or booleans")
+                    }
+                    return text
+                })
+            } else if let text = scalarText(value) {
+                values[path] = .string(text)
             }
+            // NSNull: no value.
         }
-        walk(root, nil)
-        return keys.sorted()
+        for (name, child) in object { try walk(child, name) }
+        return (keys.sorted(), values)
+    }
+
+    /// A JSON scalar as text, or nil for null, an array or an object. Foundation
+    /// gives a JSON boolean as an `NSNumber` whose type is `c` (a `Bool` cast
+    /// would also take the numbers 0 and 1).
+    private static func scalarText(_ value: Any) -> String? {
+        if let string = value as? String { return string }
+        guard let number = value as? NSNumber else { return nil }
+        if String(cString: number.objCType) == "c" { return number.boolValue ? "true" : "false" }
+        return number.stringValue
     }
 
     /// Text values by key (`store.kind`) as a provider.

@@ -223,6 +223,37 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a JSON file's values are read as their text: a boolean where a number goes, a number where a boolean goes, 64.0 and 1e2 for a count are refused by key; digits, strings of digits, 0.5 seconds and null pass")
+    func jsonValuesAsText() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func read(_ json: String) async throws -> ImageManager.Configuration {
+            let url = directory.appendingPathComponent("config-\(UUID().uuidString.prefix(6)).json")
+            try Data(json.utf8).write(to: url)
+            let reader = try await ConfigLayers.reader(flags: [:], file: url.path, environment: [:])
+            return try ImageManager.Configuration(config: reader, catalog: .standard, defaultStorePath: directory.appendingPathComponent("default"))
+        }
+        for (json, key, shown) in [
+            (#"{"memory": {"countLimit": true}}"#, "memory.countLimit", "'true'"),
+            (#"{"memory": {"countLimit": 64.0}}"#, "memory.countLimit", "'64.0'"),
+            (#"{"memory": {"countLimit": 1e2}}"#, "memory.countLimit", "'100.0'"),
+            (#"{"encode": {"progressive": 2}}"#, "encode.progressive", "'2'"),
+            (#"{"loaders": ["file", {"name": "curl"}]}"#, "loaders[1]", "an array or object"),
+            (#"{"loaders": ["file", null]}"#, "loaders[1]", "null"),
+            (#"{"store": {"kindd": null}}"#, "store.kindd", "no setting reads it"),
+        ] {
+            let error = await #expect(throws: WebImageError.self, "\(json)") { try await read(json) }
+            #expect(error?.code == .invalidArgument && error?.message.contains(key) == true && error?.message.contains(shown) == true,
+                    "\(json): \(error?.message ?? "")")
+        }
+        let plain = try await read(#"{"store": {"kind": "memory"}, "memory": {"countLimit": 100, "costLimit": null}, "encode": {"progressive": true, "lossless": 0}, "loader": {"timeout": 0.5}}"#)
+        #expect(plain.memoryCache?.limits.countLimit == 100 && plain.encodeOptions.progressive && !plain.encodeOptions.lossless)
+        #expect(plain.memoryCache?.limits.costLimit == ImageManager.Configuration().memoryCache?.limits.costLimit, "null is no value: the default")
+        #expect(plain.timeout == .milliseconds(500))
+        let strings = try await read(#"{"store": {"kind": "memory"}, "memory": {"countLimit": "100"}, "loaders": ["file"]}"#)
+        #expect(strings.memoryCache?.limits.countLimit == 100 && strings.loaders.names == ["file"])
+    }
+
     @Test("a missing or malformed configuration file is a clear error")
     func badFiles() async throws {
         let directory = temporaryDirectory()
