@@ -198,7 +198,7 @@ extension ImageEndpoint {
             if let cost = try values.int("thumbnail.maxCostInFlight", minimum: 1) { maxCostInFlight = cost }
             if let heavy = try values.int("thumbnail.maxHeavyInFlight", minimum: 1) { maxHeavyInFlight = heavy }
             if let deadline = try values.duration("thumbnail.deadline") {
-                guard deadline > .zero else { throw values.invalid("thumbnail.deadline", "\(deadline)", "a duration longer than zero") }
+                guard deadline > .zero else { throw values.invalid("thumbnail.deadline", values.text("thumbnail.deadline") ?? "\(deadline)", "a duration longer than zero") }
                 self.deadline = deadline
             }
             if let grace = try values.duration("thumbnail.shutdownGrace") { shutdownGrace = max(.zero, grace) }

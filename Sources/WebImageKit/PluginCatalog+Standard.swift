@@ -103,7 +103,7 @@ private func vipsOptions(_ values: ConfigValues) throws -> VipsImageCoder.Option
     var options = VipsImageCoder.Options(allowUntrusted: try values.bool("vips.allowUntrusted") ?? false,
                                          allowSVG: try values.bool("vips.svg") ?? false, allowPDF: try values.bool("vips.pdf") ?? false)
     if let limit = try values.duration("vips.pdfTimeLimit") {
-        guard limit > .zero, limit <= .seconds(60) else { throw values.invalid("vips.pdfTimeLimit", "\(limit)", "a duration from above zero to 60s") }
+        guard limit > .zero, limit <= .seconds(60) else { throw values.invalid("vips.pdfTimeLimit", values.text("vips.pdfTimeLimit") ?? "\(limit)", "a duration from above zero to 60s") }
         options.pdfTimeLimit = limit
     }
     if let concurrency = try values.int("vips.pdfConcurrency", minimum: 1) { options.pdfConcurrency = concurrency }

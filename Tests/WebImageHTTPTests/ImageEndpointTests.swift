@@ -325,7 +325,7 @@ struct EndpointFailureTests {
 
         for limit in ["0s", "61s"] {
             await #expect { _ = try await EndpointFixture.make(["vips.pdf": "true", "vips.pdfTimeLimit": limit]) } throws: {
-                ($0 as? WebImageError)?.message.contains("vips.pdfTimeLimit") == true
+                ($0 as? WebImageError)?.message.contains("vips.pdfTimeLimit: '\(limit)'") == true
             }
         }
         let f = try await EndpointFixture.make(["vips.svg": "true", "vips.pdf": "true", "vips.pdfTimeLimit": "1s"])

@@ -690,7 +690,9 @@ struct ServeCommandTests {
                                 ("http.maxConnections=-1", "http.maxConnections"), ("http.maxConnectionsPerClient=-1", "http.maxConnectionsPerClient"),
                                 ("http.idleTimeout=soon", "http.idleTimeout"),
                                 ("http.idleTimeout=500ms", "at least 1s"), ("thumbnail.maxInFlightPerOrigin=0", "thumbnail.maxInFlightPerOrigin"),
-                                ("thumbnail.maxInFlightPerOrigin=half", "thumbnail.maxInFlightPerOrigin")] {
+                                ("thumbnail.maxInFlightPerOrigin=half", "thumbnail.maxInFlightPerOrigin"),
+                                // The value as it was written, not as parsed ('0.0 seconds').
+                                ("thumbnail.deadline=0", "thumbnail.deadline: '0' is not a duration longer than zero")] {
             let result = try await tool.run(["serve", "--cache-dir", tool.cache.path, "--set", setting])
             #expect(result.status == 2, "\(setting): \(result.stderr)")
             #expect(result.stderr.contains(word), "\(setting): \(result.stderr)")
