@@ -76,7 +76,9 @@ struct InputLoad: Sendable {
             data = try await BlockingThreadPool.shared.run { try coders.encode(image, as: target, options: options) }
         }
         let name = OutputFileName.make(for: input, key: key, fileExtension: target.fileExtension)
-        let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
+        // `directory` is absolute (makeDirectory's realpath) and `name` one plain
+        // component: joined as text, without a URL's getcwd and stat per image.
+        let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
         try OutputFile.write(data, to: path)
         return (path, data.count)
     }

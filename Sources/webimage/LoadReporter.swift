@@ -56,12 +56,12 @@ final class Reporter: Sendable {
                 // ESC or a newline must not drive the terminal or split the table.
                 let input = WebImageError.escapingControlCharacters(record.input)
                 if let error = record.error {
-                    emit(Self.row("error", "-", "-", "-", String(format: "%.0f", record.milliseconds), "\(input)  \(error.code): \(error.message)"))
+                    emit(Self.row("error", "-", "-", "-", Self.milliseconds(record.milliseconds), "\(input)  \(error.code): \(error.message)"))
                 } else {
                     let loaded = isLocalFileInput(record.input) ? "file" : "network"
                     let from = switch record.cacheType { case .memory?: "memory"; case .disk?: "disk"; case .shared?: "shared"; default: loaded }
                     emit(Self.row(from, record.size.map { "\($0)" } ?? "-", record.frames.map(String.init) ?? "-",
-                                   record.bytes.map(String.init) ?? "-", String(format: "%.0f", record.milliseconds),
+                                   record.bytes.map(String.init) ?? "-", Self.milliseconds(record.milliseconds),
                                    input + (record.warning.map { "  (\(WebImageError.escapingControlCharacters($0)))" } ?? "")))
                 }
             }
@@ -79,6 +79,12 @@ final class Reporter: Sendable {
     /// Writes a line straight to standard output (unbuffered, so consumers see each result at once).
     private func emit(_ line: String) {
         FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+
+    /// Whole milliseconds as digits (`String(format:)` went through Foundation's
+    /// formatter for every row).
+    static func milliseconds(_ value: Double) -> String {
+        value.isFinite && abs(value) < 1e15 ? String(Int64(value.rounded())) : "-"
     }
 
     static func row(_ from: String, _ size: String, _ frames: String, _ bytes: String, _ ms: String, _ input: String) -> String {

@@ -16,9 +16,11 @@ enum OutputFile {
     /// (a full disk) leaves no file, neither a partial one nor an empty one, and a
     /// symbolic link planted at `path` is replaced, never followed.
     static func write(_ data: Data, to path: String) throws {
-        let url = URL(fileURLWithPath: path)
-        let temporary = url.deletingLastPathComponent()
-            .appendingPathComponent(".\(url.lastPathComponent).\(getpid()).\(UInt32.random(in: 0 ... .max)).part").path
+        // Beside `path`, split as text (a URL would getcwd and stat for each file).
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let temporary = "\(directory).\(name).\(getpid()).\(UInt32.random(in: 0 ... .max)).part"
         let fd: Int32
         do { fd = try FileIO.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode: 0o644) } catch {
             throw WebImageError(.storeFailed, "cannot write \(path): \(String(cString: strerror(error.code)))")

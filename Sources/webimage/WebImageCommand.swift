@@ -199,7 +199,10 @@ func inputURL(_ input: String) -> URL? {
     // A path as written: the shell expands `~` in arguments it should; a `~`
     // that reaches here (quoted, or a line of --input-file) names a directory
     // called `~`, which Foundation would take for the account's home.
-    return URL(fileURLWithPath: input.hasPrefix("~") ? "./" + input : input).standardizedFileURL
+    // `.inferFromPath`: a directory is one by its trailing slash, as written, not
+    // by a `stat` per input (`fileURLWithPath` makes one; loading a directory is
+    // refused by the file loader either way).
+    return URL(filePath: input.hasPrefix("~") ? "./" + input : input, directoryHint: .inferFromPath).standardizedFileURL
 }
 
 /// Whether an input is a local file (a path, or a `file://` URL in any case):
