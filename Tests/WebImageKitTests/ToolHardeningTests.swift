@@ -142,17 +142,19 @@ struct ToolHardeningTests {
         #expect(Set(texts).count == texts.count, "each warning once: \(texts)")
     }
 
-    @Test("the table prints each input on one line with its control characters escaped: ESC cannot drive the terminal")
+    @Test("the table prints each input on one line with its control characters and bidi overrides escaped: ESC cannot drive the terminal, U+202E cannot reverse a name")
     func controlCharactersInTable() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
         let list = tool.home.appendingPathComponent("list.txt")
-        try Data("/nonexistent/\u{1B}[31mred\u{07}.jpg\n".utf8).write(to: list)
+        try Data("/nonexistent/\u{1B}[31mred\u{07}.jpg\n/nonexistent/photo\u{202E}gpj.exe\u{2066}\n".utf8).write(to: list)
         let result = try await tool.run(["load", "--store", "none", "--input-file", list.path])
         #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
         #expect(!result.stdout.contains("\u{1B}") && !result.stdout.contains("\u{07}"), "\(result.stdout)")
         #expect(result.stdout.contains("\\u001B[31mred\\u0007.jpg"), "\(result.stdout)")
-        #expect(result.stdout.split(separator: "\n").count == 2, "the header and one row: \(result.stdout)")
+        #expect(!result.stdout.unicodeScalars.contains("\u{202E}") && !result.stdout.unicodeScalars.contains("\u{2066}"), "\(result.stdout)")
+        #expect(result.stdout.contains("photo\\u202Egpj.exe\\u2066"), "\(result.stdout)")
+        #expect(result.stdout.split(separator: "\n").count == 3, "the header and two rows: \(result.stdout)")
     }
 
     @Test("an input line over 64 KiB is an error for that line alone, and a 24 MB line without a newline keeps memory flat")

@@ -101,12 +101,19 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(code): \(message)" }
 
-    /// `text` with every control character (C0, DEL, C1) and the Unicode line and
-    /// paragraph separators written as `\uXXXX`: one line whatever it held, safe
-    /// to write into a log record. Text without such characters comes back as it was.
+    /// `text` with every control character (C0, DEL, C1), the Unicode line and
+    /// paragraph separators, and the bidirectional marks, embeddings, overrides and
+    /// isolates (U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069) written as
+    /// `\uXXXX`: one line whatever it held, safe to write into a log record or a
+    /// terminal, where an override would show `photo\u{202E}gpj.exe` as
+    /// `photoexe.jpg`. Text without such characters comes back as it was.
     public static func escapingControlCharacters(_ text: String) -> String {
         func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-            scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+            let value = scalar.value
+            if value < 0x20 || (0x7F...0x9F).contains(value) { return true }
+            guard value >= 0x61C else { return false }
+            return value == 0x61C || value == 0x200E || value == 0x200F || value == 0x2028 || value == 0x2029
+                || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
         }
         guard text.unicodeScalars.contains(where: { needsEscape($0) }) else { return text }
         var out = ""
