@@ -54,6 +54,11 @@ public struct FileLoader: Loader {
 
     public func load(_ request: LoadRequest, progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         let url = request.url
+        // `file://host/path` names a file on another machine (RFC 8089): refused,
+        // not read from this one. No host, or `localhost`, is this machine.
+        if url.scheme != nil, let host = url.host(percentEncoded: false), !host.isEmpty, host.lowercased() != "localhost" {
+            throw WebImageError(.invalidURL, "\(url.absoluteString) names the host '\(host)': a file URL names no host (file:///path) or localhost", isTransient: false)
+        }
         let path = url.scheme != nil ? url.path : url.relativeString.removingPercentEncoding ?? url.relativeString
         let limit = min(request.maxResponseSize ?? maxFileSize, maxFileSize)
         let deadline = ContinuousClock.now + (request.timeout ?? timeout)

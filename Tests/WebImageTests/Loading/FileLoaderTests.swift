@@ -29,6 +29,15 @@ struct FileLoaderTests {
         let plain = try await loader.load(LoadRequest(url: URL(fileURLWithPath: file.path))) { _ in }
         #expect(plain.data == png && plain.contentType == "image/png" && plain.lastModified != nil)
 
+        // file://localhost/… is this machine; file://otherhost/… is another's, refused, never read from here.
+        let local = try await loader.load(LoadRequest(url: URL(string: "file://localhost" + file.path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)!)!)) { _ in }
+        #expect(local.data == png)
+        for host in ["otherhost", "127.0.0.1", "LOCALHOST.example"] {
+            let remote = URL(string: "file://\(host)" + file.path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed)!)!
+            let refused = await #expect(throws: WebImageError.self) { try await loader.load(LoadRequest(url: remote)) { _ in } }
+            #expect(refused?.code == .invalidURL && refused?.message.contains("names the host '\(host)'") == true, "\(String(describing: refused))")
+        }
+
         let directoryError = await #expect(throws: WebImageError.self) { try await loader.load(LoadRequest(url: directory)) { _ in } }
         #expect(directoryError?.code == .invalidURL && directoryError?.message.contains("directory") == true)
 
