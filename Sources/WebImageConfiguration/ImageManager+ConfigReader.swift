@@ -132,7 +132,12 @@ extension ImageManager.Configuration {
     }
 
     /// The coders and loaders, first listed asked first: `coders`, `loaders`.
+    /// An empty list (`loaders=`, `"coders": []`) is refused: a manager without
+    /// them fails every load, which is a mistake in a template, not a choice.
     private mutating func configurePlugins(_ config: ConfigReader, _ values: ConfigValues, _ catalog: PluginCatalog) throws {
+        for (key, known) in [("coders", catalog.coders.map(\.name)), ("loaders", catalog.loaders.map(\.name))] where values.list(key)?.isEmpty == true {
+            throw values.invalid(key, values.text(key) ?? "", "a list of at least one of \(known.joined(separator: ", "))")
+        }
         let coderRegistry = CoderRegistry()
         for name in (values.list("coders") ?? catalog.coders.map(\.name)).reversed() {
             guard let entry = catalog.coders.first(where: { $0.name == name.lowercased() }) else {

@@ -33,7 +33,13 @@ public enum ConfigLayers {
         try check.check(flags.keys.sorted(), source: "set on the command line")
         try ConfigKeyCheck(known: knownKeys.union(environmentKeys), families: keyFamilies.union(environmentKeyFamilies)).checkEnvironment(environment)
         let fileLayer = try file.map(Self.fileLayer)
-        if let file, let fileLayer { try check.check(fileLayer.keys, source: file, onlyNamespaces: true) }
+        if let file, let fileLayer {
+            try check.check(fileLayer.keys, source: file, onlyNamespaces: true)
+            // `{}` where a setting's value goes: refused, not read as absent.
+            if let empty = fileLayer.emptyObjects.first(where: knownKeys.contains) {
+                throw WebImageError(.invalidArgument, "\(empty): '{}' (in \(file)) is not a value: write the value, or leave the key out")
+            }
+        }
         var providers: [any ConfigProvider] = [inMemory("flags", flags)]
         providers.append(EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: "webimage"))
         if let file, let fileLayer {
@@ -68,7 +74,8 @@ public enum ConfigLayers {
     /// The dotted keys of a JSON configuration file (`{"store": {"kind": …}}` has `store.kind`).
     static func fileKeys(_ file: String) throws -> [String] { try fileLayer(file).keys }
 
-    /// A JSON configuration file's keys (sorted, those set to `null` too) and values by dotted key (`{"store": {"kind": …}}`
+    /// A JSON configuration file's keys (sorted, those set to `null` too), the
+    /// paths of its empty objects, and its values by dotted key (`{"store": {"kind": …}}`
     /// has `store.kind`), each as the text a flag or variable would give: a
     /// string as it is, a number as written in digits (`64`, `0.5`; `64.0` and
     /// `1e2` as `64.0` and `100.0`, which no whole-number setting reads), a
@@ -82,7 +89,7 @@ public enum ConfigLayers {
     /// - Throws: ``WebImageError/Code/invalidArgument`` for a file that cannot be
     ///   read, that is not JSON (with the line and column Foundation names), whose
     ///   top is not an object, or with an array holding arrays, objects or nulls.
-    static func fileLayer(_ file: String) throws -> (keys: [String], values: [String: ConfigContent]) {
+    static func fileLayer(_ file: String) throws -> (keys: [String], values: [String: ConfigContent], emptyObjects: [String]) {
         guard FileManager.default.fileExists(atPath: file) else {
             throw WebImageError(.invalidArgument, "--config: no file at \(file)")
         }
@@ -111,10 +118,20 @@ public enum ConfigLayers {
             throw WebImageError(.invalidArgument, "--config \(file) must hold a JSON object ({ … }) at its top, not \(kind)")
         }
         var keys: [String] = []
+        var seen = Set<String>()
         var values: [String: ConfigContent] = [:]
+        var emptyObjects: [String] = []
         func walk(_ value: Any, _ path: String) throws {
-            if !(value is [String: Any]) { keys.append(path) }
+            if !(value is [String: Any]) {
+                // `{"store.kind": …}` and `{"store": {"kind": …}}` name one key: given
+                // both ways, which one won would depend on dictionary order.
+                guard seen.insert(path).inserted else {
+                    throw WebImageError(.invalidArgument, "--config \(file): \(path) is set twice, as a dotted name and nested (or by two dotted names): keep one")
+                }
+                keys.append(path)
+            }
             if let object = value as? [String: Any] {
+                if object.isEmpty { emptyObjects.append(path) }
                 for (name, child) in object { try walk(child, "\(path).\(name)") }
             } else if let array = value as? [Any] {
                 values[path] = .stringArray(try array.enumerated().map { index, element in
@@ -129,7 +146,7 @@ public enum ConfigLayers {
             // NSNull: no value.
         }
         for (name, child) in object { try walk(child, name) }
-        return (keys.sorted(), values)
+        return (keys.sorted(), values, emptyObjects)
     }
 
     /// A JSON scalar as text, or nil for null, an array or an object. Foundation

@@ -177,6 +177,7 @@ struct ConfigurationTests {
         (["loader.exemptAddresses": "intranet"], "loader.exemptAddresses"),
         (["coders": "vips,heic2000"], "coders"),
         (["loaders": "gopher"], "loaders"),
+        (["coders": ""], "coders"), (["loaders": ","], "loaders"), (["loader.timeout": "0"], "loader.timeout: '0'"),
         (["decode.pixelLimit": "lots"], "decode.pixelLimit"),
         (["vips.allowUntrusted": "sure"], "vips.allowUntrusted"),
         (["vips.vector": "fast"], "vips.vector"),
@@ -241,6 +242,10 @@ struct ConfigurationTests {
             (#"{"loaders": ["file", {"name": "curl"}]}"#, "loaders[1]", "an array or object"),
             (#"{"loaders": ["file", null]}"#, "loaders[1]", "null"),
             (#"{"store": {"kindd": null}}"#, "store.kindd", "no setting reads it"),
+            (#"{"loaders": []}"#, "loaders", "at least one"),
+            (#"{"loader": {"maxConcurrent": {}}}"#, "loader.maxConcurrent", "'{}'"),
+            // One key two ways: refused every time, not won by dictionary order.
+            (#"{"store.kind": "memory", "store": {"kind": "bogus"}}"#, "store.kind", "set twice"),
         ] {
             let error = await #expect(throws: WebImageError.self, "\(json)") { try await read(json) }
             #expect(error?.code == .invalidArgument && error?.message.contains(key) == true && error?.message.contains(shown) == true,
@@ -252,6 +257,9 @@ struct ConfigurationTests {
         #expect(plain.timeout == .milliseconds(500))
         let strings = try await read(#"{"store": {"kind": "memory"}, "memory": {"countLimit": "100"}, "loaders": ["file"]}"#)
         #expect(strings.memoryCache?.limits.countLimit == 100 && strings.loaders.names == ["file"])
+        // A dotted name is the nested one; an empty object under a namespace is nothing.
+        let dotted = try await read(#"{"store.kind": "memory", "memory.countLimit": 7, "store": {"lmdb": {}}}"#)
+        #expect(dotted.memoryCache?.limits.countLimit == 7)
     }
 
     @Test("a missing or malformed configuration file is a clear error")

@@ -84,7 +84,15 @@ public struct ConfigValues: Sendable {
 
     /// Durations: `30s`, `10m`, `2h`, `7d`, `500ms`, or plain seconds.
     /// `loader.timeout`: the one place it is read (the manager and every loader factory ask here).
-    public func loaderTimeout() throws -> Duration? { try duration("loader.timeout") }
+    /// Zero is refused: curl reads a zero timeout as none at all, so a silent
+    /// origin would hold a transfer for ever.
+    public func loaderTimeout() throws -> Duration? {
+        guard let timeout = try duration("loader.timeout") else { return nil }
+        guard timeout > .zero else {
+            throw invalid("loader.timeout", text("loader.timeout") ?? "", "a duration longer than zero (a long one, such as 7d, where there should be hardly any limit)")
+        }
+        return timeout
+    }
 
     /// `loader.maxResponseSize`: the one place it is read.
     public func loaderMaxResponseSize() throws -> Int64? { try bytes("loader.maxResponseSize").map(Int64.init) }
