@@ -160,7 +160,11 @@ struct LoadCommand: AsyncParsableCommand {
         return Task {
             for await signal in signals {
                 let number = signal.rawValue
-                if interrupted.record(number) { Glibc.exit(128 + number) }
+                if interrupted.record(number) {
+                    // Results being written are not finished: their temporary files go first.
+                    PartialFiles.shared.removeAll()
+                    Glibc.exit(128 + number)
+                }
                 source.stop()
             }
         }
