@@ -522,10 +522,14 @@ struct FuzzFindingTests {
         // Up to 1 PiB, so that sums of sizes cannot overflow.
         #expect(ByteCount.parse("1TiB") == 1 << 40 && ByteCount.parse("2tb") == 2 << 40 && ByteCount.parse("1024TiB") == ByteCount.maximum)
         #expect(ByteCount.parse("1125899906842624") == 1 << 50)
-        for text in ["inf", "nan", "1e300d", "infs", "-5s", "1e30"] { #expect(ConfigValues.parseDuration(text) == nil, "\(text)") }
+        // Plain decimals only, as sizes: what Double(_:) reads besides is refused.
+        for text in ["inf", "nan", "1e300d", "infs", "-5s", "1e30", "1e3", "1e-9", "0x10", "+5", ".5", "5.", "1.2.3s", "s", ""] {
+            #expect(ConfigValues.parseDuration(text) == nil, "\(text)")
+        }
         #expect(ByteCount.parse("64MiB") == 64 << 20 && ConfigValues.parseDuration("1.5s") == .milliseconds(1500))
         // A positive duration is never zero (which turns some settings off); zero stays zero.
-        #expect(ConfigValues.parseDuration("0.0001s") == .milliseconds(1) && ConfigValues.parseDuration("1e-9") == .milliseconds(1))
+        #expect(ConfigValues.parseDuration("0.0001s") == .milliseconds(1) && ConfigValues.parseDuration("0.000000001") == .milliseconds(1))
+        #expect(ConfigValues.parseDuration(" 0.5 ") == .milliseconds(500) && ConfigValues.parseDuration("10M") == .seconds(600))
         #expect(ConfigValues.parseDuration("0") == .zero && ConfigValues.parseDuration("0ms") == .zero)
     }
 }

@@ -152,10 +152,22 @@ public struct ConfigValues: Sendable {
             return .milliseconds(whole == 0 && value > 0 ? 1 : whole)
         }
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
-            guard let number = Double(trimmed.dropLast(suffix.count)), number >= 0, let value = milliseconds(number * factor) else { continue }
+            guard let number = plainDecimal(trimmed.dropLast(suffix.count)), let value = milliseconds(number * factor) else { continue }
             return value
         }
-        guard let seconds = Double(trimmed), seconds >= 0 else { return nil }
+        guard let seconds = plainDecimal(Substring(trimmed)) else { return nil }
         return milliseconds(seconds)
+    }
+
+    /// `30` or `0.5`: digits, then at most one `.` and more digits. Not what
+    /// `Double(_:)` also reads (`1e3`, `0x1p4`, `+5`, `.5`, `inf`), which a size
+    /// refuses too: a setting is written one way.
+    private static func plainDecimal(_ text: Substring) -> Double? {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = parts.first, !whole.isEmpty, whole.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        if parts.count == 2 {
+            guard !parts[1].isEmpty, parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        }
+        return Double(text)
     }
 }
