@@ -371,7 +371,10 @@ public struct ThumbnailQuery: Sendable {
             }
             maxBytes = value
         }
-        if let spec = parameters["t"], !spec.isEmpty {
+        if let spec = parameters["t"] {
+            // `t=` with nothing is refused as `w=` is, not read as absent: one
+            // answer, one URL (a CDN keeps `…&t=` apart from the URL without it).
+            guard !spec.isEmpty else { throw WebImageError(.invalidArgument, "t= is empty: leave it out, or name steps such as t=blur:2") }
             guard let parser = settings.transformParser else {
                 throw WebImageError(.invalidArgument, "t= is not accepted here: this service applies no transformers")
             }

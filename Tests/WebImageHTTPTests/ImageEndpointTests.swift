@@ -182,6 +182,7 @@ struct EndpointFailureTests {
                               ("url=\(f.source("photo-1.jpg"))&w=100&dpr=00001", "dpr"), ("url=\(f.source("photo-1.jpg"))&w=100&dpr=1.50", "dpr"),
                               // A parameter the endpoint does not read is refused, naming it: a misspelt width is not answered as if absent.
                               ("url=\(f.source("photo-1.jpg"))&w=100&width=50", "'width'"), ("url=\(f.source("photo-1.jpg"))&w=100&v=2", "'v'"),
+                              ("url=\(f.source("photo-1.jpg"))&w=10&t=", "t= is empty"),
                               ("url=\(f.source("photo-1.jpg"))&w=10&crop=centre", "both"), ("url=\(f.source("photo-1.jpg"))&w=10&t=rotate:45;" + String(repeating: "blur:1;", count: 9), "steps")] {
             let answer = await f.get("/thumbnail?" + query)
             #expect(answer.status == .badRequest, "\(query)")
