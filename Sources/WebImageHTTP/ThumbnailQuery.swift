@@ -142,6 +142,11 @@ public struct ThumbnailQuery: Sendable {
         else {
             throw WebImageError(.invalidURL, "url='\(text)' is not an absolute \(schemes.sorted().joined(separator: " or ")) URL")
         }
+        // A port no socket has (0, or past 65535) is a malformed URL (400), not a
+        // host the allow-list refuses (403).
+        if let port = url.port, !(1...65535).contains(port) {
+            throw WebImageError(.invalidURL, "url='\(text)' names port \(port), which is not a port (1 to 65535)")
+        }
         // Credentials do not belong in an image URL (RFC 9110 §4.2.4): passed on, the
         // loader would send them to the origin, and every user@ spelling of one
         // image would be an entry of its own. (A service that needs them sets them

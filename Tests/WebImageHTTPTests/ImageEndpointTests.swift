@@ -172,7 +172,8 @@ struct EndpointFailureTests {
     func badRequests() async throws {
         let f = try await EndpointFixture.make()
         defer { Task { await f.close() } }
-        for (query, word) in [("", "url="), ("url=ftp%3A%2F%2Fx%2Fa.jpg&w=10", "ftp"), ("url=\(f.source("photo-1.jpg"))", "w="),
+        for (query, word) in [("", "url="), ("url=ftp%3A%2F%2Fx%2Fa.jpg&w=10", "ftp"),
+                              ("url=http%3A%2F%2F127.0.0.1%3A99999%2Fa.jpg&w=10", "port 99999"), ("url=http%3A%2F%2F127.0.0.1%3A0%2Fa.jpg&w=10", "port 0"), ("url=\(f.source("photo-1.jpg"))", "w="),
                               ("url=\(f.source("photo-1.jpg"))&w=0", "w='0'"), ("url=\(f.source("photo-1.jpg"))&w=10&format=bmp", "bmp"),
                               // One spelling per number: a sign, a leading zero, an exponent or hex would be another URL for the same answer.
                               ("url=\(f.source("photo-1.jpg"))&w=%2B100", "w='+100'"), ("url=\(f.source("photo-1.jpg"))&h=0100", "h='0100'"),
