@@ -139,7 +139,7 @@ public final class OriginCircuitBreaker: Sendable {
         if let wait = verdict.refusedFor {
             rejected.increment()
             let when = wait > .zero ? "for another \(Self.describe(wait))" : "while a trial request finds out whether it is back"
-            throw WebImageError(.originUnavailable, "\(origin) failed \(failureThreshold) times in a row; its loads fail at once \(when) (\(url.absoluteString))",
+            throw WebImageError(.originUnavailable, "\(origin) failed \(Self.times(failureThreshold)); its loads fail at once \(when) (\(url.absoluteString))",
                                 isTransient: true, retryAfter: wait > .zero ? wait : nil)
         }
         return Admission(origin: origin, isTrial: verdict.trial)
@@ -204,7 +204,7 @@ public final class OriginCircuitBreaker: Sendable {
         }
         guard let wait else { return nil }
         rejected.increment()
-        return WebImageError(.originUnavailable, "\(origin) failed \(failureThreshold) times in a row while \(url.absoluteString) waited for it; its loads fail at once for another \(Self.describe(wait))",
+        return WebImageError(.originUnavailable, "\(origin) failed \(Self.times(failureThreshold)) while \(url.absoluteString) waited for it; its loads fail at once for another \(Self.describe(wait))",
                              isTransient: true, retryAfter: wait)
     }
 
@@ -244,6 +244,9 @@ public final class OriginCircuitBreaker: Sendable {
         if (200..<300).contains(status) || status == 304 { return .answered }
         return outcome(of: WebImageError.httpStatus(status, url: "", retryAfter: retryAfter, now: now))
     }
+
+    /// "once", "3 times in a row".
+    private static func times(_ count: Int) -> String { count == 1 ? "once" : "\(count) times in a row" }
 
     private static func describe(_ duration: Duration) -> String {
         let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
