@@ -187,7 +187,7 @@ struct ConfigurationTests {
         (["store.kind": "lmdb", "store.lmdb.mapSize": "huge"], "lmdb.mapSize"),
         (["store.kind": "lmdb", "store.lmdb.readsOnCallingThread": "sometimes"], "lmdb.readsOnCallingThread"),
         (["store.kind": "filesystem", "store.filesystem.readsOnCallingThread": "maybe"], "filesystem.readsOnCallingThread"),
-        (["encode.quality": "0"], "encode.quality"),
+        (["encode.quality": "0"], "encode.quality: '0' is not a quality from 1 to 100"), (["encode.effort": "-1"], "an effort from 0 to 9"),
         (["encode.quality": "101"], "encode.quality"),
         (["encode.effort": "10"], "encode.effort"),
         (["encode.effort": "-1"], "encode.effort"),

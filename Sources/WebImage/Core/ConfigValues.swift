@@ -115,12 +115,12 @@ public struct ConfigValues: Sendable {
     /// `.chromaSubsampling` (`auto`, `on`, `off`), over `base`.
     public func encodeOptions(prefix: String, base: EncodeOptions) throws -> EncodeOptions {
         var options = base
-        if let quality = try int("\(prefix).quality", minimum: 1) {
-            guard quality <= 100 else { throw invalid("\(prefix).quality", String(quality), "a quality from 1 to 100") }
+        if let quality = try int("\(prefix).quality") {
+            guard (1...100).contains(quality) else { throw invalid("\(prefix).quality", String(quality), "a quality from 1 to 100") }
             options.quality = quality
         }
-        if let effort = try int("\(prefix).effort", minimum: 0) {
-            guard effort <= 9 else { throw invalid("\(prefix).effort", String(effort), "an effort from 0 to 9") }
+        if let effort = try int("\(prefix).effort") {
+            guard (0...9).contains(effort) else { throw invalid("\(prefix).effort", String(effort), "an effort from 0 to 9") }
             options.effort = effort
         }
         if let value = try bool("\(prefix).progressive") { options.progressive = value }
