@@ -53,6 +53,27 @@ let releaseToolLinking: [LinkerSetting] = {
     return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
 }()
 
+/// How libvips and libcurl are linked. On x86-64 Linux each is loaded on its
+/// first call, not at start: linked the usual way, the dynamic loader maps and
+/// relocates them and the 130 libraries they need at every start (about 30 ms
+/// of CPU and 25 MiB resident, docs/performance.md "How the tool is linked"),
+/// which JPEG work, files and cache hits never use.
+/// Sources/CWebImageSystem/include/CWILazyLibrary.h says how: each function the
+/// package calls (Plugins/CVipsOps/lazy_vips_symbols.h,
+/// Plugins/CCurlOps/lazy_curl_symbols.h) is a jump that loads the library
+/// first. Elsewhere (no such code written) they are linked.
+#if arch(x86_64) && os(Linux)
+let librariesLoadedLazily = true
+#else
+let librariesLoadedLazily = false
+#endif
+let vipsLinking: (c: [CSetting], linker: [LinkerSetting]) = librariesLoadedLazily
+    ? ([.define("CVIPSOPS_LAZY_VIPS")], [.linkedLibrary("dl")])
+    : ([], [.linkedLibrary("vips")])
+let curlLinking: (c: [CSetting], linker: [LinkerSetting]) = librariesLoadedLazily
+    ? ([.define("CCURLOPS_LAZY_CURL")], [.linkedLibrary("dl")])
+    : ([], [.linkedLibrary("curl")])
+
 /// Whether the `webimage` tool is built with `serve`: yes, unless the environment
 /// sets `WEBIMAGE_TOOL_WITHOUT_SERVE` (`make demo` does). The server's Hummingbird,
 /// SwiftNIO and Prometheus are about a third of a first build of the tool, and the
@@ -164,7 +185,8 @@ let package = Package(
         ),
         // Our C over libvips (colour, resampling and alpha policy; test fixtures).
         // Our C over libvips, and over libavif (Debian's libavif-dev) for AVIF transforms and sequences.
-        .target(name: "CVipsOps", dependencies: ["CVips"], path: "Plugins/CVipsOps", linkerSettings: [.linkedLibrary("avif")]),
+        .target(name: "CVipsOps", dependencies: ["CVips", "CWebImageSystem"], path: "Plugins/CVipsOps", cSettings: vipsLinking.c,
+                linkerSettings: [.linkedLibrary("avif")] + vipsLinking.linker),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps", .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/WebImageVips", swiftSettings: upcoming),
 
@@ -189,10 +211,15 @@ let package = Package(
         .systemLibrary(
             name: "CCurl",
             path: "Plugins/CCurl",
-            pkgConfig: "libcurl",
+            // pkg-config would add -lcurl, which lazy loading leaves out (its
+            // headers are on the default paths).
+            pkgConfig: librariesLoadedLazily ? nil : "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl", .product(name: "DequeModule", package: "swift-collections")], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
+        // libcurl loaded on its first call (lazy_curl.S).
+        .target(name: "CCurlOps", dependencies: ["CCurl", "CWebImageSystem"], path: "Plugins/CCurlOps", cSettings: curlLinking.c,
+                linkerSettings: curlLinking.linker),
+        .target(name: "WebImageCurl", dependencies: ["WebImage", "CCurl", "CCurlOps", .product(name: "DequeModule", package: "swift-collections")], path: "Plugins/WebImageCurl", swiftSettings: upcoming),
 
         // Redis (standalone or Cluster) store for the shared tier, over the system hiredis.
         .systemLibrary(

@@ -1,4 +1,5 @@
 internal import CCurl
+internal import CCurlOps
 public import Foundation
 import Synchronization
 @_spi(WebImageInternal) public import WebImage
@@ -83,6 +84,9 @@ public final class CurlLoader: Loader {
     /// `curl_global_init`, which initialises OpenSSL (a few milliseconds and a few
     /// MiB of resident library pages per process).
     private let startedDriver = Lock<CurlDriver?>(nil)
+
+    /// Why libcurl could not be loaded (once, at the first transfer), or nil.
+    private static let libraryFailure: String? = CCurl_load_library().map { String(cString: $0) }
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -195,6 +199,8 @@ public final class CurlLoader: Loader {
     private func transfer(_ request: LoadRequest, followsRedirects: Bool, call: CurlCall = CurlCall(),
                           progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         try Task.checkCancellation()
+        // libcurl is loaded here, not at start (Package.swift, `curlLinking`).
+        if let reason = Self.libraryFailure { throw WebImageError(.loadFailed, "libcurl cannot be loaded: \(reason)") }
         let driver = self.driver  // first: curl_global_init runs before any easy handle is made
         let transfer = CurlTransfer(request: request, configuration: configuration, followsRedirects: followsRedirects, call: call, progress: progress)
         return try await withTaskCancellationHandler {

@@ -17,6 +17,13 @@ enum Vips {
     /// it has crashed others (sharp turns it off; libvips 8.15 replaced it).
     /// ``VipsImageCoder/vectorEnabled`` turns it back on.
     private static let initialization: Result<Void, WebImageError> = {
+        // libvips is loaded here, not at start (Package.swift, `vipsLinking`).
+        // Without it this coder decodes and encodes nothing; said once, here.
+        if let reason = CVips_load_library() {
+            let failure = WebImageError(.decodeFailed, "libvips cannot be loaded: \(String(cString: reason))")
+            logger.error("\(failure.message); the vips coder decodes and encodes nothing")
+            return .failure(failure)
+        }
         guard CVips_init() == 0 else { return .failure(error(.decodeFailed, "vips_init")) }
         // libvips builds its table of classes lazily on the first lookup, and two
         // threads doing that first lookup at once trip an assertion

@@ -9,6 +9,11 @@
 #include <stdint.h>
 #include <vips/vips.h>
 
+/// Loads libvips where the package calls it through lazy_vips.S (x86-64 Linux),
+/// once: NULL when it is loaded, else the dynamic loader's reason. Elsewhere
+/// libvips is linked and this returns NULL.
+const char *CVips_load_library(void);
+
 /// Opens encoded bytes lazily (pixels are decoded when first read). The bytes
 /// are not copied: they must outlive every image made from them.
 /// `pages`: 0 leaves the loader's default, -1 every page, n the first n pages.

@@ -1,0 +1,52 @@
+#ifndef CWILAZYLIBRARY_H
+#define CWILAZYLIBRARY_H
+// Shared libraries loaded on their first call instead of at every start
+// (x86-64 Linux; Package.swift, `lazyLinking`). Linked the usual way, libvips
+// brings about a hundred libraries (ImageMagick, poppler, libheif, GDAL...) and
+// libcurl thirty, which the dynamic loader maps and relocates at every start of
+// every process, whether or not it ever decodes a PNG or downloads a URL: about
+// 30 ms of CPU and 25 MiB resident (docs/performance.md, "How the tool is linked").
+//
+// A target that calls such a library lists the functions it calls in a header of
+// LAZY lines and includes it from a .S file after defining LAZY with
+// CWI_LAZY_FUNCTION (Plugins/CVipsOps/lazy_vips.S). Each function is then ours: a
+// jump through a slot that first holds a stub, which saves the argument
+// registers, loads the library once (dlopen), looks the function up (dlsym),
+// stores it in the slot and jumps to it with the registers as the caller left
+// them, so variadic calls forward too. Later calls take one indirect jump, as a
+// call through the PLT does. The functions are hidden: nothing outside the
+// binary binds to them, so the library's calls among its own functions never
+// come back here. Functions only: a variable cannot be forwarded this way.
+
+/// The libraries, by number (their file names are in lazy_library.c).
+#define CWI_LAZY_LIBRARY_VIPS 0
+#define CWI_LAZY_LIBRARY_CURL 1
+
+#if defined(__ASSEMBLER__)
+
+/// One function `SYM` of library number `LIBRARY`: its descriptor (slot, name,
+/// library; lazy_library.c reads it as `struct cwi_lazy_symbol`), its name, the
+/// jump and the first call's stub, which passes the descriptor in %r11 to
+/// cwi_lazy_entry (lazy_library.S).
+#define CWI_LAZY_FUNCTION(LIBRARY, SYM) \
+    .pushsection .data.cwi_lazy, "aw", @progbits; .p2align 3; \
+    cwi_lazy_desc_##SYM: .quad cwi_lazy_stub_##SYM; .quad cwi_lazy_name_##SYM; .quad LIBRARY; \
+    .popsection; \
+    .pushsection .rodata.cwi_lazy, "a", @progbits; \
+    cwi_lazy_name_##SYM: .asciz #SYM; \
+    .popsection; \
+    .text; .globl SYM; .hidden SYM; .type SYM, @function; .p2align 4; \
+    SYM: endbr64; jmp *cwi_lazy_desc_##SYM(%rip); \
+    cwi_lazy_stub_##SYM: endbr64; leaq cwi_lazy_desc_##SYM(%rip), %r11; jmp cwi_lazy_entry; \
+    .size SYM, . - SYM;
+
+#else
+
+/// Loads library `library` (a `CWI_LAZY_LIBRARY_` number) once, if it is not
+/// loaded yet: NULL when it is loaded, else the dynamic loader's reason. A
+/// module calls it before the library's first function, to fail with an error
+/// rather than in the stub, which can only abort.
+const char *CWI_lazy_load(int library);
+
+#endif
+#endif

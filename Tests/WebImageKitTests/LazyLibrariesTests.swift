@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+import WebImageSamples
+import WebImageTestSupport
+
+#if arch(x86_64) && os(Linux)
+/// libvips and libcurl are loaded on their first call, not at start
+/// (Package.swift, `librariesLoadedLazily`; CWILazyLibrary.h): what a batch of
+/// JPEG files costs to start, and what a process whose library cannot be loaded
+/// does. The dynamic loader says what it loads (`LD_DEBUG=files`, on standard error).
+@Suite("Libraries loaded on first use", .serialized, .timeLimit(.minutes(5)))
+struct LazyLibrariesTests {
+    /// The samples, and an origin on loopback serving photo-1.jpg.
+    private static func inputs(_ tool: Tool) async throws -> (samples: URL, origin: TestHTTPServer) {
+        let samples = tool.home.appendingPathComponent("samples")
+        _ = try await onThread { try SampleImages.write(to: samples) }
+        let origin = try await TestHTTPServer.start()
+        origin.serve("/photo-1.jpg", try Data(contentsOf: samples.appendingPathComponent("photo-1.jpg")), contentType: "image/jpeg")
+        return (samples, origin)
+    }
+
+    private static let loopback = ["--set", "loader.blockPrivateAddresses=false"]
+
+    @Test("a JPEG file's thumbnail loads neither libvips nor libcurl; a PNG loads libvips when it needs it, a URL libcurl, and each gives the image")
+    func loadedOnFirstUse() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let (samples, origin) = try await Self.inputs(tool)
+        defer { Task { await origin.shutdown() } }
+        let traced = ["LD_DEBUG": "files"]
+        func path(_ name: String) -> String { samples.appendingPathComponent(name).path }
+
+        let jpeg = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", tool.cache.path, path("photo-1.jpg")], environment: traced)
+        #expect(jpeg.status == 0 && jpeg.lines.first?["pixelWidth"] as? Int == 64, "\(jpeg.stdout) \(jpeg.stderr.suffix(2000))")
+        #expect(jpeg.stderr.contains("file=liblmdb.so"), "LD_DEBUG lists the libraries loaded at start")
+        #expect(!jpeg.stderr.contains("libvips.so") && !jpeg.stderr.contains("libcurl.so"), "\(jpeg.stderr.suffix(2000))")
+
+        let png = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", tool.cache.path, path("logo.png")], environment: traced)
+        #expect(png.status == 0 && png.lines.first?["pixelWidth"] as? Int == 64, "\(png.stdout) \(png.stderr.suffix(2000))")
+        // (libvips brings libcurl with it, through its own dependencies.)
+        #expect(png.stderr.contains("file=libvips.so.42"), "\(png.stderr.suffix(2000))")
+
+        let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
+        let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: traced)
+        #expect(remote.status == 0 && remote.lines.first?["pixelWidth"] as? Int == 1600, "\(remote.stdout) \(remote.stderr.suffix(2000))")
+        #expect(remote.stderr.contains("file=libcurl.so.4"), "\(remote.stderr.suffix(2000))")
+    }
+
+    @Test("a libvips or libcurl that cannot be loaded: the images that need it fail saying so, the process does not crash, and JPEG files still load")
+    func unloadable() async throws {
+        let tool = Tool()
+        defer { tool.cleanUp() }
+        let (samples, origin) = try await Self.inputs(tool)
+        defer { Task { await origin.shutdown() } }
+        // Files with the libraries' names that are not libraries, found first.
+        let broken = tool.home.appendingPathComponent("broken")
+        try FileManager.default.createDirectory(at: broken, withIntermediateDirectories: true)
+        for name in ["libvips.so.42", "libcurl.so.4"] { try Data("not a library\n".utf8).write(to: broken.appendingPathComponent(name)) }
+        let environment = ["LD_LIBRARY_PATH": broken.path]
+        func path(_ name: String) -> String { samples.appendingPathComponent(name).path }
+
+        let files = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", tool.cache.path, path("photo-1.jpg"), path("logo.png")],
+                                       environment: environment)
+        #expect(files.status == 1, "some inputs failed: \(files.stdout) \(files.stderr)")
+        let jpeg = files.lines.first { ($0["input"] as? String)?.hasSuffix("photo-1.jpg") == true }
+        #expect(jpeg?["pixelWidth"] as? Int == 64 && jpeg?["error"] is NSNull, "\(files.stdout)")
+        let png = files.lines.first { ($0["input"] as? String)?.hasSuffix("logo.png") == true }
+        #expect((png?["error"] as? [String: Any])?["code"] as? String == "unsupportedFormat", "\(files.stdout)")
+        #expect(files.stderr.contains("libvips cannot be loaded") && files.stderr.contains("libvips.so.42"), "\(files.stderr)")
+
+        let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
+        let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: environment)
+        #expect(remote.status == 1, "\(remote.stdout) \(remote.stderr)")
+        let failure = (remote.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(failure.contains("libcurl cannot be loaded") && failure.contains("libcurl.so.4"), "\(remote.stdout)")
+    }
+}
+#endif
