@@ -53,13 +53,13 @@ let releaseToolLinking: [LinkerSetting] = {
     return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
 }()
 
-/// How libvips and libcurl are linked. On x86-64 Linux each is loaded on its
-/// first call, not at start: linked the usual way, the dynamic loader maps and
-/// relocates them and the 130 libraries they need at every start (about 30 ms
-/// of CPU and 25 MiB resident, docs/performance.md "How the tool is linked"),
+/// How libvips, libavif and libcurl are linked. On x86-64 Linux each is loaded on
+/// its first call, not at start: linked the usual way, the dynamic loader maps
+/// and relocates them and the 130 libraries they need at every start (about 30
+/// ms of CPU and 25 MiB resident, docs/performance.md "How the tool is linked"),
 /// which JPEG work, files and cache hits never use.
 /// Sources/CWebImageSystem/include/CWILazyLibrary.h says how: each function the
-/// package calls (Plugins/CVipsOps/lazy_vips_symbols.h,
+/// package calls (Plugins/CVipsOps/lazy_vips_symbols.h and lazy_avif_symbols.h,
 /// Plugins/CCurlOps/lazy_curl_symbols.h) is a jump that loads the library
 /// first. Elsewhere (no such code written) they are linked.
 #if arch(x86_64) && os(Linux)
@@ -68,8 +68,8 @@ let librariesLoadedLazily = true
 let librariesLoadedLazily = false
 #endif
 let vipsLinking: (c: [CSetting], linker: [LinkerSetting]) = librariesLoadedLazily
-    ? ([.define("CVIPSOPS_LAZY_VIPS")], [.linkedLibrary("dl")])
-    : ([], [.linkedLibrary("vips")])
+    ? ([.define("CVIPSOPS_LAZY_LOADING")], [.linkedLibrary("dl")])
+    : ([], [.linkedLibrary("vips"), .linkedLibrary("avif")])
 let curlLinking: (c: [CSetting], linker: [LinkerSetting]) = librariesLoadedLazily
     ? ([.define("CCURLOPS_LAZY_CURL")], [.linkedLibrary("dl")])
     : ([], [.linkedLibrary("curl")])
@@ -186,7 +186,7 @@ let package = Package(
         // Our C over libvips (colour, resampling and alpha policy; test fixtures).
         // Our C over libvips, and over libavif (Debian's libavif-dev) for AVIF transforms and sequences.
         .target(name: "CVipsOps", dependencies: ["CVips", "CWebImageSystem"], path: "Plugins/CVipsOps", cSettings: vipsLinking.c,
-                linkerSettings: [.linkedLibrary("avif")] + vipsLinking.linker),
+                linkerSettings: vipsLinking.linker),
         .target(name: "WebImageVips", dependencies: ["WebImage", "CVips", "CVipsOps", .product(name: "Logging", package: "swift-log")],
                 path: "Plugins/WebImageVips", swiftSettings: upcoming),
 

@@ -74,6 +74,8 @@ static avifResult cavif_frame(avifDecoder *decoder, const avifCropRect *crop, in
 
 int CAVIF_decode(const void *data, size_t len, uint32_t pixel_limit, uint32_t max_frames, int header_only, int first_frame_only, CAVIF_image *out) {
     memset(out, 0, sizeof *out);
+    const char *unavailable = CAVIF_load_library();
+    if (unavailable) { snprintf(out->message, sizeof out->message, "libavif cannot be loaded: %s", unavailable); return -1; }
     avifDecoder *decoder = avifDecoderCreate();
     if (!decoder) return cavif_fail(out, NULL, "avifDecoderCreate", AVIF_RESULT_OUT_OF_MEMORY);
     decoder->imageSizeLimit = pixel_limit && pixel_limit < AVIF_DEFAULT_IMAGE_SIZE_LIMIT ? pixel_limit : AVIF_DEFAULT_IMAGE_SIZE_LIMIT;
@@ -160,6 +162,8 @@ int CAVIF_encode_sequence(const unsigned char *pixels, int width, int height, in
                           int quality, int speed, unsigned char **out, size_t *out_len, char *message, size_t message_len) {
     *out = NULL;
     *out_len = 0;
+    const char *unavailable = CAVIF_load_library();
+    if (unavailable) { snprintf(message, message_len, "libavif cannot be loaded: %s", unavailable); return -1; }
     avifEncoder *encoder = avifEncoderCreate();
     if (!encoder) { snprintf(message, message_len, "avifEncoderCreate failed"); return -1; }
     int quantizer = (100 - (quality < 1 ? 1 : quality > 100 ? 100 : quality)) * 63 / 99;

@@ -7,33 +7,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-// Sonames: libvips.so.42 for every 8.x release (Plugins/CVipsOps/lazy_vips.c
-// checks the headers' major version), libcurl.so.4 since curl 7.16.
-static const char *const cwi_files[2] = {
-    [CWI_LAZY_LIBRARY_VIPS] = "libvips.so.42",
-    [CWI_LAZY_LIBRARY_CURL] = "libcurl.so.4",
+static struct {
+    pthread_mutex_t lock;
+    int state;  // 0: not tried, 1: loaded, 2: failed (read with acquire once set)
+    void *handle;
+    char error[512];
+} cwi_libraries[CWI_LAZY_LIBRARIES] = {
+    { PTHREAD_MUTEX_INITIALIZER, 0, NULL, "" },
+    { PTHREAD_MUTEX_INITIALIZER, 0, NULL, "" },
+    { PTHREAD_MUTEX_INITIALIZER, 0, NULL, "" },
 };
-static void *cwi_handles[2];
-static char cwi_errors[2][512];
 
-static void cwi_open(int library) {
-    // RTLD_LAZY | RTLD_GLOBAL: as if linked (the modules libvips loads itself
-    // link libvips and find it either way).
-    cwi_handles[library] = dlopen(cwi_files[library], RTLD_LAZY | RTLD_GLOBAL);
-    if (cwi_handles[library] == NULL) {
-        const char *reason = dlerror();
-        snprintf(cwi_errors[library], sizeof cwi_errors[library], "%s", reason != NULL ? reason : "cannot be loaded");
+const char *CWI_lazy_load(int library, const char *file) {
+    if (library < 0 || library >= CWI_LAZY_LIBRARIES) { return "no such library"; }
+    if (__atomic_load_n(&cwi_libraries[library].state, __ATOMIC_ACQUIRE) == 0) {
+        pthread_mutex_lock(&cwi_libraries[library].lock);
+        if (cwi_libraries[library].state == 0) {
+            // RTLD_LAZY | RTLD_GLOBAL: as if linked (the modules libvips loads
+            // itself link libvips and find it either way).
+            void *handle = dlopen(file, RTLD_LAZY | RTLD_GLOBAL);
+            if (handle == NULL) {
+                const char *reason = dlerror();
+                snprintf(cwi_libraries[library].error, sizeof cwi_libraries[library].error, "%s",
+                         reason != NULL ? reason : "cannot be loaded");
+            }
+            cwi_libraries[library].handle = handle;
+            __atomic_store_n(&cwi_libraries[library].state, handle != NULL ? 1 : 2, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&cwi_libraries[library].lock);
     }
-}
-static void cwi_open_vips(void) { cwi_open(CWI_LAZY_LIBRARY_VIPS); }
-static void cwi_open_curl(void) { cwi_open(CWI_LAZY_LIBRARY_CURL); }
-static void (*const cwi_openers[2])(void) = { cwi_open_vips, cwi_open_curl };
-static pthread_once_t cwi_once[2] = { PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT };
-
-const char *CWI_lazy_load(int library) {
-    if (library < 0 || library > CWI_LAZY_LIBRARY_CURL) { return "no such library"; }
-    pthread_once(&cwi_once[library], cwi_openers[library]);
-    return cwi_handles[library] != NULL ? NULL : cwi_errors[library];
+    return __atomic_load_n(&cwi_libraries[library].state, __ATOMIC_ACQUIRE) == 1 ? NULL : cwi_libraries[library].error;
 }
 
 // As CWI_LAZY_FUNCTION lays out each function's descriptor.
@@ -41,13 +44,14 @@ struct cwi_lazy_symbol {
     void *target;      // the stub until resolved, then the library's function
     const char *name;
     long library;
+    const char *file;
 };
 
 // Called by cwi_lazy_entry on a function's first call (and by any thread that
 // calls it before the slot is written; each finds the same address).
 __attribute__((visibility("hidden"))) void *cwi_lazy_resolve(struct cwi_lazy_symbol *symbol) {
-    const char *failure = CWI_lazy_load((int) symbol->library);
-    void *function = failure == NULL ? dlsym(cwi_handles[symbol->library], symbol->name) : NULL;
+    const char *failure = CWI_lazy_load((int) symbol->library, symbol->file);
+    void *function = failure == NULL ? dlsym(cwi_libraries[symbol->library].handle, symbol->name) : NULL;
     if (function == NULL) {
         // Nothing to return to: the caller expects the function to run. Modules
         // call CWI_lazy_load first and fail with an error instead, so this is

@@ -4,7 +4,7 @@ import WebImageSamples
 import WebImageTestSupport
 
 #if arch(x86_64) && os(Linux)
-/// libvips and libcurl are loaded on their first call, not at start
+/// libvips, libavif and libcurl are loaded on their first call, not at start
 /// (Package.swift, `librariesLoadedLazily`; CWILazyLibrary.h): what a batch of
 /// JPEG files costs to start, and what a process whose library cannot be loaded
 /// does. The dynamic loader says what it loads (`LD_DEBUG=files`, on standard error).
@@ -21,7 +21,17 @@ struct LazyLibrariesTests {
 
     private static let loopback = ["--set", "loader.blockPrivateAddresses=false"]
 
-    @Test("a JPEG file's thumbnail loads neither libvips nor libcurl; a PNG loads libvips when it needs it, a URL libcurl, and each gives the image")
+    /// photo-1.jpg as an AVIF (written by libvips' heifsave), which libavif decodes.
+    private static func avif(_ tool: Tool, _ samples: URL) async throws -> String {
+        let out = tool.home.appendingPathComponent("avif")
+        let made = try await tool.run(["load", "--format", "avif", "--out", out.path, "--cache-dir", tool.cache.path,
+                                       samples.appendingPathComponent("photo-1.jpg").path])
+        #expect(made.status == 0, "\(made.stderr)")
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: out.path).first { $0.hasSuffix(".avif") })
+        return out.appendingPathComponent(name).path
+    }
+
+    @Test("a JPEG file's thumbnail loads neither libvips, libavif nor libcurl; a PNG loads libvips when it needs it, an AVIF libavif, a URL libcurl, and each gives the image")
     func loadedOnFirstUse() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -33,12 +43,17 @@ struct LazyLibrariesTests {
         let jpeg = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", tool.cache.path, path("photo-1.jpg")], environment: traced)
         #expect(jpeg.status == 0 && jpeg.lines.first?["pixelWidth"] as? Int == 64, "\(jpeg.stdout) \(jpeg.stderr.suffix(2000))")
         #expect(jpeg.stderr.contains("file=liblmdb.so"), "LD_DEBUG lists the libraries loaded at start")
-        #expect(!jpeg.stderr.contains("libvips.so") && !jpeg.stderr.contains("libcurl.so"), "\(jpeg.stderr.suffix(2000))")
+        #expect(!jpeg.stderr.contains("libvips.so") && !jpeg.stderr.contains("libavif.so") && !jpeg.stderr.contains("libcurl.so"), "\(jpeg.stderr.suffix(2000))")
 
         let png = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", tool.cache.path, path("logo.png")], environment: traced)
         #expect(png.status == 0 && png.lines.first?["pixelWidth"] as? Int == 64, "\(png.stdout) \(png.stderr.suffix(2000))")
         // (libvips brings libcurl with it, through its own dependencies.)
         #expect(png.stderr.contains("file=libvips.so.42"), "\(png.stderr.suffix(2000))")
+
+        let avif = try await Self.avif(tool, samples)
+        let decoded = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path, avif], environment: traced)
+        #expect(decoded.status == 0 && decoded.lines.first?["pixelWidth"] as? Int == 1600, "\(decoded.stdout) \(decoded.stderr.suffix(2000))")
+        #expect(decoded.stderr.contains("file=libavif.so"), "\(decoded.stderr.suffix(2000))")
 
         let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
         let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: traced)
@@ -46,7 +61,7 @@ struct LazyLibrariesTests {
         #expect(remote.stderr.contains("file=libcurl.so.4"), "\(remote.stderr.suffix(2000))")
     }
 
-    @Test("a libvips or libcurl that cannot be loaded: the images that need it fail saying so, the process does not crash, and JPEG files still load")
+    @Test("a libvips, libavif or libcurl that cannot be loaded: the images that need it fail saying so, the process does not crash, and JPEG files still load")
     func unloadable() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -67,6 +82,18 @@ struct LazyLibrariesTests {
         let png = files.lines.first { ($0["input"] as? String)?.hasSuffix("logo.png") == true }
         #expect((png?["error"] as? [String: Any])?["code"] as? String == "unsupportedFormat", "\(files.stdout)")
         #expect(files.stderr.contains("libvips cannot be loaded") && files.stderr.contains("libvips.so.42"), "\(files.stderr)")
+
+        // libavif alone: an AVIF fails saying so.
+        let avif = try await Self.avif(tool, samples)
+        let avifOnly = tool.home.appendingPathComponent("broken-avif")
+        try FileManager.default.createDirectory(at: avifOnly, withIntermediateDirectories: true)
+        for name in ["libavif.so.14", "libavif.so.15", "libavif.so.16"] {
+            try Data("not a library\n".utf8).write(to: avifOnly.appendingPathComponent(name))
+        }
+        let decoded = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path, avif], environment: ["LD_LIBRARY_PATH": avifOnly.path])
+        #expect(decoded.status == 1, "\(decoded.stdout) \(decoded.stderr)")
+        let avifFailure = (decoded.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(avifFailure.contains("libavif cannot be loaded") && avifFailure.contains("libavif.so"), "\(decoded.stdout)")
 
         let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
         let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: environment)

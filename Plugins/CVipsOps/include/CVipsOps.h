@@ -53,6 +53,10 @@ typedef struct {
     size_t icc_len;
     char message[256];
 } CAVIF_image;
+/// Loads libavif where the package calls it through lazy_vips.S (x86-64 Linux),
+/// once, and checks it has the ABI of the headers built against: NULL when it
+/// is ready, else why not. CAVIF_decode and CAVIF_encode_sequence call it first.
+const char *CAVIF_load_library(void);
 int CAVIF_decode(const void *data, size_t len, uint32_t pixel_limit, uint32_t max_frames, int header_only, int first_frame_only, CAVIF_image *out);
 void CAVIF_release(CAVIF_image *image);
 /// An animation as an AVIF sequence (libavif): `frames` of 8-bit RGB or RGBA

@@ -18,19 +18,24 @@
 // binary binds to them, so the library's calls among its own functions never
 // come back here. Functions only: a variable cannot be forwarded this way.
 
-/// The libraries, by number (their file names are in lazy_library.c).
+/// The libraries, by number. Each one's file name (its soname, which depends on
+/// its version) is a string its own C file defines from the library's headers:
+/// `cwi_lazy_file_vips` (Plugins/CVipsOps/lazy_vips.c), `cwi_lazy_file_avif`
+/// (lazy_avif.c there) and `cwi_lazy_file_curl` (Plugins/CCurlOps/lazy_curl.c).
 #define CWI_LAZY_LIBRARY_VIPS 0
 #define CWI_LAZY_LIBRARY_CURL 1
+#define CWI_LAZY_LIBRARY_AVIF 2
+#define CWI_LAZY_LIBRARIES 3
 
 #if defined(__ASSEMBLER__)
 
-/// One function `SYM` of library number `LIBRARY`: its descriptor (slot, name,
-/// library; lazy_library.c reads it as `struct cwi_lazy_symbol`), its name, the
-/// jump and the first call's stub, which passes the descriptor in %r11 to
-/// cwi_lazy_entry (lazy_library.S).
-#define CWI_LAZY_FUNCTION(LIBRARY, SYM) \
+/// One function `SYM` of library number `LIBRARY`, whose file name is the string
+/// `FILE`: its descriptor (slot, name, library, file; lazy_library.c reads it as
+/// `struct cwi_lazy_symbol`), its name, the jump and the first call's stub, which
+/// passes the descriptor in %r11 to cwi_lazy_entry (lazy_library.S).
+#define CWI_LAZY_FUNCTION(LIBRARY, FILE, SYM) \
     .pushsection .data.cwi_lazy, "aw", @progbits; .p2align 3; \
-    cwi_lazy_desc_##SYM: .quad cwi_lazy_stub_##SYM; .quad cwi_lazy_name_##SYM; .quad LIBRARY; \
+    cwi_lazy_desc_##SYM: .quad cwi_lazy_stub_##SYM; .quad cwi_lazy_name_##SYM; .quad LIBRARY; .quad FILE; \
     .popsection; \
     .pushsection .rodata.cwi_lazy, "a", @progbits; \
     cwi_lazy_name_##SYM: .asciz #SYM; \
@@ -42,11 +47,11 @@
 
 #else
 
-/// Loads library `library` (a `CWI_LAZY_LIBRARY_` number) once, if it is not
-/// loaded yet: NULL when it is loaded, else the dynamic loader's reason. A
-/// module calls it before the library's first function, to fail with an error
-/// rather than in the stub, which can only abort.
-const char *CWI_lazy_load(int library);
+/// Loads library `library` (a `CWI_LAZY_LIBRARY_` number) from `file` once, if
+/// it is not loaded yet: NULL when it is loaded, else the dynamic loader's
+/// reason. A module calls it before the library's first function, to fail with
+/// an error rather than in the stub, which can only abort.
+const char *CWI_lazy_load(int library, const char *file);
 
 #endif
 #endif
