@@ -47,6 +47,9 @@ public struct ConfigKeyCheck: Sendable {
     /// Throws for the first `PREFIX_*` environment variable that names no known key.
     public func checkEnvironment(_ environment: [String: String], prefix: String = "webimage") throws {
         let head = Self.environmentName(for: prefix) + "_"
+        // Most processes set none: the known keys' names (Unicode case tests
+        // over every key) are worked out only when there is one to check.
+        guard environment.keys.contains(where: { $0.hasPrefix(head) }) else { return }
         let byName = Dictionary(known.map { (Self.environmentName(for: "\(prefix).\($0)"), $0) }, uniquingKeysWith: { a, _ in a })
         let familyHeads = families.map { Self.environmentName(for: "\(prefix).\($0)") + "_" }
         for name in environment.keys.sorted() where name.hasPrefix(head) && byName[name] == nil {

@@ -6,6 +6,9 @@ import WebImageKit
 import WebImageLMDB
 
 struct CacheCommand: AsyncParsableCommand {
+    // Every command names itself: a name ArgumentParser derives from the type
+    // (`String(describing:)`) costs a scan of the binary's protocol conformances
+    // at every start.
     static let configuration = CommandConfiguration(
         commandName: "cache",
         abstract: "Inspect and maintain the disk store.",
@@ -13,7 +16,7 @@ struct CacheCommand: AsyncParsableCommand {
     )
 
     struct Stats: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Entries and bytes in the store.")
+        static let configuration = CommandConfiguration(commandName: "stats", abstract: "Entries and bytes in the store.")
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON.") var json = false
 
@@ -31,7 +34,7 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     struct Clear: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove every entry.")
+        static let configuration = CommandConfiguration(commandName: "clear", abstract: "Remove every entry.")
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
@@ -44,7 +47,7 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     struct Trim: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove expired entries and trim to the size limit now.")
+        static let configuration = CommandConfiguration(commandName: "trim", abstract: "Remove expired entries and trim to the size limit now.")
         @OptionGroup var global: GlobalOptions
         @Flag(help: "Print JSON.") var json = false
         func run() async throws {
@@ -61,7 +64,7 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     struct Remove: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove one entry by key (a URL as loaded, or a result key).")
+        static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove one entry by key (a URL as loaded, or a result key).")
         @OptionGroup var global: GlobalOptions
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
@@ -81,7 +84,7 @@ struct CacheCommand: AsyncParsableCommand {
     }
 
     struct Path: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Where an entry's bytes are kept.")
+        static let configuration = CommandConfiguration(commandName: "path", abstract: "Where an entry's bytes are kept.")
         @OptionGroup var global: GlobalOptions
         @Argument var key: String
         @Flag(help: "Print JSON.") var json = false
