@@ -145,23 +145,29 @@ package final class RedisServer: @unchecked Sendable {
 
     package static func run(_ arguments: [String]) throws -> String {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cli-\(UUID().uuidString)")
-        defer { unlink(output.path) }
+        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("redis-cli-\(UUID().uuidString).err")
+        defer { unlink(output.path); unlink(errors.path) }
         var child: pid_t = 0
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, errors.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let argv = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         guard posix_spawn(&child, arguments[0], &actions, nil, argv, environ) == 0 else {
             throw RedisServerError(message: "cannot run \(arguments[0])")
         }
         var status: Int32 = 0
-        waitpid(child, &status, 0)
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
         let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        guard status == 0 else { throw RedisServerError(message: "\(arguments.joined(separator: " ")) failed: \(text)") }
+        guard status == 0 else {
+            // What redis-cli said, and how it ended (a signal, or its exit status).
+            let said = (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+            let ending = status & 0x7f != 0 ? "signal \(status & 0x7f)" : "exit \((status >> 8) & 0xff)"
+            throw RedisServerError(message: "\(arguments.joined(separator: " ")) failed (\(ending)): \(text) \(said)")
+        }
         return text
     }
 
