@@ -4,6 +4,10 @@
 // Plain C types only, no system header: a header this module included would
 // make Swift attribute its declarations (timespec, stat...) to this module.
 
+// Libraries loaded on their first call (its own header; included here because
+// this is the module's umbrella header).
+#include "CWILazyLibrary.h"
+
 /// `preadv2(2)` of one buffer with `RWF_NOWAIT`: reads only what is already in
 /// the page cache, never waiting for the disk. Returns the bytes read (possibly
 /// fewer than asked when part of the range is not cached), or -1 with `errno`
