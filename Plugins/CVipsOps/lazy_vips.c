@@ -1,4 +1,4 @@
-// libvips and libavif loaded on their first call (lazy_vips.S, lazy_avif.S,
+// libvips and libavif loaded on their first call (lazy_vips.S, which lists both,
 // CWILazyLibrary.h): their file names, from their headers' versions.
 #include "CVipsOps.h"
 

@@ -1,7 +1,7 @@
 #ifndef CWILAZYLIBRARY_H
 #define CWILAZYLIBRARY_H
 // Shared libraries loaded on their first call instead of at every start
-// (x86-64 Linux; Package.swift, `lazyLinking`). Linked the usual way, libvips
+// (x86-64 Linux; Package.swift, `librariesLoadedLazily`). Linked the usual way, libvips
 // brings about a hundred libraries (ImageMagick, poppler, libheif, GDAL...) and
 // libcurl thirty, which the dynamic loader maps and relocates at every start of
 // every process, whether or not it ever decodes a PNG or downloads a URL: about
@@ -21,7 +21,7 @@
 /// The libraries, by number. Each one's file name (its soname, which depends on
 /// its version) is a string its own C file defines from the library's headers:
 /// `cwi_lazy_file_vips` (Plugins/CVipsOps/lazy_vips.c), `cwi_lazy_file_avif`
-/// (lazy_avif.c there) and `cwi_lazy_file_curl` (Plugins/CCurlOps/lazy_curl.c).
+/// (lazy_vips.c too) and `cwi_lazy_file_curl` (Plugins/CCurlOps/lazy_curl.c).
 #define CWI_LAZY_LIBRARY_VIPS 0
 #define CWI_LAZY_LIBRARY_CURL 1
 #define CWI_LAZY_LIBRARY_AVIF 2
