@@ -19,6 +19,12 @@ final class CurlDriver: Sendable {
     private let inbox = Lock(Inbox())
     /// Transfers waiting for a slot, and transfers running.
     let counts = Lock<(queued: Int, active: Int)>((0, 0))
+    /// The longest the driver's loop spent in one of its steps (its sleep in
+    /// `curl_multi_poll` ends within a second), and which step. Every transfer waits while a step runs, and curl
+    /// checks a transfer's timeout before it reads the transfer's socket: a
+    /// driver held for longer than a timeout fails transfers whose answers have
+    /// arrived. Kept for tests and diagnosis (``CurlLoader/longestDriverStep``).
+    let longestStep = Lock<(duration: Duration, step: String)>((.zero, ""))
     /// `@unchecked`: the multi handle is used by the driver thread, except for
     /// `curl_multi_wakeup`, which libcurl documents as safe from any thread.
     private struct Multi: @unchecked Sendable { let handle: UnsafeMutableRawPointer }
@@ -83,7 +89,22 @@ final class CurlDriver: Sendable {
 
     private func run(maxConcurrent: Int, maxPerHost: Int?, order: CurlLoader.Order) {
         var loop = Loop(pending: PendingQueues(order: order, maxPerHost: maxPerHost), maxConcurrent: maxConcurrent)
+        let clock = ContinuousClock()
+        var longest = Duration.zero
+        var mark = clock.now
+        /// Times the step that ended now (two clock reads a step, against a
+        /// `curl_multi_perform` that costs microseconds at least).
+        func step(_ name: StaticString) {
+            let now = clock.now
+            let took = now - mark
+            mark = now
+            if took > longest {
+                longest = took
+                longestStep.withLock { $0 = (took, "\(name)") }
+            }
+        }
         while true {
+            mark = clock.now
             let (submitted, cancelled, stopped) = inbox.withLock { inbox in
                 defer { inbox.submitted.removeAll(); inbox.cancelled.removeAll() }
                 return (inbox.submitted, inbox.cancelled, inbox.stopped)
@@ -93,17 +114,22 @@ final class CurlDriver: Sendable {
                 loop.pending.push(transfer)
             }
             for transfer in cancelled { cancel(transfer, &loop) }
+            step("taking submitted and cancelled transfers")
             if stopped { return stop(&loop) }
             expireHeld(&loop)
             startQueued(&loop)
+            step("starting queued transfers")
             var running: Int32 = 0
             curl_multi_perform(multi.handle, &running)
+            step("curl_multi_perform")
             let finished = collectFinished(&loop)
+            step("completing finished transfers")
             // Finished transfers made room for queued ones: start them now. Sleeping
             // here would wait out the poll timeout whenever every running transfer
             // had finished at once, since no socket would wake the poll.
             if finished && !loop.pending.isEmpty { continue }
             curl_multi_poll(multi.handle, nil, 0, 1000, nil)
+            step("curl_multi_poll (up to 1 s)")
         }
     }
 

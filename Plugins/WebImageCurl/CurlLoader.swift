@@ -107,6 +107,13 @@ public final class CurlLoader: Loader {
     /// Whether a transfer has started the driver (its thread and libcurl's global state).
     package var isStarted: Bool { startedDriver.withLock { $0 != nil } }
 
+    /// The longest one step of the driver thread's loop has taken (its sleep in
+    /// `curl_multi_poll` ends within a second), and what the step was: every
+    /// transfer waits meanwhile. For tests and diagnosis; zero before the first transfer.
+    package var longestDriverStep: (duration: Duration, step: String) {
+        startedDriver.withLock { $0 }?.longestStep.withLock { $0 } ?? (.zero, "")
+    }
+
     /// Transfers waiting for a slot, and transfers running: for metrics and tests.
     public var statistics: (queued: Int, active: Int) { startedDriver.withLock { $0 }?.counts.withLock { $0 } ?? (0, 0) }
 

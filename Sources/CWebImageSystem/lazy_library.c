@@ -1,5 +1,6 @@
 // The loader behind CWILazyLibrary.h: each library opened once, on the first
-// call of any of its functions (or by CWI_lazy_load), each function looked up once.
+// call of any of its functions (or by CWI_lazy_load), and all its functions
+// looked up then.
 #include "CWILazyLibrary.h"
 
 #include <dlfcn.h>
@@ -18,6 +19,29 @@ static struct {
     { PTHREAD_MUTEX_INITIALIZER, 0, NULL, "" },
 };
 
+// As CWI_LAZY_FUNCTION lays out each function's descriptor.
+struct cwi_lazy_symbol {
+    void *target;      // the stub until resolved, then the library's function
+    const char *name;
+    long library;
+    const char *file;
+};
+
+// Every descriptor of every library, in the order linked: the linker names the
+// bounds of a section whose name is an identifier.
+extern struct cwi_lazy_symbol __start_cwi_lazy_descriptors[] __attribute__((weak, visibility("hidden")));
+extern struct cwi_lazy_symbol __stop_cwi_lazy_descriptors[] __attribute__((weak, visibility("hidden")));
+
+// Fills the slots of `library`'s functions that the library has; the others
+// keep their stubs, which abort if called.
+static void cwi_resolve_all(int library, void *handle) {
+    for (struct cwi_lazy_symbol *symbol = __start_cwi_lazy_descriptors; symbol < __stop_cwi_lazy_descriptors; symbol++) {
+        if (symbol->library != library) { continue; }
+        void *function = dlsym(handle, symbol->name);
+        if (function != NULL) { __atomic_store_n(&symbol->target, function, __ATOMIC_RELEASE); }
+    }
+}
+
 const char *CWI_lazy_load(int library, const char *file) {
     if (library < 0 || library >= CWI_LAZY_LIBRARIES) { return "no such library"; }
     if (__atomic_load_n(&cwi_libraries[library].state, __ATOMIC_ACQUIRE) == 0) {
@@ -32,20 +56,13 @@ const char *CWI_lazy_load(int library, const char *file) {
                          reason != NULL ? reason : "cannot be loaded");
             }
             cwi_libraries[library].handle = handle;
+            if (handle != NULL) { cwi_resolve_all(library, handle); }
             __atomic_store_n(&cwi_libraries[library].state, handle != NULL ? 1 : 2, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&cwi_libraries[library].lock);
     }
     return __atomic_load_n(&cwi_libraries[library].state, __ATOMIC_ACQUIRE) == 1 ? NULL : cwi_libraries[library].error;
 }
-
-// As CWI_LAZY_FUNCTION lays out each function's descriptor.
-struct cwi_lazy_symbol {
-    void *target;      // the stub until resolved, then the library's function
-    const char *name;
-    long library;
-    const char *file;
-};
 
 // Called by cwi_lazy_entry on a function's first call (and by any thread that
 // calls it before the slot is written; each finds the same address).

@@ -43,9 +43,12 @@ struct CurlLoaderTests {
         try await withServer { server in
             let loader = CurlLoader()
             #expect(!loader.isStarted, "a process that only reads files must not pay for curl_global_init")
+            #expect(loader.longestDriverStep.duration == .zero)
             let response = try await load(loader, server.url("/bytes/100"))
             #expect(response.data == TestHTTPServer.bytes(100))
             #expect(loader.isStarted)
+            // The driver times its steps, which a failing test reports.
+            #expect(await eventually { loader.longestDriverStep.duration > .zero && !loader.longestDriverStep.step.isEmpty })
         }
     }
 
@@ -177,7 +180,9 @@ struct CurlLoaderTests {
     @Test("over the size limit: stopped early; a truncated body is an error")
     func sizeLimits() async throws {
         try await withServer { server in
-            let loader = CurlLoader(configuration: .init(maxResponseSize: 1 << 20))
+            // A timeout far from anything this test waits for: a truncated body must
+            // be loadFailed however slowly a busy machine runs the server.
+            let loader = CurlLoader(configuration: .init(timeout: .seconds(300), maxResponseSize: 1 << 20))
             let declared = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/big")) }
             #expect(declared?.code == .tooLarge && declared?.isTransient == false)
             let streamed = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/big-chunked")) }
@@ -187,7 +192,7 @@ struct CurlLoaderTests {
             }
             #expect(perRequest?.code == .tooLarge)
             let truncated = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/truncated")) }
-            #expect(truncated?.code == .loadFailed, "\(String(describing: truncated))")
+            #expect(truncated?.code == .loadFailed, "\(String(describing: truncated)); the driver's longest step: \(loader.longestDriverStep)")
         }
     }
 
@@ -271,7 +276,8 @@ struct CurlLoaderTests {
         try await withServer { stalled in
             let loader = oneSlotPerOrigin(timeout: .seconds(90))
             let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
-            #expect(await eventually { loader.statistics.active == 1 })
+            // Running, and at the origin: the check below must not race its arrival.
+            #expect(await eventually { loader.statistics.active == 1 && stalled.arrivalCount == 1 })
             let waiting = await #expect(throws: WebImageError.self) {
                 try await load(loader, stalled.url("/gate/waiter")) { $0.timeout = .milliseconds(300) }
             }
@@ -289,7 +295,8 @@ struct CurlLoaderTests {
         try await withServer { stalled in
             let loader = oneSlotPerOrigin(timeout: .seconds(90))
             let holder = Task { try await load(loader, stalled.url("/gate/holder")) }
-            #expect(await eventually { loader.statistics.active == 1 })
+            // Running, and at the origin: the check at the end must not race its arrival.
+            #expect(await eventually { loader.statistics.active == 1 && stalled.arrivalCount == 1 })
             let open = Atomic<Bool>(false)
             let admitted: @Sendable () -> WebImageError? = {
                 open.load(ordering: .relaxed) ? WebImageError(.originUnavailable, "the circuit opened", isTransient: true) : nil
@@ -549,7 +556,10 @@ struct CurlLoaderTests {
                 var curl = CurlLoader.Configuration(maxConcurrentDownloads: 6)
                 curl.maxConcurrentDownloadsPerHost = 4
                 curl.timeout = .seconds(300)
-                configuration.loaders.registerCurl(CurlLoader(configuration: curl))
+                // The manager's timeout is each load's, ahead of the loader's.
+                configuration.timeout = .seconds(300)
+                let loader = CurlLoader(configuration: curl)
+                configuration.loaders.registerCurl(loader)
                 configuration.originalsBudget = 8 << 20
                 configuration.maxResponseSize = 8 << 20
                 let manager = ImageManager(configuration: configuration)
@@ -568,9 +578,14 @@ struct CurlLoaderTests {
                     silent.stats.withLock { $0.arrivals.removeAll() }
                 }
                 // Large bodies: three of 3 MB at once through an 8 MiB budget.
-                let bodies = try await withThrowingTaskGroup(of: Int.self) { group in
+                let bodies = await withThrowingTaskGroup(of: Int.self) { group in
                     for index in 0..<3 { group.addTask { try await manager.loadImage(with: healthy.url("/big/3000000/\(index)"), options: .avoidDecode).data?.count ?? 0 } }
-                    return try await group.reduce(into: []) { $0.append($1) }
+                    do {
+                        return try await group.reduce(into: []) { $0.append($1) }
+                    } catch {
+                        Issue.record("\(error); the driver's longest step: \(loader.longestDriverStep)")
+                        return []
+                    }
                 }
                 #expect(bodies == [3_000_000, 3_000_000, 3_000_000])
                 let usage = manager.originalsInFlight

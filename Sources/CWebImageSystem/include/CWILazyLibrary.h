@@ -13,8 +13,11 @@
 // jump through a slot that first holds a stub, which saves the argument
 // registers, loads the library once (dlopen), looks the function up (dlsym),
 // stores it in the slot and jumps to it with the registers as the caller left
-// them, so variadic calls forward too. Later calls take one indirect jump, as a
-// call through the PLT does. The functions are hidden: nothing outside the
+// them, so variadic calls forward too. The load fills every slot of the library
+// at once, so the dynamic loader's lock is taken while the library loads, never
+// by a later first call (a thread in dlopen of another library holds that lock
+// until it is done). Later calls take one indirect jump, as a call through the
+// PLT does. The functions are hidden: nothing outside the
 // binary binds to them, so the library's calls among its own functions never
 // come back here. Functions only: a variable cannot be forwarded this way.
 
@@ -31,10 +34,11 @@
 
 /// One function `SYM` of library number `LIBRARY`, whose file name is the string
 /// `FILE`: its descriptor (slot, name, library, file; lazy_library.c reads it as
-/// `struct cwi_lazy_symbol`), its name, the jump and the first call's stub, which
-/// passes the descriptor in %r11 to cwi_lazy_entry (lazy_library.S).
+/// `struct cwi_lazy_symbol`, and every library's descriptors as one array, the
+/// section `cwi_lazy_descriptors`), its name, the jump and the first call's stub,
+/// which passes the descriptor in %r11 to cwi_lazy_entry (lazy_library.S).
 #define CWI_LAZY_FUNCTION(LIBRARY, FILE, SYM) \
-    .pushsection .data.cwi_lazy, "aw", @progbits; .p2align 3; \
+    .pushsection cwi_lazy_descriptors, "aw", @progbits; .p2align 3; \
     cwi_lazy_desc_##SYM: .quad cwi_lazy_stub_##SYM; .quad cwi_lazy_name_##SYM; .quad LIBRARY; .quad FILE; \
     .popsection; \
     .pushsection .rodata.cwi_lazy, "a", @progbits; \
