@@ -207,7 +207,7 @@ public final class CurlLoader: Loader {
                           progress: @escaping @Sendable (LoadProgress) -> Void) async throws -> LoadResponse {
         try Task.checkCancellation()
         // libcurl is loaded here, not at start (Package.swift, `curlLinking`).
-        if let reason = Self.libraryFailure { throw WebImageError(.loadFailed, "libcurl cannot be loaded: \(reason)") }
+        if let reason = Self.libraryFailure { throw WebImageError(.libraryUnavailable, "libcurl cannot be loaded: \(reason)") }
         let driver = self.driver  // first: curl_global_init runs before any easy handle is made
         let transfer = CurlTransfer(request: request, configuration: configuration, followsRedirects: followsRedirects, call: call, progress: progress)
         return try await withTaskCancellationHandler {

@@ -20,7 +20,7 @@ enum Vips {
         // libvips is loaded here, not at start (Package.swift, `vipsLinking`).
         // Without it this coder decodes and encodes nothing; said once, here.
         if let reason = CVips_load_library() {
-            let failure = WebImageError(.decodeFailed, "libvips cannot be loaded: \(String(cString: reason))")
+            let failure = WebImageError(.libraryUnavailable, "libvips cannot be loaded: \(String(cString: reason))")
             logger.error("\(failure.message); the vips coder decodes and encodes nothing")
             return .failure(failure)
         }

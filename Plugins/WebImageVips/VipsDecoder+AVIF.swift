@@ -37,7 +37,8 @@ extension VipsDecoder {
         let status = CAVIF_decode(bytes.baseAddress, bytes.count, limit, Self.maxAVIFFrames, headerOnly ? 1 : 0, options.firstFrameOnly ? 1 : 0, &result.image)
         guard status == 0 else {
             let message = withUnsafeBytes(of: result.image.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            let code: WebImageError.Code = message.contains("limit") || message.contains("too large") ? .pixelLimitExceeded : .decodeFailed
+            let code: WebImageError.Code = message.hasPrefix("libavif cannot be loaded") ? .libraryUnavailable
+                : message.contains("limit") || message.contains("too large") ? .pixelLimitExceeded : .decodeFailed
             throw WebImageError(code, "AVIF: \(message)")
         }
         let image = result.image

@@ -132,7 +132,7 @@ enum VipsEncoder {
         }
         guard status == 0, let output else {
             let text = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw WebImageError(.encodeFailed, "writing the AVIF sequence: \(text)")
+            throw WebImageError(text.hasPrefix("libavif cannot be loaded") ? .libraryUnavailable : .encodeFailed, "writing the AVIF sequence: \(text)")
         }
         defer { CAVIF_free(output) }
         return Data(bytes: output, count: size)

@@ -167,6 +167,12 @@ public struct VipsImageCoder: ImageCoder {
         return formats
     }()
 
+    /// libvips' failure to load or start (it is loaded at its first use), else
+    /// nil. Asking starts it, as ``canDecode(_:)`` does.
+    public var unavailability: WebImageError? {
+        do { try Vips.ensureInitialized(); return nil } catch let error as WebImageError where error.code == .libraryUnavailable { return error } catch { return nil }
+    }
+
     public func canDecode(_ data: Data) -> Bool {
         guard let format = ImageFormat.sniff(data) else { return false }
         return Self.decodableFormats.contains(format)

@@ -61,7 +61,7 @@ struct LazyLibrariesTests {
         #expect(remote.stderr.contains("file=libcurl.so.4"), "\(remote.stderr.suffix(2000))")
     }
 
-    @Test("a libvips, libavif or libcurl that cannot be loaded: the images that need it fail saying so, the process does not crash, and JPEG files still load")
+    @Test("a libvips, libavif or libcurl that cannot be loaded: the images that need it fail as libraryUnavailable saying so, stored entries stay, the process does not crash, and JPEG files still load")
     func unloadable() async throws {
         let tool = Tool()
         defer { tool.cleanUp() }
@@ -80,8 +80,26 @@ struct LazyLibrariesTests {
         let jpeg = files.lines.first { ($0["input"] as? String)?.hasSuffix("photo-1.jpg") == true }
         #expect(jpeg?["pixelWidth"] as? Int == 64 && jpeg?["error"] is NSNull, "\(files.stdout)")
         let png = files.lines.first { ($0["input"] as? String)?.hasSuffix("logo.png") == true }
-        #expect((png?["error"] as? [String: Any])?["code"] as? String == "unsupportedFormat", "\(files.stdout)")
+        let pngError = png?["error"] as? [String: Any]
+        #expect(pngError?["code"] as? String == "libraryUnavailable" && (pngError?["message"] as? String)?.contains("libvips cannot be loaded") == true,
+                "the deployment's failure, not the image's: \(files.stdout)")
         #expect(files.stderr.contains("libvips cannot be loaded") && files.stderr.contains("libvips.so.42"), "\(files.stderr)")
+
+        // A stored PNG is kept: the entry is not taken for damaged bytes, and with
+        // libvips back a new size of it is made from the stored original.
+        let stored = tool.home.appendingPathComponent("stored-cache").path
+        let first = try await tool.run(["load", "--json", "--thumbnail", "64", "--cache-dir", stored, path("logo.png")])
+        #expect(first.status == 0, "\(first.stdout) \(first.stderr)")
+        func entries() async throws -> String {
+            try await tool.run(["cache", "stats", "--cache-dir", stored]).stdout.split(separator: "\n").first { $0.hasPrefix("count:") }.map(String.init) ?? ""
+        }
+        let before = try await entries()
+        let without = try await tool.run(["load", "--json", "--thumbnail", "32", "--cache-dir", stored, path("logo.png")], environment: environment)
+        #expect((without.lines.first?["error"] as? [String: Any])?["code"] as? String == "libraryUnavailable", "\(without.stdout)")
+        #expect(try await entries() == before && before == "count: 2", "the original and its thumbnail stay: \(before)")
+        let again = try await tool.run(["load", "--json", "--thumbnail", "32", "--cache-dir", stored, path("logo.png")])
+        #expect(again.status == 0 && again.lines.first?["cacheType"] as? String == "disk" && again.lines.first?["pixelWidth"] as? Int == 32,
+                "\(again.stdout) \(again.stderr)")
 
         // libavif alone: an AVIF fails saying so.
         let avif = try await Self.avif(tool, samples)
@@ -92,13 +110,16 @@ struct LazyLibrariesTests {
         }
         let decoded = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path, avif], environment: ["LD_LIBRARY_PATH": avifOnly.path])
         #expect(decoded.status == 1, "\(decoded.stdout) \(decoded.stderr)")
+        #expect((decoded.lines.first?["error"] as? [String: Any])?["code"] as? String == "libraryUnavailable", "\(decoded.stdout)")
         let avifFailure = (decoded.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
         #expect(avifFailure.contains("libavif cannot be loaded") && avifFailure.contains("libavif.so"), "\(decoded.stdout)")
 
         let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
         let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: environment)
         #expect(remote.status == 1, "\(remote.stdout) \(remote.stderr)")
-        let failure = (remote.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
+        let remoteError = remote.lines.first?["error"] as? [String: Any]
+        let failure = remoteError?["message"] as? String ?? ""
+        #expect(remoteError?["code"] as? String == "libraryUnavailable", "\(remote.stdout)")
         #expect(failure.contains("libcurl cannot be loaded") && failure.contains("libcurl.so.4"), "\(remote.stdout)")
     }
 }

@@ -59,7 +59,7 @@ public final class CoderRegistry: Sendable {
         for coder in coders where coder.canEncode(format) {
             if let data = try coder.encodeIfHandled(image, as: format, options: options) { return data }
         }
-        throw WebImageError(.unsupportedFormat, "no registered coder writes this \(image.pixelSize) image as \(format) (coders: \(names.joined(separator: ", ")))")
+        throw noCoder("no registered coder writes this \(image.pixelSize) image as \(format) (coders: \(names.joined(separator: ", ")))")
     }
 
     /// Describes the image with the newest coder that accepts the bytes and takes them
@@ -74,7 +74,19 @@ public final class CoderRegistry: Sendable {
 
     private func unsupported(_ data: Data, _ verb: String) -> WebImageError {
         let what = ImageFormat.sniff(data).map { "\($0) data" } ?? "data no registered coder recognises"
-        return WebImageError(.unsupportedFormat, "\(what), which no registered coder \(verb) (coders: \(names.joined(separator: ", ")))")
+        return noCoder("\(what), which no registered coder \(verb) (coders: \(names.joined(separator: ", ")))")
+    }
+
+    /// The error for bytes or a format no coder takes: `unsupportedFormat` with
+    /// `message`, or ``WebImageError/Code/libraryUnavailable`` when a registered
+    /// coder is unavailable (``ImageCoder/unavailability``) and might have taken them.
+    func noCoder(_ message: String) -> WebImageError {
+        for entry in registry.entries {
+            if let reason = entry.value.unavailability {
+                return WebImageError(.libraryUnavailable, "\(message); the \(entry.names.first ?? "") coder cannot be used: \(reason.message)", underlying: reason)
+            }
+        }
+        return WebImageError(.unsupportedFormat, message)
     }
 
     /// Registered names, newest first.

@@ -53,6 +53,13 @@ public protocol ImageCoder: Sendable {
     /// Describes the image, or returns nil to hand the bytes to the next coder
     /// that accepts them (``CoderRegistry/info(_:)``). The default describes.
     func infoIfHandled(_ data: Data) throws -> ImageInfo?
+    /// Why this coder can read and write nothing at all now, or nil (the
+    /// default). The vips coder answers the failure to load libvips, which is
+    /// loaded at its first use: bytes that no available coder accepts are then
+    /// ``WebImageError/Code/libraryUnavailable``, not `unsupportedFormat`,
+    /// because the missing coder might have read them, and a deployment's missing
+    /// library must not block URLs or remove cache entries.
+    var unavailability: WebImageError? { get }
 }
 
 extension ImageCoder {
@@ -61,4 +68,5 @@ extension ImageCoder {
         try encode(image, as: format, options: options)
     }
     public func infoIfHandled(_ data: Data) throws -> ImageInfo? { try info(data) }
+    public var unavailability: WebImageError? { nil }
 }

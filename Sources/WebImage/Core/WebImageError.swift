@@ -69,6 +69,11 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
         /// The URL's origin failed transiently too often in a row and its loads
         /// fail at once for a while (``OriginCircuitBreaker``).
         public static let originUnavailable = Code("originUnavailable")
+        /// A shared library the work needs (libvips, libavif, libcurl: loaded at
+        /// their first use) cannot be loaded: the deployment's failure, not the
+        /// image's or its origin's. Transient, so it never blocks a URL; it never
+        /// removes a cache entry and never opens an origin's circuit.
+        public static let libraryUnavailable = Code("libraryUnavailable")
     }
 
     public var code: Code
@@ -131,7 +136,7 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
 
     private static func defaultTransience(_ code: Code) -> Bool {
         switch code {
-        case .timedOut, .workTimedOut, .loadFailed, .cancelled, .storeFailed, .shutDown: true
+        case .timedOut, .workTimedOut, .loadFailed, .cancelled, .storeFailed, .shutDown, .libraryUnavailable: true
         default: false
         }
     }

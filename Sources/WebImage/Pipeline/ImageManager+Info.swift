@@ -44,7 +44,7 @@ extension ImageManager {
         let coder = context.coder, coders = configuration.coders
         guard coder != nil || coders.decoder(for: bytes) != nil else {
             let what = ImageFormat.sniff(bytes).map { "\($0) data, which no registered coder reads" } ?? "data no registered coder recognises"
-            throw WebImageError(.unsupportedFormat, "\(url.absoluteString) is \(what)")
+            throw coders.noCoder("\(url.absoluteString) is \(what)")
         }
         let info = try await configuration.pool.run {
             do { return try coder?.info(bytes) ?? coders.info(bytes) } catch {

@@ -228,7 +228,8 @@ public final class OriginCircuitBreaker: Sendable {
         if error.statusCode == 429 || error.statusCode == 503, let pause = error.retryAfter, pause > .zero { return .backOff(pause) }
         if let status = error.statusCode, (500...599).contains(status), !(502...504).contains(status) { return .answered }
         // The breaker's own refusal of a queued load says nothing new about the origin.
-        if [.cancelled, .forbidden, .invalidURL, .shutDown, .originUnavailable].contains(error.code) { return .neutral }
+        // Nor does a library of this process that cannot be loaded (libcurl).
+        if [.cancelled, .forbidden, .invalidURL, .shutDown, .originUnavailable, .libraryUnavailable].contains(error.code) { return .neutral }
         return error.isTransient ? .failed : .answered
     }
 

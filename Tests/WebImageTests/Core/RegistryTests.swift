@@ -67,6 +67,35 @@ struct RegistryTests {
         #expect(throws: WebImageError.self) { try nobody.encode(large, as: .png, options: EncodeOptions()) }
     }
 
+    /// A coder whose library could not be loaded: it accepts nothing.
+    struct Unavailable: ImageCoder {
+        func canDecode(_ data: Data) -> Bool { false }
+        func decode(_ data: Data, options: DecodeOptions) throws -> Image { throw WebImageError(.decodeFailed, "unreachable") }
+        func canEncode(_ format: ImageFormat) -> Bool { false }
+        func encode(_ image: Image, as format: ImageFormat, options: EncodeOptions) throws -> Data { throw WebImageError(.encodeFailed, "unreachable") }
+        var unavailability: WebImageError? { WebImageError(.libraryUnavailable, "libfoo cannot be loaded: no such file") }
+    }
+
+    @Test("bytes or a format no coder takes are unsupportedFormat, or libraryUnavailable (transient, naming the coder and its library) while a registered coder is unavailable")
+    func unavailableCoder() throws {
+        let registry = CoderRegistry()
+        registry.register(NamedCoder(name: "picky", accepts: false), name: "picky")
+        let plain = #expect(throws: WebImageError.self) { try registry.decode(Data([1]), options: DecodeOptions()) }
+        #expect(plain?.code == .unsupportedFormat && plain?.isTransient == false)
+        registry.register(Unavailable(), name: "foo")
+        let image = Image(pixelSize: PixelSize(1), storage: PixelBuffer(size: PixelSize(1), channels: 1, bytes: [0]))
+        let failures = [
+            #expect(throws: WebImageError.self) { try registry.decode(Data([1]), options: DecodeOptions()) },
+            #expect(throws: WebImageError.self) { try registry.info(Data([1])) },
+            #expect(throws: WebImageError.self) { try registry.encode(image, as: .png, options: EncodeOptions()) },
+        ]
+        for failure in failures {
+            #expect(failure?.code == .libraryUnavailable && failure?.isTransient == true, "\(String(describing: failure))")
+            #expect(failure?.message.contains("the foo coder cannot be used: libfoo cannot be loaded") == true, "\(String(describing: failure))")
+        }
+        #expect(FailedURLBlocklist(capacity: 10).record(failures[0]!, for: "https://a.example/x.png") == false, "never blocks a URL")
+    }
+
     @Test("loaders by scheme, plain paths as file")
     func loaders() {
         let registry = LoaderRegistry.standard

@@ -169,6 +169,8 @@ struct OriginCircuitBreakerTests {
         #expect(OriginCircuitBreaker.outcome(of: overloaded) == .backOff(.seconds(45)))
         #expect(WebImageError.httpStatus(500, url: "https://a.example/x", retryAfter: "45").retryAfter == nil)
         #expect(OriginCircuitBreaker.outcome(of: WebImageError.httpStatus(503, url: "https://a.example/x")) == .failed)
+        // A library of this process that cannot be loaded (libcurl) says nothing of the origin.
+        #expect(OriginCircuitBreaker.outcome(of: WebImageError(.libraryUnavailable, "libcurl cannot be loaded")) == .neutral)
     }
 
     @Test("with the manager: an origin's 503 asking a longer pause than maxCooldown is reported with maxCooldown, as the refusals after it are")

@@ -136,7 +136,7 @@ struct LoadJob: ~Copyable {
             let coders = stages.services.configuration.coders
             let recognised = context.coder.map { $0.canDecode(source.data) } ?? (coders.decoder(for: source.data) != nil)
             guard recognised || coders.coders.isEmpty else {
-                throw stages.original.recordFailure(WebImageError(.unsupportedFormat, "\(url.absoluteString) is not an image any coder recognises"), url: url)
+                throw stages.original.recordFailure(coders.noCoder("\(url.absoluteString) is not an image any coder recognises"), url: url)
             }
             if storesOriginal(source) { failure = await stages.publish.storeOriginal(source.data, response: source.response, plan) }
         }

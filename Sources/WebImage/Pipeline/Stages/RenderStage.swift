@@ -47,7 +47,7 @@ final class RenderStage: Sendable {
         let configuration = services.configuration
         guard plan.context.coder != nil || configuration.coders.decoder(for: data) != nil else {
             let what = ImageFormat.sniff(data).map { "\($0) data, which no registered coder decodes" } ?? "data no registered coder recognises"
-            throw WebImageError(.unsupportedFormat, "\(plan.plainKey) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
+            throw configuration.coders.noCoder("\(plan.plainKey) is \(what) (coders: \(configuration.coders.names.joined(separator: ", ")))")
         }
         let work = Work(key: plan.plainKey, derivedKey: plan.key, jobKey: plan.jobKey, coder: plan.context.coder,
                         options: decodeOptions(plan, derived: derived),
