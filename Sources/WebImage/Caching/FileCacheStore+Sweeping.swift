@@ -16,11 +16,13 @@ extension FileCacheStore {
 
     /// The directory's entries, from one listing, a `stat` each and a read of each
     /// footer (so that sizes are the bytes' sizes, as ``CacheStore/totalSize`` says).
-    /// With `removingOthers`, deletes what is not an entry: files of another
-    /// name, files whose footer does not parse.
+    /// With `removingOthers`, deletes the store's files that are not entries:
+    /// names of its earlier layouts (``isStoreName(_:)``), entry-named files whose
+    /// footer does not parse. Files of other names are not the store's and are
+    /// left alone.
     func scan(removingOthers: Bool = false) throws -> [Listed] {
         var listed: [Listed] = []
-        for name in try listNames() where name != "tmp" {
+        for name in try listNames() where Self.isStoreName(name) {
             let path = directoryPrefix + name
             guard Self.isEntryName(name) else {
                 if removingOthers { unlink(path) }
@@ -42,8 +44,8 @@ extension FileCacheStore {
         return listed
     }
 
-    /// Removes leftovers of interrupted writes and files that are not entries,
-    /// then expired entries, then trims to half the size limit.
+    /// Removes leftovers of interrupted writes and entry-named files that are not
+    /// entries, then expired entries, then trims to half the size limit.
     func sweep() throws {
         let now = clock()
         let grace: TimeInterval = 60  // a write in progress elsewhere may not have committed yet

@@ -42,8 +42,11 @@ import Glibc
 /// list the directory once, remove entries older than ``CacheLimits/maxAge`` and,
 /// over ``CacheLimits/maxSize``, remove least recently accessed entries down to
 /// half the limit. They run on a timer and when a write takes the store over its
-/// limit. Files that are not entries (the JSON `.meta` layout of earlier versions,
-/// leftovers of interrupted writes) are deleted by sweeps.
+/// limit. Sweeps also delete files named as entries that do not read as one (the
+/// JSON `.meta` layout of earlier versions, damaged files) and leftovers of
+/// interrupted writes in `tmp`. Files of any other name, and directories, are not
+/// the store's: no sweep, ``removeAll()`` or trim touches them, so a directory
+/// given by mistake (a home, another store's) loses nothing but entries.
 ///
 /// Several processes may share a directory: every step above is a rename or an
 /// unlink, which the filesystem makes atomic.
@@ -154,7 +157,8 @@ public final class FileCacheStore: CacheStore {
 
     public func removeAll() async throws {
         try await pool.run { [self] in
-            for name in try listNames() where name != "tmp" {
+            // The entries only: a file of another name is not the store's.
+            for name in try listNames() where Self.isStoreName(name) {
                 unlink(directoryPrefix + name)
             }
             estimatedSize.withLock { $0 = 0 }
@@ -235,6 +239,15 @@ extension FileCacheStore {
         let ext = utf8[65...]
         return utf8[64] == UInt8(ascii: ".") && (1...5).contains(ext.count)
             && ext.allSatisfy { (48...57).contains($0) || (97...122).contains($0) }
+    }
+
+    /// Whether a name is one this store or its earlier layouts made: 64 hex
+    /// digits (a key's SHA-256), then nothing, an extension or a `-` (the `.meta`
+    /// layout's data files, `HASH-ETAG.ext`). Only these are ever deleted.
+    static func isStoreName(_ name: some StringProtocol) -> Bool {
+        let utf8 = Array(name.utf8.prefix(65))
+        guard utf8.count >= 64, utf8[..<64].allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return false }
+        return utf8.count == 64 || utf8[64] == UInt8(ascii: ".") || utf8[64] == UInt8(ascii: "-")
     }
 
     func path(forKey key: String) -> String {

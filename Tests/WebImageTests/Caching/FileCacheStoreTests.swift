@@ -136,6 +136,28 @@ struct FileCacheStoreTests {
         #expect(try await reopened.data(forKey: "k") == Data("old".utf8))
     }
 
+    @Test("a directory given by mistake (a home, another store's) loses only entries: sweeps, trims and removeAll leave other files and directories alone")
+    func othersFilesKept() async throws {
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("Documents"), withIntermediateDirectories: true)
+        let others = ["thesis.txt", ".bashrc", "data.mdb", "lock.mdb", "README", "Documents/notes.txt"]
+        for name in others { try Data("mine".utf8).write(to: directory.appendingPathComponent(name)) }
+        let clock = TestClock()
+        let store = try FileCacheStore(directory: directory, limits: CacheLimits(maxAge: .seconds(60), maxSize: 1 << 20, sweepInterval: nil), clock: clock.source)
+        try await store.setData(Data("an entry".utf8), forKey: "k")
+        try await store.setData(Data("another entry".utf8), forKey: "k2")
+        clock.advance(by: 3600)
+        try await store.removeExpired()
+        #expect(try await store.count == 0)
+        try await store.setData(Data("a third".utf8), forKey: "k3")
+        try await store.removeAll()
+        #expect(try await store.count == 0)
+        for name in others {
+            #expect(try Data(contentsOf: directory.appendingPathComponent(name)) == Data("mine".utf8), "\(name) is not the store's")
+        }
+    }
+
     @Test("a truncated or corrupt entry file, or another key's file, is a miss, not a crash")
     func corruptEntry() async throws {
         let directory = temporaryDirectory()
