@@ -71,6 +71,10 @@ struct LazyLibrariesTests {
         let broken = tool.home.appendingPathComponent("broken")
         try FileManager.default.createDirectory(at: broken, withIntermediateDirectories: true)
         for name in ["libvips.so.42", "libcurl.so.4"] { try Data("not a library\n".utf8).write(to: broken.appendingPathComponent(name)) }
+        // libvips alone.
+        let brokenVips = tool.home.appendingPathComponent("broken-vips")
+        try FileManager.default.createDirectory(at: brokenVips, withIntermediateDirectories: true)
+        try Data("not a library\n".utf8).write(to: brokenVips.appendingPathComponent("libvips.so.42"))
         let environment = ["LD_LIBRARY_PATH": broken.path]
         func path(_ name: String) -> String { samples.appendingPathComponent(name).path }
 
@@ -113,6 +117,32 @@ struct LazyLibrariesTests {
         #expect((decoded.lines.first?["error"] as? [String: Any])?["code"] as? String == "libraryUnavailable", "\(decoded.stdout)")
         let avifFailure = (decoded.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
         #expect(avifFailure.contains("libavif cannot be loaded") && avifFailure.contains("libavif.so"), "\(decoded.stdout)")
+
+        // serve without libvips: a format only libvips writes is 500 libraryUnavailable,
+        // not another format kept under its key; back with libvips, it is made.
+        let serveCache = tool.home.appendingPathComponent("serve-cache").path
+        func serve(_ environment: [String: String]) async throws -> (Tool.Running, String) {
+            let running = try tool.start(["serve", "--cache-dir", serveCache, "--set", "http.port=0",
+                                          "--set", "thumbnail.allowedHosts=127.0.0.1:\(origin.port)", "--set", "loader.blockPrivateAddresses=false"],
+                                         environment: environment)
+            let address = try await running.listeningAddress()
+            return (running, String(address.split(separator: ":").last ?? ""))
+        }
+        let photo = "/thumbnail?url=" + "http://127.0.0.1:\(origin.port)/photo-1.jpg".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let (serverWithout, withoutPort) = try await serve(["LD_LIBRARY_PATH": brokenVips.path])
+        for (format, status) in [("png", 500), ("jpeg", 200)] {
+            let answer = try await RawHTTP.send(port: Int(withoutPort) ?? 0, target: photo + "&w=40&format=\(format)")
+            #expect(answer.status == status && (status == 200 || String(decoding: answer.body, as: UTF8.self).contains("libraryUnavailable")),
+                    "\(format): \(answer.status) \(answer.headers) \(String(decoding: answer.body.prefix(300), as: UTF8.self))")
+        }
+        serverWithout.signal(SIGTERM)
+        _ = try await serverWithout.wait()
+        let (serverWith, withPort) = try await serve([:])
+        let madePNG = try await RawHTTP.send(port: Int(withPort) ?? 0, target: photo + "&w=40&format=png")
+        #expect(madePNG.status == 200 && madePNG.headers["content-type"] == "image/png" && madePNG.body.starts(with: [0x89, 0x50, 0x4E, 0x47]),
+                "\(madePNG.status) \(madePNG.headers)")
+        serverWith.signal(SIGTERM)
+        _ = try await serverWith.wait()
 
         let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
         let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: environment)

@@ -210,6 +210,14 @@ struct LoadJob: ~Copyable {
         var checksum: UInt64?
         if plan.bytesOnly {
             guard let encoded else {
+                // A format asked for that no coder writes because a coder is unavailable
+                // (its library is missing): the deployment's failure (CacheSerializer).
+                let coders = stages.services.configuration.coders
+                if let format = context.encodeFormat, coders.encoder(for: format) == nil,
+                   case let missing = coders.noCoder("the cache serializer made no bytes for \(key): no coder here writes \(format)"),
+                   missing.code == .libraryUnavailable {
+                    throw missing
+                }
                 throw WebImageError(.encodeFailed, "the cache serializer made no bytes for \(key), which .avoidDecode asked for")
             }
             // Hashed once here: the memory tier keeps it, so its hits carry an ETag
