@@ -32,14 +32,17 @@ struct cwi_lazy_symbol {
 extern struct cwi_lazy_symbol __start_cwi_lazy_descriptors[] __attribute__((weak, visibility("hidden")));
 extern struct cwi_lazy_symbol __stop_cwi_lazy_descriptors[] __attribute__((weak, visibility("hidden")));
 
-// Fills the slots of `library`'s functions that the library has; the others
-// keep their stubs, which abort if called.
-static void cwi_resolve_all(int library, void *handle) {
+// Fills the slots of `library`'s functions, or none: the name of the first
+// function the file lacks (another library under the expected name), else NULL.
+// A library that lacks one is refused whole, so that no stub is left to abort.
+static const char *cwi_resolve_all(int library, void *handle) {
     for (struct cwi_lazy_symbol *symbol = __start_cwi_lazy_descriptors; symbol < __stop_cwi_lazy_descriptors; symbol++) {
-        if (symbol->library != library) { continue; }
-        void *function = dlsym(handle, symbol->name);
-        if (function != NULL) { __atomic_store_n(&symbol->target, function, __ATOMIC_RELEASE); }
+        if (symbol->library == library && dlsym(handle, symbol->name) == NULL) { return symbol->name; }
     }
+    for (struct cwi_lazy_symbol *symbol = __start_cwi_lazy_descriptors; symbol < __stop_cwi_lazy_descriptors; symbol++) {
+        if (symbol->library == library) { __atomic_store_n(&symbol->target, dlsym(handle, symbol->name), __ATOMIC_RELEASE); }
+    }
+    return NULL;
 }
 
 const char *CWI_lazy_load(int library, const char *file) {
@@ -55,8 +58,14 @@ const char *CWI_lazy_load(int library, const char *file) {
                 snprintf(cwi_libraries[library].error, sizeof cwi_libraries[library].error, "%s",
                          reason != NULL ? reason : "cannot be loaded");
             }
+            const char *missing = handle != NULL ? cwi_resolve_all(library, handle) : NULL;
+            if (missing != NULL) {
+                // Left loaded (its initialisers have run; unloading is not safe), never called.
+                snprintf(cwi_libraries[library].error, sizeof cwi_libraries[library].error,
+                         "%s has no function %s: not the library this program was built for", file, missing);
+                handle = NULL;
+            }
             cwi_libraries[library].handle = handle;
-            if (handle != NULL) { cwi_resolve_all(library, handle); }
             __atomic_store_n(&cwi_libraries[library].state, handle != NULL ? 1 : 2, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&cwi_libraries[library].lock);

@@ -144,6 +144,23 @@ struct LazyLibrariesTests {
         serverWith.signal(SIGTERM)
         _ = try await serverWith.wait()
 
+        // Another library under each name (zlib, which loads): refused whole, saying
+        // which function it lacks, instead of a stub that aborts at the first call.
+        let zlib = try #require(["/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"].first { FileManager.default.fileExists(atPath: $0) })
+        let wrong = tool.home.appendingPathComponent("wrong")
+        try FileManager.default.createDirectory(at: wrong, withIntermediateDirectories: true)
+        for name in ["libvips.so.42", "libcurl.so.4", "libavif.so.14", "libavif.so.15", "libavif.so.16"] {
+            // The file itself (libz.so.1 is a link to it).
+            try FileManager.default.copyItem(atPath: URL(fileURLWithPath: zlib).resolvingSymlinksInPath().path, toPath: wrong.appendingPathComponent(name).path)
+        }
+        let wrongURL = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
+        for input in [path("logo.png"), avif, wrongURL] {
+            let refused = try await tool.run(["load", "--json", "--store", "none"] + Self.loopback + [input], environment: ["LD_LIBRARY_PATH": wrong.path])
+            let error = refused.lines.first?["error"] as? [String: Any]
+            #expect(refused.status == 1 && error?["code"] as? String == "libraryUnavailable"
+                    && (error?["message"] as? String)?.contains("has no function") == true, "\(input): \(refused.status) \(refused.stdout) \(refused.stderr.suffix(500))")
+        }
+
         let url = "http://127.0.0.1:\(origin.port)/photo-1.jpg"
         let remote = try await tool.run(["load", "--json", "--cache-dir", tool.cache.path] + Self.loopback + [url], environment: environment)
         #expect(remote.status == 1, "\(remote.stdout) \(remote.stderr)")
