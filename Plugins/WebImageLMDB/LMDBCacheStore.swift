@@ -93,14 +93,21 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
         self.readsOnCallingThread = options.readsOnCallingThread
         let maxMap = options.maxMapSize ?? max(1 << 30, (limits.maxSize ?? (4 << 30)) * 4)
         // The directories made here, removed again if the environment cannot open
-        // (a path too long for its files, say): a failed open leaves nothing behind.
+        // (a path too long for its files, a map the system refuses): a failed open
+        // leaves nothing behind.
         var made: [String] = []
+        // LMDB's two files, if this open makes them: removed too when it fails
+        // (a map size the system refuses, say), as the directory is.
+        var newFiles: [String] = []
         do {
             // The directory as the kernel resolved it when making it: `..` after a
             // symbolic link is not simplified as text (a standardized URL would be).
-            self.directory = try CacheDirectory.prepare(directory, made: &made)
+            let resolved = try CacheDirectory.prepare(directory, made: &made)
+            self.directory = resolved
+            newFiles = ["data.mdb", "lock.mdb"].map { resolved.appendingPathComponent($0).path }.filter { !FileManager.default.fileExists(atPath: $0) }
             environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
         } catch {
+            for file in newFiles { unlink(file) }
             CacheDirectory.removeMade(made)
             writer.shutdown()
             throw error

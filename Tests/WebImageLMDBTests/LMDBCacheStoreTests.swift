@@ -259,6 +259,16 @@ struct LMDBCacheStoreTests {
         #expect(tooLong?.code == .storeFailed && tooLong?.message.contains("mdb_env_open") == true, "\(String(describing: tooLong))")
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("made").path), "the directories made for it are left behind")
 
+        // A map the system refuses (200 TiB, more than x86-64's 128 TiB of user
+        // address space): LMDB has made its files by then, and they go with the directory.
+        var huge = LMDBCacheStore.Options()
+        huge.mapSize = 200 << 40
+        huge.maxMapSize = 200 << 40
+        let unmappable = root.appendingPathComponent("huge/store")
+        let refused = #expect(throws: WebImageError.self) { try LMDBCacheStore(directory: unmappable, options: huge) }
+        #expect(refused?.code == .storeFailed && refused?.message.contains("mdb_env_open") == true, "\(String(describing: refused))")
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("huge").path), "nothing is left behind")
+
         let corrupt = root.appendingPathComponent("corrupt")
         try FileManager.default.createDirectory(at: corrupt, withIntermediateDirectories: true)
         try Data((0..<65536).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: corrupt.appendingPathComponent("data.mdb"))
