@@ -644,7 +644,7 @@ struct CurlLoaderTests {
         }
     }
 
-    @Test("a redirect to a URL that names a user is refused, with and without a URL policy, and nothing is kept")
+    @Test("a URL that names a user, asked for or redirected to, is refused, with and without a URL policy, and nothing is kept")
     func redirectWithUser() async throws {
         try await withServer { server in
             let target = "u:p@127.0.0.1:\(server.port)/bytes/100"
@@ -659,6 +659,16 @@ struct CurlLoaderTests {
                 #expect(error?.code == .forbidden && error?.message.contains("names a user") == true, "policy \(policy): \(String(describing: error))")
             }
             #expect(server.requestCount(path: "/bytes/100") == 1, "curl following itself went there; the loader following with a policy never sends the credentials")
+            // Asked for directly: refused before anything is sent, saying so without
+            // the password, not as a redirect.
+            let configuration = ImageManager.Configuration()
+            configuration.loaders.registerCurl()
+            let direct = await #expect(throws: WebImageError.self) {
+                try await ImageManager(configuration: configuration).loadImage(with: URL(string: "http://\(target)")!, options: .avoidDecode)
+            }
+            #expect(direct?.code == .forbidden && direct?.message.contains("names a user") == true && direct?.message.contains("redirect") == false
+                    && direct?.message.contains("u:p") == false, "\(String(describing: direct))")
+            #expect(server.requestCount(path: "/bytes/100") == 1, "nothing sent")
         }
     }
 

@@ -209,6 +209,11 @@ struct OriginalStage: Sendable {
         if request.url != url, let policy = request.urlPolicy, let reason = policy(request.url) {
             throw WebImageError(.forbidden, "\(request.url.absoluteString) \(reason)", isTransient: false)
         }
+        // A URL that names a user: refused before anything is sent, as a redirect
+        // to one is (below). The message leaves the credentials out.
+        if Self.namesUser(request.url) {
+            throw WebImageError(.forbidden, "\(Self.withoutCredentials(request.url)) names a user (user@host); URLs with credentials are refused", isTransient: false)
+        }
         let breaker = context.originBreaker ?? configuration.originBreaker
         let admission = try breaker?.admit(request.url)
         if let breaker, request.stillAdmitted == nil {
@@ -236,7 +241,7 @@ struct OriginalStage: Sendable {
         // A loader that followed a redirect to a URL with credentials (curl does,
         // when it follows them itself): what they opened is not kept under a URL
         // that names none.
-        if response.url.user(percentEncoded: true) != nil || response.url.password(percentEncoded: true) != nil {
+        if Self.namesUser(response.url) {
             throw WebImageError(.forbidden, "\(url.absoluteString) redirected to a URL that names a user (user@host), which is refused", isTransient: false)
         }
         if response.isNotModified { return response }
@@ -277,6 +282,18 @@ struct OriginalStage: Sendable {
 
     /// A failure of the URL itself: counted, and put on the failed-URL blocklist
     /// when it is the kind the blocklist keeps.
+    static func namesUser(_ url: URL) -> Bool {
+        url.user(percentEncoded: true) != nil || url.password(percentEncoded: true) != nil
+    }
+
+    /// The URL's text without its user and password.
+    static func withoutCredentials(_ url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "a URL" }
+        components.user = nil
+        components.password = nil
+        return components.string ?? "a URL"
+    }
+
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {
         let error = WebImageError.wrap(error, as: .loadFailed, "loading \(url.absoluteString)")
         // A download cancelled with its job (callers gone, deadline passed) is no failure of the URL.
