@@ -137,7 +137,8 @@ struct LoadCommand: AsyncParsableCommand {
         context.transformer = try transform.map { try TransformSpec.parse($0, watermark: TransformSpec.watermarkFile) }
         context.encodeFormat = format.flatMap(ImageFormat.init(name:))
         if let requested = context.encodeFormat, manager.configuration.coders.encoder(for: requested) == nil {
-            Terminal.error("--format \(requested): no coder here writes it" + (requested == .jxl ? " (JPEG XL is written only with --set vips.allowUntrusted=true)" : ""))
+            let missing = manager.configuration.coders.unavailability.map { " (\($0.code): \($0.message))" } ?? ""
+            Terminal.error("--format \(requested): no coder here writes it" + (requested == .jxl ? " (JPEG XL is written only with --set vips.allowUntrusted=true)" : missing))
             throw ExitCode(2)
         }
         if quality != nil || effort != nil || progressive || keepColorProfile || background != nil {

@@ -118,6 +118,10 @@ struct LazyLibrariesTests {
         let avifFailure = (decoded.lines.first?["error"] as? [String: Any])?["message"] as? String ?? ""
         #expect(avifFailure.contains("libavif cannot be loaded") && avifFailure.contains("libavif.so"), "\(decoded.stdout)")
 
+        // A format only libvips writes, asked for without it: refused at start, saying why.
+        let noPNG = try await tool.run(["load", "--format", "png", "--store", "none", path("photo-1.jpg")], environment: ["LD_LIBRARY_PATH": brokenVips.path])
+        #expect(noPNG.status == 2 && noPNG.stderr.contains("libraryUnavailable") && noPNG.stderr.contains("libvips cannot be loaded"), "\(noPNG.stderr)")
+
         // serve without libvips: a format only libvips writes is 500 libraryUnavailable,
         // not another format kept under its key; back with libvips, it is made.
         let serveCache = tool.home.appendingPathComponent("serve-cache").path

@@ -81,12 +81,20 @@ public final class CoderRegistry: Sendable {
     /// `message`, or ``WebImageError/Code/libraryUnavailable`` when a registered
     /// coder is unavailable (``ImageCoder/unavailability``) and might have taken them.
     func noCoder(_ message: String) -> WebImageError {
+        guard let reason = unavailability else { return WebImageError(.unsupportedFormat, message) }
+        return WebImageError(.libraryUnavailable, "\(message); \(reason.message)", underlying: reason.underlying)
+    }
+
+    /// Why a registered coder cannot be used (``ImageCoder/unavailability``),
+    /// naming it: `the vips coder cannot be used: libvips cannot be loaded: …`;
+    /// nil when every coder can. Asking may load a coder's library.
+    public var unavailability: WebImageError? {
         for entry in registry.entries {
             if let reason = entry.value.unavailability {
-                return WebImageError(.libraryUnavailable, "\(message); the \(entry.names.first ?? "") coder cannot be used: \(reason.message)", underlying: reason)
+                return WebImageError(.libraryUnavailable, "the \(entry.names.first ?? "") coder cannot be used: \(reason.message)", underlying: reason)
             }
         }
-        return WebImageError(.unsupportedFormat, message)
+        return nil
     }
 
     /// Registered names, newest first.
