@@ -75,9 +75,23 @@ extension ImageManager.Configuration {
     /// `store.maxSize`, `store.maxAge`, `store.sweepInterval`.
     private static func cacheLimits(_ values: ConfigValues) throws -> CacheLimits {
         var limits = CacheLimits()
-        if let size = try values.bytes("store.maxSize") { limits.maxSize = size }
-        if let age = try values.duration("store.maxAge") { limits.maxAge = age }
-        if let interval = try values.duration("store.sweepInterval") { limits.sweepInterval = interval }
+        // Zero is refused, not read as "off": a size or an age of 0 empties the
+        // store at every sweep, and an interval of 0 sweeps without a pause.
+        func positive(_ key: String, _ isPositive: Bool, _ what: String) throws {
+            guard isPositive else { throw WebImageError(.invalidArgument, "\(key): 0 would \(what); give more than 0") }
+        }
+        if let size = try values.bytes("store.maxSize") {
+            try positive("store.maxSize", size > 0, "remove every entry at each sweep")
+            limits.maxSize = size
+        }
+        if let age = try values.duration("store.maxAge") {
+            try positive("store.maxAge", age > .zero, "remove every entry at each sweep")
+            limits.maxAge = age
+        }
+        if let interval = try values.duration("store.sweepInterval") {
+            try positive("store.sweepInterval", interval > .zero, "sweep the store without a pause")
+            limits.sweepInterval = interval
+        }
         return limits
     }
 

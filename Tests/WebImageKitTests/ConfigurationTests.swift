@@ -168,6 +168,8 @@ struct ConfigurationTests {
         (["store.kind": "redis"], "store.kind"),
         (["store.maxSize": "-5"], "store.maxSize"),
         (["store.maxAge": "forever"], "store.maxAge"),
+        (["store.maxSize": "0"], "store.maxSize: 0 would remove every entry"), (["store.maxAge": "0s"], "store.maxAge: 0 would remove every entry"),
+        (["store.sweepInterval": "0s"], "store.sweepInterval: 0 would sweep the store without a pause"),
         (["loader.timeout": "soon"], "loader.timeout"),
         (["loader.maxConcurrent": "0"], "loader.maxConcurrent"),
         (["loader.maxConcurrentPerHost": "0"], "loader.maxConcurrentPerHost"),
