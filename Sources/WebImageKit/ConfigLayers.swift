@@ -89,6 +89,44 @@ public enum ConfigLayers {
     /// - Throws: ``WebImageError/Code/invalidArgument`` for a file that cannot be
     ///   read, that is not JSON (with the line and column Foundation names), whose
     ///   top is not an object, or with an array holding arrays, objects or nulls.
+    /// The first comma before a closing `}` or `]`, or name given twice in one
+    /// object, in JSON that Foundation parsed: what is wrong and its byte offset.
+    static func strictProblem(in data: Data) -> (String, Int)? {
+        let bytes = [UInt8](data)
+        // Per open object its names so far; nil for an array.
+        var open: [Set<String>?] = []
+        var previous: UInt8 = 0  // the last byte outside strings and white space
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                let start = index
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                    if bytes[index] == UInt8(ascii: "\\") { index += 1 }
+                    index += 1
+                }
+                if case var names?? = open.last, previous == UInt8(ascii: "{") || previous == UInt8(ascii: ",") {
+                    let name = String(decoding: bytes[(start + 1)..<min(index, bytes.count)], as: UTF8.self)
+                    guard names.insert(name).inserted else { return ("\"\(name)\" is given twice in one object", start) }
+                    open[open.count - 1] = names
+                }
+                previous = byte
+            case UInt8(ascii: "{"): open.append([]); previous = byte
+            case UInt8(ascii: "["): open.append(nil); previous = byte
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if previous == UInt8(ascii: ",") { return ("a comma before \(Character(Unicode.Scalar(byte)))", index) }
+                if !open.isEmpty { open.removeLast() }
+                previous = byte
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): break
+            default: previous = byte
+            }
+            index += 1
+        }
+        return nil
+    }
+
     static func fileLayer(_ file: String) throws -> (keys: [String], values: [String: ConfigContent], emptyObjects: [String]) {
         guard FileManager.default.fileExists(atPath: file) else {
             throw WebImageError(.invalidArgument, "--config: no file at \(file)")
@@ -112,6 +150,14 @@ public enum ConfigLayers {
                 }
             }
             throw WebImageError(.invalidArgument, message)
+        }
+        // What Foundation's parser takes and RFC 8259 does not, or takes silently:
+        // a comma before } or ], and a name given twice in one object (the last won).
+        if let (problem, offset) = Self.strictProblem(in: data) {
+            let before = data.prefix(offset)
+            let line = before.filter { $0 == 0x0A }.count + 1
+            let column = before.count - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
+            throw WebImageError(.invalidArgument, "--config \(file) is not valid JSON: \(problem) (line \(line), column \(column))")
         }
         guard let object = root as? [String: Any] else {
             let kind = root is NSNull ? "null" : root is [Any] ? "an array" : root is String ? "a string" : "a number or boolean"

@@ -277,6 +277,19 @@ struct ConfigurationTests {
         try Data("{\n  \"store\": {\n    \"kind\": tru\n  }\n}".utf8).write(to: bad)
         let located = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
         #expect(located?.message.contains("not valid JSON") == true && located?.message.contains("line 3") == true, "\(String(describing: located))")
+        // What Foundation's parser takes but RFC 8259 does not, or takes silently.
+        for (text, problem) in [("{\"store\": {\"kind\": \"lmdb\",},}", "a comma before } (line 1, column 27)"),
+                                ("{\"a\": [1, 2,]}", "a comma before ]"),
+                                ("{\"store\": {\"kind\": \"lmdb\", \"kind\": \"filesystem\"}}", "\"kind\" is given twice in one object"),
+                                ("{\"store\": {\"kind\": \"lmdb\"},\n \"store\": {\"path\": \"/x\"}}", "\"store\" is given twice in one object (line 2, column 2)"),
+                                ("{\"store.kind\": \"lmdb\", \"store.kind\": \"memory\"}", "\"store.kind\" is given twice")] {
+            try Data(text.utf8).write(to: bad)
+            let error = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
+            #expect(error?.message.contains("not valid JSON: \(problem)") == true, "\(text): \(String(describing: error))")
+        }
+        // The same names in different objects, and commas inside strings, are fine.
+        try Data("{\"thumbnail\": {\"fallbackImage\": \"a,}.png\"}, \"store\": {\"kind\": \"lmdb\", \"path\": \"/tmp/x,]\"}}".utf8).write(to: bad)
+        _ = try await ConfigLayers.reader(flags: [:], file: bad.path)
         for (text, kind) in [("null", "null"), ("[1]", "an array"), ("\"x\"", "a string"), ("7", "a number")] {
             try Data(text.utf8).write(to: bad)
             let error = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
