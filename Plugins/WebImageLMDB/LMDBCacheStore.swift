@@ -104,7 +104,15 @@ public final class LMDBCacheStore: CacheStore, ImmediateCacheReading {
             // symbolic link is not simplified as text (a standardized URL would be).
             let resolved = try CacheDirectory.prepare(directory, made: &made)
             self.directory = resolved
-            newFiles = ["data.mdb", "lock.mdb"].map { resolved.appendingPathComponent($0).path }.filter { !FileManager.default.fileExists(atPath: $0) }
+            let files = ["data.mdb", "lock.mdb"].map { resolved.appendingPathComponent($0).path }
+            // LMDB opens them blocking: a FIFO in their place would hang the open.
+            for file in files {
+                var info = stat()
+                if lstat(file, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG {
+                    throw WebImageError(.storeFailed, "\(file) is not a regular file: an LMDB store's data and lock files must be")
+                }
+            }
+            newFiles = files.filter { !FileManager.default.fileExists(atPath: $0) }
             environment = try LMDBEnvironment(directory: self.directory, mapSize: min(options.mapSize, maxMap), maxMapSize: maxMap)
         } catch {
             for file in newFiles { unlink(file) }

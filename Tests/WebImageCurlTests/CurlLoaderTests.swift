@@ -414,6 +414,33 @@ struct CurlLoaderTests {
         }
     }
 
+    @Test("a load cancelled at any moment around its start ends at once and never runs: none is left holding a slot for its timeout")
+    func cancelledAroundStart() async throws {
+        try await withServer { silent in
+            var configuration = CurlLoader.Configuration(maxConcurrentDownloads: 64, timeout: .seconds(300))
+            configuration.maxConcurrentDownloadsPerHost = 64
+            let loader = CurlLoader(configuration: configuration)
+            for round in 0..<20 {
+                let tasks = (0..<40).map { index in
+                    Task { try await load(loader, silent.url("/gate/\(round)-\(index)")) }
+                }
+                // Cancelled while some have not started, some are being submitted, some run.
+                for (index, task) in tasks.enumerated() {
+                    if index % 4 == 0 { await Task.yield() }
+                    task.cancel()
+                }
+                for task in tasks {
+                    let outcome = await task.result
+                    #expect(throws: (any Error).self, "a cancelled load does not succeed") { try outcome.get() }
+                }
+            }
+            // Every transfer is out of curl (a cancelled one that started anyway would
+            // hold its slot and connection until its 300 s timeout).
+            #expect(await eventually { loader.statistics.active == 0 && loader.statistics.queued == 0 }, "\(loader.statistics)")
+            silent.openGate()
+        }
+    }
+
     @Test("cancelling mid-body frees the transfer; the server sees the connection close")
     func cancellation() async throws {
         try await withServer { server in

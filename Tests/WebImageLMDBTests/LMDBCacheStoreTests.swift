@@ -269,6 +269,13 @@ struct LMDBCacheStoreTests {
         #expect(refused?.code == .storeFailed && refused?.message.contains("mdb_env_open") == true, "\(String(describing: refused))")
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("huge").path), "nothing is left behind")
 
+        // A FIFO for the data file: refused, not an open that waits for a writer.
+        let fifo = root.appendingPathComponent("fifo")
+        try FileManager.default.createDirectory(at: fifo, withIntermediateDirectories: true)
+        #expect(mkfifo(fifo.appendingPathComponent("data.mdb").path, 0o600) == 0)
+        let notFile = #expect(throws: WebImageError.self) { try LMDBCacheStore(directory: fifo) }
+        #expect(notFile?.code == .storeFailed && notFile?.message.contains("not a regular file") == true, "\(String(describing: notFile))")
+
         let corrupt = root.appendingPathComponent("corrupt")
         try FileManager.default.createDirectory(at: corrupt, withIntermediateDirectories: true)
         try Data((0..<65536).map { UInt8(truncatingIfNeeded: $0 &* 7) }).write(to: corrupt.appendingPathComponent("data.mdb"))

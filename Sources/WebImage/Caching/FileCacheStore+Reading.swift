@@ -36,7 +36,10 @@ extension FileCacheStore {
     func readEntry(atPath path: String, key: String, withData: Bool, mayWait: Bool) throws -> ReadOutcome {
         do throws(SystemCallError) {
             let descriptor: Int32
-            do { descriptor = try FileIO.open(path, O_RDONLY | O_CLOEXEC) } catch where error.isNotFound { return .read(nil) }
+            // Not blocking (a FIFO in an entry's place would hold the open until a writer
+            // came) and not through a link (an entry is a file the store made; a hit
+            // must not move another file's date).
+            do { descriptor = try FileIO.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW) } catch where error.isNotFound { return .read(nil) }
             defer { Glibc.close(descriptor) }
             let info = try FileIO.stat(descriptor, path)
             guard (info.st_mode & S_IFMT) == S_IFREG else {

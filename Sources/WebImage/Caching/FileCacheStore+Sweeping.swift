@@ -31,7 +31,7 @@ extension FileCacheStore {
             // A file that cannot be opened or read (gone since the listing, or
             // unreadable) is skipped: a sweep is a best-effort pass, and reads
             // of that entry report the failure as a store error.
-            guard let descriptor = try? FileIO.open(path, O_RDONLY | O_CLOEXEC) else { continue }
+            guard let descriptor = try? FileIO.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW) else { continue }
             defer { Glibc.close(descriptor) }
             guard let info = try? FileIO.stat(descriptor, path), (info.st_mode & S_IFMT) == S_IFREG else { continue }
             guard let record = try? Self.readRecord(descriptor, fileSize: Int(info.st_size)) else {
@@ -49,10 +49,14 @@ extension FileCacheStore {
     func sweep() throws {
         let now = clock()
         let grace: TimeInterval = 60  // a write in progress elsewhere may not have committed yet
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory)) ?? [] {
+        // Only the store's own `tmp` (a directory, not a link to one elsewhere), and
+        // only the names its writes give (UUIDs): nothing else there is its to delete.
+        var tmpInfo = stat()
+        let tmpIsOurs = lstat(tmpDirectory, &tmpInfo) == 0 && (tmpInfo.st_mode & S_IFMT) == S_IFDIR
+        for name in tmpIsOurs ? (try? FileManager.default.contentsOfDirectory(atPath: tmpDirectory)) ?? [] : [] where UUID(uuidString: name) != nil {
             let path = tmpDirectory + "/" + name
             var info = stat()
-            if stat(path, &info) == 0, now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > grace { unlink(path) }
+            if lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, now.timeIntervalSince1970 - Double(info.st_mtim.tv_sec) > grace { unlink(path) }
         }
 
         var listed = try scan(removingOthers: true)

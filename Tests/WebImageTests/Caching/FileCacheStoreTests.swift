@@ -141,7 +141,8 @@ struct FileCacheStoreTests {
         let directory = temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("Documents"), withIntermediateDirectories: true)
-        let others = ["thesis.txt", ".bashrc", "data.mdb", "lock.mdb", "README", "Documents/notes.txt"]
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("tmp"), withIntermediateDirectories: true)
+        let others = ["thesis.txt", ".bashrc", "data.mdb", "lock.mdb", "README", "Documents/notes.txt", "tmp/draft.docx"]
         for name in others { try Data("mine".utf8).write(to: directory.appendingPathComponent(name)) }
         let clock = TestClock()
         let store = try FileCacheStore(directory: directory, limits: CacheLimits(maxAge: .seconds(60), maxSize: 1 << 20, sweepInterval: nil), clock: clock.source)
@@ -156,6 +157,44 @@ struct FileCacheStoreTests {
         for name in others {
             #expect(try Data(contentsOf: directory.appendingPathComponent(name)) == Data("mine".utf8), "\(name) is not the store's")
         }
+    }
+
+    @Test("a FIFO, a link or a linked tmp in the store's directory: reads are misses that never block, sweeps neither hang nor reach outside, a hit changes no other file")
+    func oddFilesInPlace() async throws {
+        let directory = temporaryDirectory()
+        let outside = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory); try? FileManager.default.removeItem(at: outside) }
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        let clock = TestClock()
+        let store = try FileCacheStore(directory: directory, limits: CacheLimits(maxAge: .seconds(3600), maxSize: 1 << 20, sweepInterval: nil), clock: clock.source)
+        try await store.setData(Data("real".utf8), forKey: "real")
+        let entry = try #require(try await store.fileURL(forKey: "real"))
+        // A FIFO where an entry goes: opening it blocking would wait for a writer forever.
+        let fifoKey = "fifo.jpg"
+        try await store.setData(Data("x".utf8), forKey: fifoKey)
+        let fifoPath = try #require(try await store.fileURL(forKey: fifoKey)).path
+        unlink(fifoPath)
+        #expect(mkfifo(fifoPath, 0o600) == 0)
+        _ = try? await store.data(forKey: fifoKey)  // a store error or a miss, not a hang
+        // An entry that is a link to a file elsewhere: read through it, never; its date stays.
+        let linked = outside.appendingPathComponent("copy.jpg")
+        try FileManager.default.copyItem(at: entry, to: linked)
+        var old = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, linked.path, &old, 0) == 0)
+        try FileManager.default.removeItem(at: entry)
+        try FileManager.default.createSymbolicLink(at: entry, withDestinationURL: linked)
+        clock.advance(by: 120)
+        _ = try? await store.data(forKey: "real")
+        #expect(try FileManager.default.attributesOfItem(atPath: linked.path)[.modificationDate] as? Date == Date(timeIntervalSince1970: 1_000_000))
+        // tmp as a link to another directory: the sweep does not follow it.
+        let victim = outside.appendingPathComponent("victim")
+        try FileManager.default.createDirectory(at: victim, withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: victim.appendingPathComponent(UUID().uuidString))
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("tmp"))
+        try FileManager.default.createSymbolicLink(at: directory.appendingPathComponent("tmp"), withDestinationURL: victim)
+        clock.advance(by: 7200)
+        try await store.removeExpired()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: victim.path).count == 1, "nothing outside the store is deleted")
     }
 
     @Test("a truncated or corrupt entry file, or another key's file, is a miss, not a crash")
