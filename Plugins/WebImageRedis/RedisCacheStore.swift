@@ -102,26 +102,26 @@ public final class RedisCacheStore: CacheStore {
     /// The parts of one URL.
     static func parse(_ text: String) throws -> (address: RedisAddress, credentials: RedisCredentials) {
         guard let components = URLComponents(string: text.trimmingCharacters(in: .whitespaces)) else {
-            throw WebImageError(.invalidArgument, "redis: '\(text)' is not a URL")
+            throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))' is not a URL")
         }
         guard components.scheme?.lowercased() == "redis" else {
             let scheme = components.scheme.map { "'\($0)'" } ?? "no scheme"
-            throw WebImageError(.invalidArgument, "redis: '\(text)' has \(scheme); expected redis://host:port (TLS, rediss://, is not supported)")
+            throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))' has \(scheme); expected redis://host:port (TLS, rediss://, is not supported)")
         }
-        guard let host = components.host, !host.isEmpty else { throw WebImageError(.invalidArgument, "redis: '\(text)' has no host") }
+        guard let host = components.host, !host.isEmpty else { throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))' has no host") }
         let port = components.port ?? 6379
-        guard (1...65535).contains(port) else { throw WebImageError(.invalidArgument, "redis: '\(text)' has port \(port)") }
+        guard (1...65535).contains(port) else { throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))' has port \(port)") }
         var database = 0
         let path = components.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         if !path.isEmpty {
             guard let number = Int(path), (0...1_000_000).contains(number) else {
-                throw WebImageError(.invalidArgument, "redis: '\(text)': the path must be a database number, not '\(path)'")
+                throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))': the path must be a database number, not '\(path)'")
             }
             database = number
         }
         let user = components.percentEncodedUser.flatMap { $0.removingPercentEncoding }.flatMap { $0.isEmpty ? nil : $0 }
         let password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
-        if user != nil, password == nil { throw WebImageError(.invalidArgument, "redis: '\(text)' names a user without a password") }
+        if user != nil, password == nil { throw WebImageError(.invalidArgument, "redis: '\(WebImageError.hidingCredentials(text))' names a user without a password") }
         var bareHost = host
         if bareHost.hasPrefix("["), bareHost.hasSuffix("]") { bareHost = String(bareHost.dropFirst().dropLast()) }
         return (RedisAddress(host: bareHost, port: port), RedisCredentials(user: user, password: password, database: database))

@@ -152,7 +152,7 @@ public struct ThumbnailQuery: Sendable {
         // image would be an entry of its own. (A service that needs them sets them
         // on its requests to that origin.)
         if url.user(percentEncoded: true) != nil || url.password(percentEncoded: true) != nil {
-            throw WebImageError(.invalidURL, "url='\(text)' names a user (user@host), which an image URL must not")
+            throw WebImageError(.invalidURL, "url='\(WebImageError.hidingCredentials(text))' names a user (user@host), which an image URL must not")
         }
         // An IPv4 address in another of the forms the resolver takes (127.10,
         // 2130706442, 0x7f00000a, 0177.0.0.1, 127.000.000.010): the same server as

@@ -73,7 +73,16 @@ extension PluginCatalog {
                 return range
             }
         }
-        if let proxy = values.text("loader.proxy"), !proxy.isEmpty { configuration.proxy = proxy }
+        if let proxy = values.text("loader.proxy"), !proxy.isEmpty {
+            // Checked here: curl's own complaint about a bad one quotes it whole,
+            // password included, in every load's error.
+            let parts = URLComponents(string: proxy)
+            guard let parts, let scheme = parts.scheme?.lowercased(), ["http", "https", "socks4", "socks4a", "socks5", "socks5h"].contains(scheme),
+                  parts.host?.isEmpty == false, parts.port.map({ (1...65535).contains($0) }) ?? true, parts.path.isEmpty || parts.path == "/" else {
+                throw values.invalid("loader.proxy", proxy, "a proxy URL such as http://proxy.internal:3128 or socks5h://host:1080")
+            }
+            configuration.proxy = proxy
+        }
         if let order = values.text("loader.order") {
             guard let parsed = CurlLoader.Order(rawValue: order.lowercased()) else { throw values.invalid("loader.order", order, "fifo or lifo") }
             configuration.order = parsed

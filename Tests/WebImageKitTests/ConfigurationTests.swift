@@ -174,6 +174,8 @@ struct ConfigurationTests {
         (["loader.maxConcurrent": "0"], "loader.maxConcurrent"),
         (["loader.maxConcurrentPerHost": "0"], "loader.maxConcurrentPerHost"),
         (["loader.order": "random"], "loader.order"),
+        (["loader.proxy": "http://puser:ProxySecret@127.0.0.1:99999"], "loader.proxy: 'http://***@127.0.0.1:99999' is not a proxy URL"),
+        (["loader.proxy": "proxy.internal"], "loader.proxy"),
         (["loader.blockPrivateAddresses": "maybe"], "loader.blockPrivateAddresses"),
         (["loader.exemptAddresses": "10.0.0.0/33"], "loader.exemptAddresses"),
         (["loader.exemptAddresses": "intranet"], "loader.exemptAddresses"),

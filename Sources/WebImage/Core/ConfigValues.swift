@@ -58,7 +58,7 @@ public struct ConfigValues: Sendable {
     }
 
     public func invalid(_ key: String, _ value: String, _ expected: String) -> WebImageError {
-        WebImageError(.invalidArgument, "\(name(key)): '\(value)' is not \(expected)")
+        WebImageError(.invalidArgument, "\(name(key)): '\(WebImageError.hidingCredentials(value))' is not \(expected)")
     }
 
     public func int(_ key: String, minimum: Int = .min) throws -> Int? {

@@ -112,6 +112,17 @@ public struct WebImageError: Error, Sendable, CustomStringConvertible {
     /// `\uXXXX`: one line whatever it held, safe to write into a log record or a
     /// terminal, where an override would show `photo\u{202E}gpj.exe` as
     /// `photoexe.jpg`. Text without such characters comes back as it was.
+    /// `text` with a URL's user information (`user:password@`) replaced by
+    /// `***@` (`redis://admin:s3cret@cache:6379/0` becomes
+    /// `redis://***@cache:6379/0`), for messages and logs that quote a URL
+    /// someone gave: a password must not be written where operators and clients read.
+    public static func hidingCredentials(_ text: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let authority = text[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return text }
+        return String(text[..<scheme.upperBound]) + "***" + String(text[at...])
+    }
+
     public static func escapingControlCharacters(_ text: String) -> String {
         func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
             let value = scalar.value

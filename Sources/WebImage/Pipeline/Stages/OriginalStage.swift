@@ -212,7 +212,7 @@ struct OriginalStage: Sendable {
         // A URL that names a user: refused before anything is sent, as a redirect
         // to one is (below). The message leaves the credentials out.
         if Self.namesUser(request.url) {
-            throw WebImageError(.forbidden, "\(Self.withoutCredentials(request.url)) names a user (user@host); URLs with credentials are refused", isTransient: false)
+            throw WebImageError(.forbidden, "\(WebImageError.hidingCredentials(request.url.absoluteString)) names a user (user@host); URLs with credentials are refused", isTransient: false)
         }
         let breaker = context.originBreaker ?? configuration.originBreaker
         let admission = try breaker?.admit(request.url)
@@ -284,14 +284,6 @@ struct OriginalStage: Sendable {
     /// when it is the kind the blocklist keeps.
     static func namesUser(_ url: URL) -> Bool {
         url.user(percentEncoded: true) != nil || url.password(percentEncoded: true) != nil
-    }
-
-    /// The URL's text without its user and password.
-    static func withoutCredentials(_ url: URL) -> String {
-        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "a URL" }
-        components.user = nil
-        components.password = nil
-        return components.string ?? "a URL"
     }
 
     func recordFailure(_ error: any Error, url: URL) -> WebImageError {
