@@ -76,20 +76,21 @@ extension ImageManager.Configuration {
     private static func cacheLimits(_ values: ConfigValues) throws -> CacheLimits {
         var limits = CacheLimits()
         // Zero is refused, not read as "off": a size or an age of 0 empties the
-        // store at every sweep, and an interval of 0 sweeps without a pause.
-        func positive(_ key: String, _ isPositive: Bool, _ what: String) throws {
-            guard isPositive else { throw WebImageError(.invalidArgument, "\(key): 0 would \(what); give more than 0") }
+        // store at every sweep, and an interval of 0 sweeps without a pause. The
+        // durations take a second at least (1e-10s is more than 0, and as bad).
+        func atLeast(_ key: String, _ isEnough: Bool, _ least: String, _ what: String) throws {
+            guard isEnough else { throw WebImageError(.invalidArgument, "\(key): less than \(least) would \(what); give \(least) or more") }
         }
         if let size = try values.bytes("store.maxSize") {
-            try positive("store.maxSize", size > 0, "remove every entry at each sweep")
+            try atLeast("store.maxSize", size > 0, "1 byte", "remove every entry at each sweep")
             limits.maxSize = size
         }
         if let age = try values.duration("store.maxAge") {
-            try positive("store.maxAge", age > .zero, "remove every entry at each sweep")
+            try atLeast("store.maxAge", age >= .seconds(1), "1s", "remove every entry at each sweep")
             limits.maxAge = age
         }
         if let interval = try values.duration("store.sweepInterval") {
-            try positive("store.sweepInterval", interval > .zero, "sweep the store without a pause")
+            try atLeast("store.sweepInterval", interval >= .seconds(1), "1s", "sweep the store without a pause")
             limits.sweepInterval = interval
         }
         return limits

@@ -95,7 +95,12 @@ public struct ConfigValues: Sendable {
     }
 
     /// `loader.maxResponseSize`: the one place it is read.
-    public func loaderMaxResponseSize() throws -> Int64? { try bytes("loader.maxResponseSize").map(Int64.init) }
+    /// 0 is refused: every response, files too, would be too large.
+    public func loaderMaxResponseSize() throws -> Int64? {
+        guard let size = try bytes("loader.maxResponseSize") else { return nil }
+        guard size > 0 else { throw WebImageError(.invalidArgument, "\(name("loader.maxResponseSize")): 0 would refuse every response as too large; give more than 0") }
+        return Int64(size)
+    }
 
     public func duration(_ key: String) throws -> Duration? {
         guard let text = text(key) else { return nil }
