@@ -108,7 +108,10 @@ public enum ConfigLayers {
                     index += 1
                 }
                 if case var names?? = open.last, previous == UInt8(ascii: "{") || previous == UInt8(ascii: ",") {
-                    let name = String(decoding: bytes[(start + 1)..<min(index, bytes.count)], as: UTF8.self)
+                    // Compared decoded: "k\u0069nd" is "kind".
+                    let quoted = Data(bytes[start..<min(index + 1, bytes.count)])
+                    let name = (try? JSONSerialization.jsonObject(with: quoted, options: .fragmentsAllowed)) as? String
+                        ?? String(decoding: bytes[(start + 1)..<min(index, bytes.count)], as: UTF8.self)
                     guard names.insert(name).inserted else { return ("\"\(name)\" is given twice in one object", start) }
                     open[open.count - 1] = names
                 }

@@ -285,7 +285,8 @@ struct ConfigurationTests {
                                 ("{\"a\": [1, 2,]}", "a comma before ]"),
                                 ("{\"store\": {\"kind\": \"lmdb\", \"kind\": \"filesystem\"}}", "\"kind\" is given twice in one object"),
                                 ("{\"store\": {\"kind\": \"lmdb\"},\n \"store\": {\"path\": \"/x\"}}", "\"store\" is given twice in one object (line 2, column 2)"),
-                                ("{\"store.kind\": \"lmdb\", \"store.kind\": \"memory\"}", "\"store.kind\" is given twice")] {
+                                ("{\"store.kind\": \"lmdb\", \"store.kind\": \"memory\"}", "\"store.kind\" is given twice"),
+                                ("{\"store\": {\"kind\": \"filesystem\", \"k\\u0069nd\": \"lmdb\"}}", "\"kind\" is given twice")] {
             try Data(text.utf8).write(to: bad)
             let error = await #expect(throws: WebImageError.self) { try await ConfigLayers.reader(flags: [:], file: bad.path) }
             #expect(error?.message.contains("not valid JSON: \(problem)") == true, "\(text): \(String(describing: error))")
