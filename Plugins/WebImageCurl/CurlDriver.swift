@@ -110,6 +110,14 @@ final class CurlDriver: Sendable {
                 return (inbox.submitted, inbox.cancelled, inbox.stopped)
             }
             for transfer in submitted {
+                // Cancelled before it got here (its cancellation may have been taken
+                // in an earlier pass, while it was new): never started.
+                guard transfer.state == .new, !transfer.isCancelled else {
+                    counts.withLock { $0.queued -= 1 }
+                    transfer.state = .done
+                    transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
+                    continue
+                }
                 transfer.state = .queued
                 loop.pending.push(transfer)
             }

@@ -213,6 +213,13 @@ public final class CurlLoader: Loader {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.attach(continuation)
+                // Cancelled already (the handler below ran first, and the driver may
+                // have taken its cancellation before this transfer existed for it):
+                // ended here, never started.
+                guard !transfer.isCancelled else {
+                    transfer.finish(.failure(WebImageError(.cancelled, "cancelled")))
+                    return
+                }
                 driver.submit(transfer)
             }
         } onCancel: {
