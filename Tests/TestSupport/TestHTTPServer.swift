@@ -23,7 +23,23 @@ package final class TestHTTPServer: Sendable {
         package var maxInFlight = 0
         package var arrivals: [String] = []
         package var requests: [(path: String, headers: [String: String])] = []
+        /// What happened when: each request's arrival, each streamed body's end,
+        /// each connection's open and close, for a failing test to print.
+        package var events: [(at: ContinuousClock.Instant, what: String)] = []
     }
+
+    /// The events so far, in seconds since the first.
+    package var timeline: String {
+        let events = stats.withLock { $0.events }
+        guard let first = events.first?.at else { return "(nothing happened)" }
+        return events.map { String(format: "%.3f", Double(($0.at - first).components.attoseconds) / 1e18 + Double(($0.at - first).components.seconds)) + " " + $0.what }
+            .joined(separator: "; ")
+    }
+
+    /// The origins' own event loops: not the singleton that the services under
+    /// test (Hummingbird's, in process) run on, so that an origin answers at its
+    /// own pace whatever a service's loop is doing.
+    private static let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
 
     package let stats = Lock(Stats())
     /// Bodies served at exact request paths (`serve(_:_:)`), checked before the routes.
@@ -69,7 +85,7 @@ package final class TestHTTPServer: Sendable {
     /// Starts on a free port of `host` (any loopback address: 127.0.0.2 works too).
     package static func start(host: String = "127.0.0.1") async throws -> TestHTTPServer {
         let box = Lock<TestHTTPServer?>(nil)
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
@@ -137,12 +153,12 @@ package final class TestHTTPServer: Sendable {
         init(server: @escaping () -> TestHTTPServer) { self.server = server }
 
         func channelActive(context: ChannelHandlerContext) {
-            server().stats.withLock { $0.connectionsOpened += 1 }
+            server().stats.withLock { $0.connectionsOpened += 1; $0.events.append((.now, "open")) }
             context.fireChannelActive()
         }
 
         func channelInactive(context: ChannelHandlerContext) {
-            server().stats.withLock { $0.connectionsClosed += 1 }
+            server().stats.withLock { $0.connectionsClosed += 1; $0.events.append((.now, "close")) }
             context.fireChannelInactive()
         }
 
@@ -172,7 +188,7 @@ package final class TestHTTPServer: Sendable {
             if path.hasPrefix("http://"), let slash = path.dropFirst(7).firstIndex(of: "/") { path = String(path[slash...]) }
             let parts = path.split(separator: "/").map(String.init)
             let headers = Dictionary(head.headers.map { ($0.name.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
-            server.stats.withLock { $0.requests.append((head.uri, headers)) }
+            server.stats.withLock { $0.requests.append((head.uri, headers)); $0.events.append((.now, head.uri)) }
             if let file = server.file(at: head.uri) {
                 let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
                 context.eventLoop.scheduleTask(in: .milliseconds(Int64(file.delay))) {
@@ -273,7 +289,10 @@ package final class TestHTTPServer: Sendable {
 
         /// Sends 64 KiB chunks until `remaining` is sent or the client goes away.
         private func stream(_ context: ChannelHandlerContext, remaining: Int) {
-            guard remaining > 0, context.channel.isActive else { return }
+            guard remaining > 0, context.channel.isActive else {
+                server().stats.withLock { $0.events.append((.now, remaining > 0 ? "stream stopped, \(remaining) left" : "stream sent")) }
+                return
+            }
             let size = min(65_536, remaining)
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(repeating: 1, count: size))))).whenSuccess {

@@ -192,7 +192,7 @@ struct CurlLoaderTests {
             }
             #expect(perRequest?.code == .tooLarge)
             let truncated = await #expect(throws: WebImageError.self) { try await load(loader, server.url("/truncated")) }
-            #expect(truncated?.code == .loadFailed, "\(String(describing: truncated)); the driver's longest step: \(loader.longestDriverStep)")
+            #expect(truncated?.code == .loadFailed, "\(String(describing: truncated)); the driver's longest step: \(loader.longestDriverStep); the origin: \(server.timeline)")
         }
     }
 
@@ -610,7 +610,7 @@ struct CurlLoaderTests {
                     do {
                         return try await group.reduce(into: []) { $0.append($1) }
                     } catch {
-                        Issue.record("\(error); the driver's longest step: \(loader.longestDriverStep)")
+                        Issue.record("\(error); the driver's longest step: \(loader.longestDriverStep); \(loader.statistics); the origin: \(healthy.timeline)")
                         return []
                     }
                 }
