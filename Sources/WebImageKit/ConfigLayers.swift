@@ -89,6 +89,14 @@ public enum ConfigLayers {
     /// - Throws: ``WebImageError/Code/invalidArgument`` for a file that cannot be
     ///   read, that is not JSON (with the line and column Foundation names), whose
     ///   top is not an object, or with an array holding arrays, objects or nulls.
+    /// `line L, column C` of a byte offset in `data`, both counted from 1.
+    static func lineAndColumn(_ data: Data, _ offset: Int) -> String {
+        let before = data.prefix(offset)
+        let line = before.filter { $0 == 0x0A }.count + 1
+        let column = before.count - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
+        return "line \(line), column \(column)"
+    }
+
     /// The first comma before a closing `}` or `]`, or name given twice in one
     /// object, in JSON that Foundation parsed: what is wrong and its byte offset.
     static func strictProblem(in data: Data) -> (String, Int)? {
@@ -146,10 +154,7 @@ public enum ConfigLayers {
                 message += ": \(detail)"
                 if let range = detail.range(of: #"character \d+"#, options: .regularExpression),
                    let offset = Int(detail[range].dropFirst("character ".count)), offset <= data.count {
-                    let before = data.prefix(offset)
-                    let line = before.filter { $0 == 0x0A }.count + 1
-                    let column = before.count - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
-                    message += " (line \(line), column \(column))"
+                    message += " (\(Self.lineAndColumn(data, offset)))"
                 }
             }
             throw WebImageError(.invalidArgument, message)
@@ -157,10 +162,7 @@ public enum ConfigLayers {
         // What Foundation's parser takes and RFC 8259 does not, or takes silently:
         // a comma before } or ], and a name given twice in one object (the last won).
         if let (problem, offset) = Self.strictProblem(in: data) {
-            let before = data.prefix(offset)
-            let line = before.filter { $0 == 0x0A }.count + 1
-            let column = before.count - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
-            throw WebImageError(.invalidArgument, "--config \(file) is not valid JSON: \(problem) (line \(line), column \(column))")
+            throw WebImageError(.invalidArgument, "--config \(file) is not valid JSON: \(problem) (\(Self.lineAndColumn(data, offset)))")
         }
         guard let object = root as? [String: Any] else {
             let kind = root is NSNull ? "null" : root is [Any] ? "an array" : root is String ? "a string" : "a number or boolean"

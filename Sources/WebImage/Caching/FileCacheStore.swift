@@ -233,8 +233,8 @@ extension FileCacheStore {
     /// Whether a name in the directory is an entry's: 64 hex digits, then an
     /// optional extension of one to five lowercase letters or digits.
     static func isEntryName(_ name: some StringProtocol) -> Bool {
+        guard isStoreName(name) else { return false }
         let utf8 = Array(name.utf8)
-        guard utf8.count >= 64, utf8[..<64].allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { return false }
         if utf8.count == 64 { return true }
         let ext = utf8[65...]
         return utf8[64] == UInt8(ascii: ".") && (1...5).contains(ext.count)

@@ -28,12 +28,13 @@ public struct CacheSerializer: Sendable {
     /// coder because a coder is unavailable (``ImageCoder/unavailability``).
     public static func encoding(as preferred: ImageFormat?, options: EncodeOptions = .derivedDefault) -> CacheSerializer {
         CacheSerializer { image, _, coders in
+            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil })
+            else { return nil }
             // A format asked for that no coder writes because one cannot be used
             // (its library is missing) gets no substitute: it would be kept under
             // the key of the format asked for, and outlive the library's return.
-            if let preferred, coders.encoder(for: preferred) == nil, coders.noCoder("").code == .libraryUnavailable { return nil }
-            guard let format = ImageFormat.output(for: image, requested: preferred, canEncode: { coders.encoder(for: $0) != nil })
-            else { return nil }
+            // (Asked only when another format was chosen: off the usual path.)
+            if let preferred, format != preferred, coders.encoder(for: preferred) == nil, coders.unavailability != nil { return nil }
             return try? options.fitting(format) { try coders.encode(image, as: format, options: $0) }
         }
     }
